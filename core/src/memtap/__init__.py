@@ -1,0 +1,48 @@
+"""memtap: long-term memory for any LLM application, without changing its code.
+
+::
+
+    import memtap
+    mem = memtap.Memory()          # DuckDB file under $MEMTAP_HOME, or $MEMTAP_STORE
+    mem.register(client)           # an OpenAI/Anthropic/... client: calls now have memory
+    with mem.scope(entity_id="alice", session_id="s1"):
+        client.chat.completions.create(...)
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
+from .history import HistoryBudget
+from .hookspecs import hookimpl
+from .memory import Memory
+from .model import (
+    Attribution,
+    Exchange,
+    Fact,
+    Message,
+    ScoredFact,
+    SessionInfo,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "Attribution",
+    "Exchange",
+    "Fact",
+    "HistoryBudget",
+    "Memory",
+    "MemtapError",
+    "Message",
+    "ScoredFact",
+    "SessionInfo",
+    "StoreError",
+    "ToolCall",
+    "UnknownStoreURLError",
+    "UnsupportedClientError",
+    "Usage",
+    "__version__",
+    "hookimpl",
+]

@@ -1,0 +1,225 @@
+"""The capture path: the request thread only enqueues; a background writer formats and
+stores, in batches, and keeps what the store refused until it can be written.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import attrs
+
+from .model import Exchange
+
+log = logging.getLogger("memtap.capture")
+
+
+class CapturedCall:
+    """A finished call waiting to become an :class:`Exchange`.
+
+    Formatting is deferred (off the request path) and memoised: the writer and the history
+    cache may both ask, the work is done once.
+    """
+
+    __slots__ = ("_build", "_exchange", "_failed", "_lock", "attribution")
+
+    def __init__(self, build: Callable[[], Exchange | None], attribution: object = None) -> None:
+        self._build = build
+        self._exchange: Exchange | None = None
+        self._failed = False
+        self._lock = threading.Lock()
+        self.attribution = attribution
+
+    def exchange(self) -> Exchange | None:
+        """The formatted exchange (``None`` if formatting failed; the failure is logged)."""
+        if self._exchange is not None or self._failed:
+            return self._exchange
+        with self._lock:
+            if self._exchange is None and not self._failed:
+                try:
+                    self._exchange = self._build()
+                except Exception:
+                    self._failed = True
+                    log.exception("memtap could not format a captured call; it is not stored")
+        return self._exchange
+
+
+@attrs.define
+class CaptureStats:
+    """Counters of the capture path since the writer started."""
+
+    captured: int = 0
+    written: int = 0
+    unformatted: int = 0
+    dropped: int = 0
+    write_failures: int = 0
+
+
+_STOP = object()
+
+
+class CaptureWriter:
+    """Writes captured calls to a store from one background thread.
+
+    ``write`` stores a batch (all or nothing). When it raises, the batch is kept in memory
+    (at most ``max_buffered`` exchanges; beyond that the oldest are dropped with a logged,
+    counted warning) and retried with exponential backoff; the error is logged once per
+    outage. ``on_written`` callbacks see every stored batch.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[list[Exchange]], None],
+        *,
+        batch_size: int = 256,
+        max_buffered: int = 100_000,
+        retry_initial: float = 0.05,
+        retry_max: float = 5.0,
+    ) -> None:
+        self._write = write
+        self._batch_size = batch_size
+        self._max_buffered = max_buffered
+        self._retry_initial = retry_initial
+        self._retry_max = retry_max
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._held: deque[Exchange] = deque()
+        self._done = threading.Condition()
+        self._unfinished = 0
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._closed = False
+        self.stats = CaptureStats()
+        self.on_written: list[Callable[[list[Exchange]], None]] = []
+
+    def submit(self, item: CapturedCall) -> None:
+        """Queue a finished call for storage (cheap; never blocks on the store)."""
+        if self._closed:
+            log.warning("memtap writer is closed; a captured call was not stored")
+            return
+        with self._done:
+            self._unfinished += 1
+        self.stats.captured += 1
+        self._queue.put(item)
+        if self._thread is None:
+            self._start()
+
+    def _start(self) -> None:
+        with self._thread_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memtap-writer", daemon=True)
+                self._thread.start()
+
+    def _finish(self, n: int) -> None:
+        with self._done:
+            self._unfinished -= n
+            self._done.notify_all()
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until everything submitted so far is stored; ``False`` on timeout (for
+        example while the store is down: the calls stay queued and are retried)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while self._unfinished > 0:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._done.wait(remaining)
+        return True
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Flush, then stop the thread. Returns whether everything was stored."""
+        ok = self.flush(timeout)
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+        if not ok:
+            log.warning(
+                "memtap closed with %d captured call(s) not stored (store unavailable)",
+                self._unfinished,
+            )
+        return ok
+
+    def _take_batch(self, wait: float | None) -> tuple[list[CapturedCall], bool]:
+        batch: list[CapturedCall] = []
+        try:
+            first = self._queue.get(timeout=wait) if wait is not None else self._queue.get()
+        except queue.Empty:
+            return batch, False
+        if first is _STOP:
+            return batch, True
+        batch.append(first)  # type: ignore[arg-type]
+        while len(batch) < self._batch_size:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)  # type: ignore[arg-type]
+        return batch, False
+
+    def _run(self) -> None:
+        backoff = self._retry_initial
+        failing = False
+        while True:
+            batch, stop = self._take_batch(backoff if self._held else None)
+            for item in batch:
+                ex = item.exchange()
+                if ex is None:
+                    self.stats.unformatted += 1
+                    self._finish(1)
+                else:
+                    self._held.append(ex)
+            self._bound_held()
+            if self._held:
+                pending = list(self._held)
+                try:
+                    self._write(pending)
+                except Exception as exc:
+                    self.stats.write_failures += 1
+                    if not failing:
+                        log.error(
+                            "memtap could not store %d exchange(s): %s; they are kept and "
+                            "retried (the application's calls are not affected)",
+                            len(pending),
+                            exc,
+                        )
+                        failing = True
+                    backoff = min(self._retry_max, backoff * 2)
+                    if stop:
+                        return
+                    continue
+                if failing:
+                    log.warning("memtap storage is back; %d exchange(s) stored", len(pending))
+                    failing = False
+                backoff = self._retry_initial
+                self._held.clear()
+                self.stats.written += len(pending)
+                for callback in self.on_written:
+                    try:
+                        callback(pending)
+                    except Exception:
+                        log.exception("memtap on_written callback failed")
+                self._finish(len(pending))
+            if stop:
+                return
+
+    def _bound_held(self) -> None:
+        excess = len(self._held) - self._max_buffered
+        if excess > 0:
+            for _ in range(excess):
+                self._held.popleft()
+            self.stats.dropped += excess
+            log.warning(
+                "memtap dropped the %d oldest unstored exchange(s): more than %d are waiting "
+                "for the store (%d dropped in all)",
+                excess,
+                self._max_buffered,
+                self.stats.dropped,
+            )
+            self._finish(excess)

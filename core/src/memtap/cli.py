@@ -1,0 +1,176 @@
+"""The ``memtap`` command line (click + rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .memory import STORE_ENV, Memory, default_store_url
+from .model import to_dict
+from .plugins import make_plugin_manager
+from .storage import StoreError, UnknownStoreURLError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(highlight=False)
+
+
+def store_option(func: F) -> F:
+    """The ``--store URL`` option every store command takes (env ``MEMTAP_STORE``)."""
+    return click.option(
+        "--store",
+        "store_url",
+        envvar=STORE_ENV,
+        default=None,
+        metavar="URL",
+        help="Store URL (duckdb:///path, postgresql://..., memory://). "
+        "Default: $MEMTAP_STORE, else a DuckDB file under $MEMTAP_HOME.",
+    )(func)
+
+
+def open_memory(store_url: str | None) -> Memory:
+    """Open the store for a CLI command, turning store errors into clean CLI errors."""
+    try:
+        return Memory(store_url or default_store_url())
+    except (StoreError, UnknownStoreURLError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group()
+@click.version_option(__version__, prog_name="memtap")
+def main() -> None:
+    """memtap: long-term memory for LLM applications, without changing their code."""
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins(as_json: bool) -> None:
+    """List loaded plugins: distribution, version and the hooks each implements."""
+    pm = make_plugin_manager()
+    infos = pm.describe()
+    if as_json:
+        click.echo(json.dumps([to_dict(i) for i in infos], indent=2))
+        return
+    table = Table(title="memtap plugins")
+    for col in ("name", "distribution", "version", "hooks"):
+        table.add_column(col)
+    for info in infos:
+        table.add_row(info.name, info.distribution or "-", info.version or "-", "\n".join(info.hooks))
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.option("--entity", default=None, help="Only this entity's sessions.")
+@click.option("--limit", default=50, show_default=True, help="How many sessions.")
+def sessions(store_url: str | None, entity: str | None, limit: int) -> None:
+    """List stored sessions, most recently active first."""
+    with open_memory(store_url) as mem:
+        rows = mem.sessions(entity_id=entity, limit=limit)
+    table = Table(title=f"sessions in {mem.url}")
+    for col in ("session", "entity", "process", "exchanges", "last active (UTC)"):
+        table.add_column(col)
+    for s in rows:
+        table.add_row(
+            s.session_id,
+            s.entity_id,
+            s.process_id or "-",
+            str(s.exchange_count),
+            s.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.argument("session")
+@click.option("--entity", default=None, help="Only this entity's messages in the session.")
+def history(store_url: str | None, session: str, entity: str | None) -> None:
+    """Show a session's messages, oldest first."""
+    with open_memory(store_url) as mem:
+        messages = mem.history(session, entity_id=entity)
+    if not messages:
+        console.print(f"no messages in session {session!r}")
+        return
+    for m in messages:
+        calls = "".join(f"\n  -> {c.name}({c.arguments})" for c in m.tool_calls)
+        console.print(f"[bold]{m.role}[/bold]: {m.content}{calls}", markup=True, soft_wrap=True)
+
+
+@main.command()
+@store_option
+def stats(store_url: str | None) -> None:
+    """Row counts of the store."""
+    with open_memory(store_url) as mem:
+        counts = mem.stats()
+    table = Table(title=f"store {mem.url}")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, count in counts.items():
+        table.add_row(name, str(count))
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.option("--entity", required=True, help="Whose facts.")
+def facts(store_url: str | None, entity: str) -> None:
+    """List an entity's current facts, newest first."""
+    with open_memory(store_url) as mem:
+        rows = mem.facts(entity_id=entity)
+    table = Table(title=f"facts of {entity}")
+    table.add_column("created (UTC)")
+    table.add_column("fact")
+    for f in rows:
+        table.add_row(f.created_at.strftime("%Y-%m-%d %H:%M:%S"), f.text)
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.argument("query")
+@click.option("--entity", required=True, help="Whose facts to search.")
+@click.option("-k", default=5, show_default=True, help="How many facts.")
+def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
+    """Recall an entity's facts most relevant to QUERY, with scores."""
+    with open_memory(store_url) as mem:
+        rows = mem.recall(query, entity_id=entity, k=k)
+    table = Table(title=f"recall {query!r} for {entity}")
+    table.add_column("score", justify="right")
+    table.add_column("fact")
+    for s in rows:
+        table.add_row(f"{s.score:.3f}", s.text)
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.option("--entity", required=True, help="Whose data to delete.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def forget(store_url: str | None, entity: str, yes: bool) -> None:
+    """Delete everything stored for an entity."""
+    if not yes and sys.stdin.isatty():
+        click.confirm(f"Delete all memory of entity {entity!r}?", abort=True)
+    with open_memory(store_url) as mem:
+        count = mem.forget(entity_id=entity)
+    console.print(f"deleted {count} record(s) of {entity!r}")
+
+
+@main.command()
+@store_option
+def demo(store_url: str | None) -> None:
+    """Run offline: a local scripted model, the real openai SDK, memory across two runs."""
+    from .demo import run_demo
+
+    run_demo(store_url, console)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

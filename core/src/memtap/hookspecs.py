@@ -1,0 +1,133 @@
+"""The hooks a memtap plugin can implement, in five families.
+
+Every hook is prefixed ``memtap_`` and documented in ``docs/hooks.md`` with its exact
+signature (a test keeps the two in step). Implement a hook with :data:`memtap.hookimpl`::
+
+    from memtap import hookimpl
+
+    @hookimpl
+    def memtap_match_client(client):
+        if type(client).__module__.startswith("acme"):
+            return AcmeAdapter()
+
+and list the module under the ``memtap`` entry-point group of your distribution.
+Cross-cutting concerns (redaction, enrichment, tracing) use ``@hookimpl(wrapper=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .model import Exchange
+    from .storage import Store
+    from .wire import (
+        ClientAdapter,
+        Injection,
+        InjectionRequest,
+        RawExchange,
+        StreamAccumulator,
+        WireProtocol,
+    )
+
+PROJECT_NAME = "memtap"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+#: Decorator marking a function as the implementation of a memtap hook.
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+# ---------------------------------------------------------------------------------------
+# 1. Provider matching
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def memtap_match_client(client: Any) -> ClientAdapter | None:
+    """Recognise an SDK client object (or module, e.g. ``litellm``) and return the adapter
+    that patches it, or ``None`` when the client is not yours.
+
+    Called by :meth:`memtap.Memory.register`; the first non-``None`` answer wins. Match on
+    the client's type and module without importing the SDK when it is not already imported.
+    """
+
+
+@hookspec
+def memtap_wire_protocols() -> Sequence[WireProtocol]:
+    """Return the wire protocols (request/response formats) this plugin speaks.
+
+    Each protocol has a unique ``name`` such as ``"openai.chat"``. The proxy uses them to
+    route HTTP requests; in-process adapters use the same objects, so both modes read and
+    edit bodies with one piece of code.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# 2. Request injection
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def memtap_request_injections(request: InjectionRequest) -> Sequence[Injection] | None:
+    """Contribute what should be injected into one outgoing request.
+
+    ``request`` carries the attribution, the protocol and the request's own messages. Return
+    :class:`memtap.wire.HistoryInjection` (earlier turns to put in front of the messages) or
+    :class:`memtap.wire.SystemBlock` items (text for the place the provider reads system
+    text), or ``None``. Runs on the request path: be fast; anything slow must have a deadline.
+    Core's built-in ``history`` plugin implements this hook.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# 3. Stream accumulation
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def memtap_stream_accumulator(protocol: WireProtocol) -> StreamAccumulator | None:
+    """Return a fresh accumulator for one streamed response in ``protocol``.
+
+    The accumulator is fed every event (as the wire's JSON object) in order and finalised
+    exactly once. The default answer is ``protocol.new_accumulator()``; implement this hook
+    only to replace a protocol's accumulator.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# 4. Payload formatting
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def memtap_format_exchange(raw: RawExchange) -> Exchange | None:
+    """Turn one raw call (request body as sent by the app, response data, injection record,
+    attribution, timings) into the canonical :class:`memtap.model.Exchange`.
+
+    Core's default implementation reads the body through ``raw.protocol``. Wrappers
+    (``@hookimpl(wrapper=True)``) may change the result: core's ``redact`` plugin removes
+    secrets this way, after every other implementation.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# 5. Storage
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def memtap_open_store(url: str) -> Store | None:
+    """Open the store for ``url`` (migrating its schema) if the URL's scheme is yours.
+
+    Return ``None`` for schemes you do not handle. Raise :class:`memtap.StoreError` with a
+    message that says what to do when the URL is yours but cannot be opened.
+    """
+
+
+@hookspec
+def memtap_store_schemes() -> Sequence[str]:
+    """Return the URL schemes this plugin's :func:`memtap_open_store` accepts
+    (e.g. ``["duckdb"]``); used to list what is installed in error messages."""

@@ -1,0 +1,309 @@
+"""The public facade: :class:`Memory`."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import re
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from .capture import CaptureWriter
+from .errors import UnsupportedClientError
+from .history import HistoryBudget, HistoryPlugin, SessionHistories
+from .model import (
+    DEFAULT_ENTITY_ID,
+    DEFAULT_SESSION_ID,
+    Attribution,
+    Fact,
+    Message,
+    ScoredFact,
+    SessionInfo,
+)
+from .plugins import PluginManager, make_plugin_manager
+from .scope import attribution_scope, current_attribution
+from .storage import Store, StoreError, UnknownStoreURLError
+from .tap import Tap
+
+log = logging.getLogger("memtap")
+
+STORE_ENV = "MEMTAP_STORE"
+HOME_ENV = "MEMTAP_HOME"
+REGISTRATION_ATTR = "_memtap_registration"
+
+C = TypeVar("C")
+
+
+def memtap_home() -> Path:
+    """``$MEMTAP_HOME``, else ``~/.local/share/memtap``."""
+    raw = os.environ.get(HOME_ENV)
+    return Path(raw).expanduser() if raw else Path.home() / ".local" / "share" / "memtap"
+
+
+def default_store_url() -> str:
+    """``$MEMTAP_STORE``, else a DuckDB file under :func:`memtap_home`."""
+    return os.environ.get(STORE_ENV) or f"duckdb:///{memtap_home() / 'memtap.duckdb'}"
+
+
+def open_store(url: str, pm: PluginManager) -> Store:
+    """Open ``url`` with the first storage plugin that accepts it."""
+    store: Store | None = pm.hook.memtap_open_store(url=url)
+    if store is None:
+        schemes = sorted({s for group in pm.hook.memtap_store_schemes() for s in group})
+        scheme = url.split(":", 1)[0] if ":" in url else url
+        raise UnknownStoreURLError(
+            f"no installed memtap storage plugin accepts {scheme!r} URLs ({url!r}). "
+            f"Installed schemes: {', '.join(schemes) or 'none'}. Install the plugin for it "
+            f"(e.g. `pip install memtap-duckdb` for duckdb:///path, `memtap-postgres` for "
+            f"postgresql://...) or use one of those."
+        )
+    return store
+
+
+@attrs.define
+class _Registration:
+    client: Any
+    restore: Callable[[], None]
+    provider: str
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+class Memory:
+    """Long-term memory for LLM calls.
+
+    ``store`` is a store URL (``duckdb:///path``, ``duckdb:///:memory:``,
+    ``postgresql://...``, ``memory://``) or a :class:`~memtap.storage.Store`; by default
+    ``$MEMTAP_STORE``, else a DuckDB file under ``$MEMTAP_HOME``. Calls made outside any
+    :meth:`scope` are attributed to ``entity_id``/``session_id`` (``"default"`` both).
+    ``history`` bounds the injected conversation history.
+    """
+
+    def __init__(
+        self,
+        store: str | Store | None = None,
+        *,
+        entity_id: str = DEFAULT_ENTITY_ID,
+        session_id: str = DEFAULT_SESSION_ID,
+        process_id: str | None = None,
+        history: HistoryBudget | None = None,
+        plugins: Iterable[object] = (),
+        entry_points: bool = True,
+    ) -> None:
+        self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
+        if store is None:
+            store = default_store_url()
+        self.store: Store = open_store(store, self.pm) if isinstance(store, str) else store
+        self.default_attribution = Attribution(
+            entity_id=entity_id, session_id=session_id, process_id=process_id
+        )
+        self.history_budget = history or HistoryBudget()
+        self.histories = SessionHistories(self._load_history)
+        self.writer = CaptureWriter(self.store.write_exchanges)
+        self.pm.register(HistoryPlugin(self.histories, self.history_budget), name="history")
+        self.pm.builtin_names.add("history")
+        self.tap = Tap(
+            hook=self.pm.hook,
+            default_attribution=self.default_attribution,
+            histories=self.histories,
+            writer=self.writer,
+        )
+        self._registrations: dict[int, _Registration] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        ref = weakref.ref(self)
+        self._atexit = lambda: (m := ref()) is not None and m.close()
+        atexit.register(self._atexit)
+
+    @property
+    def url(self) -> str:
+        """The store's URL."""
+        return self.store.url
+
+    def _load_history(self, attribution: Attribution, limit: int) -> list[Message]:
+        return self.store.history(attribution.session_id, entity_id=attribution.entity_id, limit=limit)
+
+    # -- registration --------------------------------------------------------------------
+
+    def register(self, client: C) -> C:
+        """Patch an SDK client (or a module such as ``litellm``) so its calls get memory.
+
+        Idempotent; returns ``client``. Raises :class:`~memtap.UnsupportedClientError`
+        naming the installed providers when no plugin recognises the client.
+        """
+        with self._lock:
+            if self._closed:
+                raise StoreError("this Memory is closed; create a new memtap.Memory to register clients")
+            if id(client) in self._registrations:
+                return client
+            owner = getattr(client, REGISTRATION_ATTR, None)
+            if owner is not None and owner() is not None and owner() is not self:
+                raise ValueError(
+                    "this client is already registered with another memtap.Memory; call "
+                    "unregister(client) on that one first"
+                )
+            adapter = self.pm.hook.memtap_match_client(client=client)
+            if adapter is None:
+                raise UnsupportedClientError.for_client(client, self.providers())
+            restore = adapter.install(client, self.tap)
+            try:
+                setattr(client, REGISTRATION_ATTR, weakref.ref(self))
+            except (AttributeError, TypeError):
+                pass
+            self._registrations[id(client)] = _Registration(client, restore, adapter.provider)
+            return client
+
+    def unregister(self, client: Any) -> Any:
+        """Restore a registered client's original methods (no-op if not registered)."""
+        with self._lock:
+            reg = self._registrations.pop(id(client), None)
+        if reg is not None:
+            reg.restore()
+            try:
+                delattr(client, REGISTRATION_ATTR)
+            except AttributeError:
+                pass
+        return client
+
+    def providers(self) -> list[str]:
+        """Names of the installed provider plugins (those that can match clients)."""
+        names = []
+        for impl in self.pm.hook.memtap_match_client.get_hookimpls():
+            names.append(impl.plugin_name)
+        return sorted(names)
+
+    # -- attribution ---------------------------------------------------------------------
+
+    def scope(
+        self,
+        *,
+        entity_id: str | None = None,
+        process_id: str | None = None,
+        session_id: str | None = None,
+    ) -> AbstractContextManager[Attribution]:
+        """Attribute calls made inside the ``with`` block (per thread and asyncio task)."""
+        return attribution_scope(
+            self.default_attribution,
+            entity_id=entity_id,
+            process_id=process_id,
+            session_id=session_id,
+        )
+
+    def current_attribution(self) -> Attribution:
+        """The attribution a call made here and now would get."""
+        return current_attribution(self.default_attribution)
+
+    # -- reading and writing memory -----------------------------------------------------
+
+    def history(self, session_id: str | None = None, *, entity_id: str | None = None) -> list[Message]:
+        """A session's stored messages, oldest first (pending writes are flushed first).
+
+        ``session_id`` defaults to the current scope's session; ``entity_id`` filters.
+        """
+        self.flush()
+        if session_id is None:
+            attribution = self.current_attribution()
+            session_id = attribution.session_id
+            entity_id = entity_id or attribution.entity_id
+        return self.store.history(session_id, entity_id=entity_id)
+
+    def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Stored sessions, most recently active first."""
+        self.flush()
+        return self.store.sessions(entity_id=entity_id, limit=limit)
+
+    def remember(
+        self, text: str, *, entity_id: str | None = None, process_id: str | None = None
+    ) -> Fact:
+        """Store a fact about an entity (the current scope's by default)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("remember() needs the fact as a non-empty string")
+        attribution = self.current_attribution()
+        fact = Fact(
+            entity_id=entity_id or attribution.entity_id,
+            process_id=process_id if process_id is not None else attribution.process_id,
+            text=text.strip(),
+        )
+        self.store.add_facts([fact])
+        return fact
+
+    def recall(
+        self,
+        query: str,
+        *,
+        entity_id: str | None = None,
+        process_id: str | None = None,
+        k: int = 5,
+    ) -> list[ScoredFact]:
+        """An entity's facts most relevant to ``query``, best first (word overlap)."""
+        entity = entity_id or self.current_attribution().entity_id
+        wanted = _tokens(query)
+        scored = []
+        for fact in self.store.facts(entity_id=entity, process_id=process_id):
+            words = _tokens(fact.text)
+            if wanted and words:
+                score = len(wanted & words) / len(wanted | words)
+                if score > 0:
+                    scored.append(ScoredFact(fact=fact, score=score))
+        scored.sort(key=lambda s: s.score, reverse=True)
+        return scored[:k]
+
+    def facts(self, *, entity_id: str | None = None) -> list[Fact]:
+        """An entity's current facts, newest first."""
+        return self.store.facts(entity_id=entity_id or self.current_attribution().entity_id)
+
+    def forget(self, *, entity_id: str) -> int:
+        """Delete all of an entity's data (sessions, exchanges, messages, facts); returns
+        how many exchanges and facts were deleted."""
+        if not entity_id:
+            raise ValueError("forget() needs the entity_id whose data to delete")
+        self.flush()
+        self.histories.drop(entity_id=entity_id)
+        return self.store.forget(entity_id=entity_id)
+
+    def stats(self) -> dict[str, int]:
+        """Row counts of the store."""
+        self.flush()
+        return self.store.stats()
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until captured calls are stored; ``False`` if that did not happen in time."""
+        return self.writer.flush(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Flush, restore every registered client and close the store. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            regs = list(self._registrations.values())
+        for reg in regs:
+            self.unregister(reg.client)
+        self.writer.close(timeout)
+        try:
+            self.store.close()
+        finally:
+            atexit.unregister(self._atexit)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"memtap.Memory({self.url!r})"
+
+    def registered(self) -> Iterator[tuple[Any, str]]:
+        """The registered clients and their providers."""
+        for reg in list(self._registrations.values()):
+            yield reg.client, reg.provider

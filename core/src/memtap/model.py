@@ -1,0 +1,201 @@
+"""The canonical data model: what memtap captures, stores and recalls.
+
+Every provider's wire format is turned into these classes by its plugin, and every storage
+backend stores exactly these. They are plain attrs classes; :data:`converter` (cattrs) turns
+them into JSON-ready dicts and back, so export/import and the on-disk formats share one
+serialisation.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import uuid
+from typing import Any, Literal
+
+import attrs
+import cattrs
+from cattrs.gen import make_dict_unstructure_fn, override
+
+Role = Literal["system", "user", "assistant", "tool"]
+ExchangeStatus = Literal["ok", "error", "partial"]
+
+#: The entity that calls outside any :meth:`memtap.Memory.scope` are attributed to.
+DEFAULT_ENTITY_ID = "default"
+#: The session that calls outside any scope are attributed to (one running conversation).
+DEFAULT_SESSION_ID = "default"
+
+
+def utcnow() -> _dt.datetime:
+    """The current time, timezone-aware (UTC)."""
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def new_id() -> str:
+    """A new random identifier (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool (function) call requested by the model.
+
+    ``arguments`` is kept as the JSON text the provider sent, never re-parsed, so a replay
+    is byte-faithful.
+    """
+
+    id: str
+    name: str
+    arguments: str = ""
+    type: str = "function"
+
+
+@attrs.frozen
+class Message:
+    """One conversation message in provider-neutral form.
+
+    ``content`` is the message's text (non-text parts are kept as short markers such as
+    ``[image]``); ``tool_calls`` are the calls an assistant message asked for; a ``tool``
+    message answers the call named by ``tool_call_id``. ``exchange_id`` and ``created_at``
+    are filled in for messages read back from a store and take no part in equality.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_call_id: str | None = None
+    name: str | None = None
+    exchange_id: str | None = attrs.field(default=None, eq=False)
+    created_at: _dt.datetime | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class Usage:
+    """Token usage as the provider reported it (``None`` where it reported nothing)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        """Input plus output tokens, when both are known."""
+        if self.input_tokens is None or self.output_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens
+
+
+@attrs.frozen
+class Attribution:
+    """Who a call belongs to: the entity (usually a user), the process (app or agent) and
+    the session (one conversation)."""
+
+    entity_id: str = DEFAULT_ENTITY_ID
+    session_id: str = DEFAULT_SESSION_ID
+    process_id: str | None = None
+
+
+@attrs.frozen
+class Exchange:
+    """One captured LLM call: the new messages sent (injected ones excluded) and received.
+
+    ``input`` holds only what the application itself added to the conversation in this call;
+    ``system`` the application's own system/instruction text, if any (stored, never
+    replayed as history); ``output`` the model's answer.
+    """
+
+    attribution: Attribution
+    provider: str
+    operation: str
+    input: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    output: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    system: str | None = None
+    request_model: str | None = None
+    response_model: str | None = None
+    usage: Usage = attrs.field(factory=Usage)
+    finish_reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    stream: bool = False
+    status: ExchangeStatus = "ok"
+    error: str | None = None
+    started_at: _dt.datetime = attrs.field(factory=utcnow)
+    ended_at: _dt.datetime = attrs.field(factory=utcnow)
+    metadata: dict[str, str] = attrs.field(factory=dict)
+    id: str = attrs.field(factory=new_id)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """Input then output messages, in conversation order."""
+        return self.input + self.output
+
+
+@attrs.frozen
+class Fact:
+    """Something memtap remembers about an entity.
+
+    ``kind`` is ``"fact"`` for stated or extracted facts and ``"episode"`` for a user turn
+    kept verbatim. ``supersedes`` names the fact this one replaced (which stays stored, with
+    ``superseded_by`` set, so the history of a fact is kept).
+    """
+
+    entity_id: str
+    text: str
+    process_id: str | None = None
+    kind: str = "fact"
+    source_exchange_id: str | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    created_at: _dt.datetime = attrs.field(factory=utcnow)
+    metadata: dict[str, str] = attrs.field(factory=dict)
+    id: str = attrs.field(factory=new_id)
+
+
+@attrs.frozen
+class ScoredFact:
+    """A recalled fact with its relevance score (higher is better)."""
+
+    fact: Fact
+    score: float
+
+    @property
+    def text(self) -> str:
+        """The fact's text."""
+        return self.fact.text
+
+
+@attrs.frozen
+class SessionInfo:
+    """A stored session: who it belongs to, when it was active, how many exchanges it has."""
+
+    session_id: str
+    entity_id: str
+    process_id: str | None
+    created_at: _dt.datetime
+    updated_at: _dt.datetime
+    exchange_count: int = 0
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter()
+    conv.register_unstructure_hook(_dt.datetime, lambda d: d.isoformat())
+    conv.register_structure_hook(_dt.datetime, lambda v, _: _dt.datetime.fromisoformat(v))
+    # Metadata on read-back messages is a store detail, not part of the canonical record.
+    conv.register_unstructure_hook(
+        Message,
+        make_dict_unstructure_fn(
+            Message, conv, exchange_id=override(omit=True), created_at=override(omit=True)
+        ),
+    )
+    return conv
+
+
+#: The one cattrs converter for every model class (JSON-ready dicts both ways).
+converter: cattrs.Converter = _make_converter()
+
+
+def to_dict(obj: Any) -> Any:
+    """Unstructure a model object into JSON-ready data."""
+    return converter.unstructure(obj)
+
+
+def from_dict(data: Any, cls: type[Any]) -> Any:
+    """Structure JSON-ready data back into a model object of ``cls``."""
+    return converter.structure(data, cls)

@@ -1,0 +1,50 @@
+"""Per-call attribution on context variables: correct per thread and per asyncio task."""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import attrs
+
+from .model import Attribution
+
+_current: contextvars.ContextVar[Attribution | None] = contextvars.ContextVar(
+    "memtap_attribution", default=None
+)
+
+
+def current_attribution(default: Attribution) -> Attribution:
+    """The attribution of the innermost active scope, else ``default``."""
+    return _current.get() or default
+
+
+@contextmanager
+def attribution_scope(
+    default: Attribution,
+    *,
+    entity_id: str | None = None,
+    process_id: str | None = None,
+    session_id: str | None = None,
+) -> Iterator[Attribution]:
+    """Attribute the calls made inside the ``with`` block.
+
+    Fields left as ``None`` are inherited from the enclosing scope (or ``default``). A new
+    thread starts outside any scope; an asyncio task starts in the scope it was created in.
+    """
+    outer = current_attribution(default)
+    changes = {
+        k: v
+        for k, v in (("entity_id", entity_id), ("process_id", process_id), ("session_id", session_id))
+        if v is not None
+    }
+    for name, value in changes.items():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"scope {name} must be a non-empty string, got {value!r}")
+    inner = attrs.evolve(outer, **changes)
+    token = _current.set(inner)
+    try:
+        yield inner
+    finally:
+        _current.reset(token)

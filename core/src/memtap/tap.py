@@ -1,0 +1,277 @@
+"""The request path of one intercepted call, as provider adapters drive it.
+
+An adapter's patched method calls :meth:`Tap.begin` to get a :class:`Call`, runs the SDK's
+own method inside :meth:`Call.active`, and has the SDK's body-building step call
+:meth:`Call.prepare` (which injects). Then it reports the outcome: :meth:`Call.succeeded`,
+:meth:`Call.failed`, or for streams :meth:`Call.stream_item` per event and
+:meth:`Call.stream_finished` once. Everything after the response is deferred to the
+capture writer. Every step fails open: a memtap error is logged and the call goes on.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from . import telemetry
+from .capture import CapturedCall, CaptureWriter
+from .history import SessionHistories
+from .model import Attribution, Exchange, Message, new_id, utcnow
+from .scope import current_attribution
+from .wire import (
+    HistoryInjection,
+    InjectionPlan,
+    InjectionRequest,
+    RawExchange,
+    ResponseView,
+    SystemBlock,
+    WireProtocol,
+)
+
+if TYPE_CHECKING:
+    import pluggy
+
+log = logging.getLogger("memtap.tap")
+
+_active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
+    "memtap_active_call", default=None
+)
+
+JsonFn = Callable[[Any], Mapping[str, Any] | None]
+
+
+def active_call() -> Call | None:
+    """The call whose SDK method is running in this context, if any."""
+    return _active_call.get()
+
+
+def merge_injections(injections: Sequence[Sequence[Any] | None]) -> InjectionPlan:
+    """Merge every injector's contribution into one plan (history in hook order, system
+    blocks by slot then priority)."""
+    history: list[Message] = []
+    blocks: list[SystemBlock] = []
+    present = 0
+    for contribution in injections:
+        for item in contribution or ():
+            if isinstance(item, HistoryInjection):
+                history.extend(item.messages)
+                present = max(present, item.already_present)
+            elif isinstance(item, SystemBlock):
+                blocks.append(item)
+    blocks.sort(key=lambda b: (b.slot, b.priority))
+    return InjectionPlan(history=history, system_blocks=blocks, already_present=present)
+
+
+class Tap:
+    """The services a provider adapter needs from a :class:`memtap.Memory`."""
+
+    def __init__(
+        self,
+        *,
+        hook: pluggy.HookRelay,
+        default_attribution: Attribution,
+        histories: SessionHistories,
+        writer: CaptureWriter,
+    ) -> None:
+        self.hook = hook
+        self.default_attribution = default_attribution
+        self.histories = histories
+        self.writer = writer
+
+    def begin(self, protocol: WireProtocol, *, fallback_body: Mapping[str, Any] | None = None) -> Call:
+        """Start one call in ``protocol``, attributed to the current scope.
+
+        ``fallback_body`` is used for capture when the SDK never reached
+        :meth:`Call.prepare` (e.g. an SDK version whose internals moved).
+        """
+        return Call(self, protocol, current_attribution(self.default_attribution), fallback_body)
+
+
+class Call:
+    """One intercepted LLM call."""
+
+    def __init__(
+        self,
+        tap: Tap,
+        protocol: WireProtocol,
+        attribution: Attribution,
+        fallback_body: Mapping[str, Any] | None,
+    ) -> None:
+        self.tap = tap
+        self.protocol = protocol
+        self.attribution = attribution
+        self.id = new_id()
+        self.started_at = utcnow()
+        self.app_body: Mapping[str, Any] | None = fallback_body
+        self.sent_body: Mapping[str, Any] | None = None
+        self.already_present = 0
+        self.injected_messages = 0
+        self.hide_usage_event = False
+        self._stream_items: list[Any] = []
+        self._finished = threading.Lock()
+        self.span = telemetry.tracer().start_span(
+            protocol.operation,
+            kind=SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": protocol.operation,
+                "gen_ai.provider.name": protocol.provider,
+                "gen_ai.conversation.id": attribution.session_id,
+            },
+        )
+
+    @contextmanager
+    def active(self) -> Iterator[Call]:
+        """Make this the active call while the SDK method runs (for :meth:`prepare`)."""
+        token = _active_call.set(self)
+        ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+        try:
+            yield self
+        finally:
+            otel_context.detach(ctx_token)
+            _active_call.reset(token)
+
+    # -- request -------------------------------------------------------------------------
+
+    def prepare(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Given the body the SDK built from the app's arguments, return the body to send.
+
+        Called again with the same body on retries: the same result is returned.
+        """
+        if self.sent_body is not None and body is self.app_body:
+            return self.sent_body
+        self.app_body = body
+        sent: Mapping[str, Any] = body
+        try:
+            sent = self._inject(body)
+        except Exception:
+            log.exception("memtap could not inject into a %s request; sending it unchanged", self.protocol.name)
+            sent = body
+        self.sent_body = sent
+        return sent
+
+    def _inject(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        view = self.protocol.read_request(body)
+        if view.model:
+            self.span.update_name(f"{self.protocol.operation} {view.model}")
+            self.span.set_attribute("gen_ai.request.model", view.model)
+        with telemetry.tracer().start_as_current_span("memtap.inject") as span:
+            request = InjectionRequest(attribution=self.attribution, protocol=self.protocol, request=view)
+            plan = merge_injections(self.tap.hook.memtap_request_injections(request=request))
+            self.already_present = plan.already_present
+            self.injected_messages = len(plan.history)
+            span.set_attribute("memtap.injected.messages", len(plan.history))
+            span.set_attribute("memtap.injected.blocks", len(plan.system_blocks))
+            sent = body if plan.empty else self.protocol.inject(body, plan)
+        if view.stream:
+            with_usage = self.protocol.request_stream_usage(sent)
+            if with_usage is not None:
+                sent = with_usage
+                self.hide_usage_event = True
+        return sent
+
+    # -- outcome -------------------------------------------------------------------------
+
+    def succeeded(self, response: Any, to_json: JsonFn) -> None:
+        """A non-streamed call returned ``response``; capture it (converted later)."""
+        self._capture(lambda: (to_json(response), None), error=None, partial=False)
+
+    def failed(self, exc: BaseException) -> None:
+        """The call raised before a response: nothing is stored, the span records it."""
+        if not self._finished.acquire(blocking=False):
+            return
+        try:
+            self.span.record_exception(exc)
+            self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            self.span.set_attribute("error.type", type(exc).__qualname__)
+            self.span.end()
+        except Exception:
+            log.debug("span error", exc_info=True)
+
+    def stream_item(self, item: Any) -> None:
+        """One streamed event passed to the caller (kept; read after the stream ends)."""
+        self._stream_items.append(item)
+
+    def stream_finished(
+        self, to_json: JsonFn, *, error: BaseException | None = None, partial: bool = False
+    ) -> None:
+        """The stream ended, was closed or abandoned early (``partial``), or failed
+        (``error``). Only the first report counts."""
+        items = self._stream_items
+
+        def accumulate() -> tuple[None, ResponseView]:
+            acc = self.tap.hook.memtap_stream_accumulator(protocol=self.protocol)
+            if acc is None:
+                acc = self.protocol.new_accumulator()
+            for item in items:
+                event = to_json(item)
+                if event is not None:
+                    acc.feed(event)
+            return None, acc.result()
+
+        message = f"{type(error).__name__}: {error}" if error is not None else None
+        self._capture(accumulate, error=message, partial=partial, stream=True)
+
+    def _capture(
+        self,
+        read: Callable[[], tuple[Mapping[str, Any] | None, ResponseView | None]],
+        *,
+        error: str | None,
+        partial: bool,
+        stream: bool = False,
+    ) -> None:
+        if not self._finished.acquire(blocking=False):
+            return
+        ended_at = utcnow()
+        ended_ns = time.time_ns()
+        body = self.app_body
+
+        def build() -> Exchange | None:
+            try:
+                if body is None:
+                    return None
+                response, stream_result = read()
+                raw = RawExchange(
+                    protocol=self.protocol,
+                    attribution=self.attribution,
+                    request_body=body,
+                    response=response,
+                    stream_result=stream_result,
+                    already_present=self.already_present,
+                    started_at=self.started_at,
+                    ended_at=ended_at,
+                    stream=stream,
+                    error=error,
+                    partial=partial,
+                    id=self.id,
+                )
+                parent = trace.set_span_in_context(self.span)
+                with telemetry.tracer().start_as_current_span("memtap.capture", context=parent):
+                    exchange: Exchange | None = self.tap.hook.memtap_format_exchange(raw=raw)
+                if exchange is not None:
+                    self.span.set_attributes(telemetry.exchange_attributes(exchange))
+                if error is not None:
+                    self.span.set_status(Status(StatusCode.ERROR, error))
+                return exchange
+            finally:
+                self.span.end(end_time=ended_ns)
+
+        item = CapturedCall(build, self.attribution)
+        try:
+            self.tap.histories.append(self.attribution, lambda: _messages(item))
+            self.tap.writer.submit(item)
+        except Exception:
+            log.exception("memtap could not queue a captured call")
+
+
+def _messages(item: CapturedCall) -> Sequence[Message]:
+    ex = item.exchange()
+    return ex.messages if ex is not None else ()

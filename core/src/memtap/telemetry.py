@@ -1,0 +1,65 @@
+"""OpenTelemetry: spans for LLM calls (gen_ai semantic conventions) and for memory work.
+
+memtap only uses the OpenTelemetry API. Without an SDK configured every span is a no-op;
+with one (``opentelemetry-sdk``), spans go wherever the application exports them. Message
+content is recorded only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is
+true, and never any header or key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from . import __version__
+from .model import Exchange, Message
+
+TRACER_NAME = "memtap"
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def tracer() -> trace.Tracer:
+    """memtap's tracer (from the global tracer provider at the time of the call)."""
+    return trace.get_tracer(TRACER_NAME, __version__)
+
+
+def meter() -> metrics.Meter:
+    """memtap's meter, for outcome counters."""
+    return metrics.get_meter(TRACER_NAME, __version__)
+
+
+def capture_content() -> bool:
+    """Whether message content may be put on spans (off unless the env var says true)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _messages_json(messages: Sequence[Message]) -> str:
+    return json.dumps(
+        [
+            {"role": m.role, "content": m.content}
+            | ({"tool_calls": [{"id": c.id, "name": c.name} for c in m.tool_calls]} if m.tool_calls else {})
+            for m in messages
+        ],
+        ensure_ascii=False,
+    )
+
+
+def exchange_attributes(exchange: Exchange) -> dict[str, Any]:
+    """gen_ai attributes describing a finished call (response side)."""
+    attrs: dict[str, Any] = {"gen_ai.conversation.id": exchange.attribution.session_id}
+    if exchange.response_model:
+        attrs["gen_ai.response.model"] = exchange.response_model
+    if exchange.usage.input_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = exchange.usage.input_tokens
+    if exchange.usage.output_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = exchange.usage.output_tokens
+    if exchange.finish_reasons:
+        attrs["gen_ai.response.finish_reasons"] = list(exchange.finish_reasons)
+    if capture_content():
+        attrs["gen_ai.input.messages"] = _messages_json(exchange.input)
+        attrs["gen_ai.output.messages"] = _messages_json(exchange.output)
+    return attrs

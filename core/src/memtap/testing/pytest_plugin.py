@@ -1,0 +1,76 @@
+"""memtap's pytest plugin (entry point ``pytest11``): fixtures for testing memtap and
+memtap plugins.
+
+- ``memtap_server``: a running :class:`~memtap.testing.server.ScriptedModelServer`
+  (OpenAI, Anthropic and Gemini wire formats, JSON and SSE), requests cleared per test.
+- ``memtap_plugin_manager``: a fresh plugin manager with core's built-ins only (no
+  entry-point loading): register the plugin under test on it.
+- ``memtap_store``: a temporary in-process store (``memory://``).
+- ``memtap_spans``: an in-memory span exporter installed on the global tracer provider,
+  emptied before each test (needs ``opentelemetry-sdk``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..plugins import PluginManager, make_plugin_manager
+from ..storage import InMemoryStore
+from .server import ScriptedModelServer
+
+
+@pytest.fixture(scope="session")
+def _memtap_server_session() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def memtap_server(_memtap_server_session: ScriptedModelServer) -> ScriptedModelServer:
+    """The local scripted model server, with no recorded requests or queued replies."""
+    _memtap_server_session.clear()
+    return _memtap_server_session
+
+
+@pytest.fixture
+def memtap_plugin_manager() -> PluginManager:
+    """A plugin manager with core's built-in plugins and no entry points loaded."""
+    return make_plugin_manager(entry_points=False)
+
+
+@pytest.fixture
+def memtap_store() -> Iterator[InMemoryStore]:
+    """A fresh in-process store."""
+    store = InMemoryStore()
+    yield store
+    store.close()
+
+
+_EXPORTER: Any = None
+
+
+def _span_exporter() -> Any:
+    global _EXPORTER
+    if _EXPORTER is None:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        _EXPORTER = exporter
+    return _EXPORTER
+
+
+@pytest.fixture
+def memtap_spans() -> Any:
+    """An ``InMemorySpanExporter`` receiving every finished span, emptied for this test."""
+    exporter = _span_exporter()
+    exporter.clear()
+    return exporter

@@ -1,0 +1,188 @@
+"""The contracts between core and provider plugins: wire protocols, client adapters,
+injections and stream accumulators.
+
+A :class:`WireProtocol` knows one request/response format (OpenAI Chat Completions, OpenAI
+Responses, Anthropic Messages, ...) at the level of the JSON that goes over the wire. Core
+calls it to read a request body, to add injected blocks to it, and to read a response or a
+stream of events. Working on the wire JSON (not on SDK keyword arguments) is what lets
+the in-process mode inject after the SDK has built its body (cheap: no SDK re-validation of
+injected messages) and the proxy reuse the very same code.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from .model import Attribution, Message, Usage
+
+if TYPE_CHECKING:
+    from .tap import Tap
+
+
+@attrs.frozen
+class RequestView:
+    """What core needs to know of a request body, read by :meth:`WireProtocol.read_request`.
+
+    ``messages`` are the conversation messages in order (system messages excluded);
+    ``system`` is the application's system/instruction text.
+    """
+
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    system: str | None = None
+    model: str | None = None
+    stream: bool = False
+
+
+@attrs.frozen
+class ResponseView:
+    """What core keeps of a response: the answer, usage, finish reasons, model."""
+
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    usage: Usage = attrs.field(factory=Usage)
+    finish_reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    model: str | None = None
+
+
+@attrs.frozen
+class HistoryInjection:
+    """Earlier turns to put in front of the request's messages.
+
+    ``already_present`` counts the request's leading messages that repeat the end of the
+    stored history (an app that keeps its own history resends them): they are not captured
+    again.
+    """
+
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    already_present: int = 0
+
+
+@attrs.frozen
+class SystemBlock:
+    """Text for the place the provider reads system text, labelled as data.
+
+    ``slot`` is the semantic slot (``"memory"``, ``"knowledge"``, ...), ``priority`` orders
+    blocks in the same slot (lower first), ``cache`` is the cache strategy (``"per_turn"``
+    or ``"session_init"``).
+    """
+
+    text: str
+    slot: str = "memory"
+    priority: int = 100
+    cache: str = "per_turn"
+    source: str = ""
+
+
+Injection = HistoryInjection | SystemBlock
+
+
+@attrs.frozen
+class InjectionRequest:
+    """One outgoing request, as the injection hooks see it."""
+
+    attribution: Attribution
+    protocol: WireProtocol
+    request: RequestView
+
+
+@attrs.frozen
+class InjectionPlan:
+    """Everything to inject into one request, merged from all injectors."""
+
+    history: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=tuple)
+    already_present: int = 0
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing would change the body."""
+        return not self.history and not self.system_blocks
+
+
+@runtime_checkable
+class StreamAccumulator(Protocol):
+    """Builds a response out of the events of one stream.
+
+    ``feed`` is called with each event's JSON object as it passes; ``result`` once, at the
+    end (even an early one: it returns what has arrived so far).
+    """
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Take one stream event."""
+
+    def result(self) -> ResponseView:
+        """What the stream said, so far."""
+
+
+@runtime_checkable
+class WireProtocol(Protocol):
+    """One LLM request/response format, at the level of its JSON."""
+
+    #: Unique name, ``"<provider>.<api>"``, e.g. ``"openai.chat"``.
+    name: str
+    #: ``gen_ai.provider.name`` for calls in this protocol, e.g. ``"openai"``.
+    provider: str
+    #: ``gen_ai.operation.name``, e.g. ``"chat"``.
+    operation: str
+
+    def read_request(self, body: Mapping[str, Any]) -> RequestView:
+        """Read the application's request body (never modifies it)."""
+
+    def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
+        """Return a new body: ``body`` plus the plan's history and system blocks.
+
+        Nothing else may change: keys keep their order and values their types; the input
+        is not mutated.
+        """
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """For a streaming request that does not ask for usage, a new body that does;
+        ``None`` when nothing needs to change (or the protocol always reports usage)."""
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """Whether a stream event only exists because :meth:`request_stream_usage` asked
+        for it (and must then be hidden from the caller)."""
+
+    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
+        """Read a complete (non-streamed) response body."""
+
+    def new_accumulator(self) -> StreamAccumulator:
+        """A fresh accumulator for one streamed response."""
+
+
+@runtime_checkable
+class ClientAdapter(Protocol):
+    """Patches one kind of SDK client for memtap (returned by ``memtap_match_client``)."""
+
+    #: The provider name shown in errors and listings, e.g. ``"openai"``.
+    provider: str
+
+    def install(self, client: Any, tap: Tap) -> Callable[[], None]:
+        """Patch ``client`` (the instance, never its class) so its calls go through ``tap``;
+        return a function that restores every patched attribute."""
+
+
+@attrs.frozen
+class RawExchange:
+    """One finished call, before formatting: what the capture path hands the payload hooks.
+
+    ``request_body`` is the body as the application built it (before injection);
+    ``response`` the complete response JSON, or ``None`` when ``stream_result`` holds
+    what a stream delivered.
+    """
+
+    protocol: WireProtocol
+    attribution: Attribution
+    request_body: Mapping[str, Any]
+    response: Mapping[str, Any] | None
+    stream_result: ResponseView | None
+    already_present: int
+    started_at: _dt.datetime
+    ended_at: _dt.datetime
+    stream: bool = False
+    error: str | None = None
+    partial: bool = False
+    id: str = ""

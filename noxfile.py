@@ -1,0 +1,80 @@
+"""nox sessions: lint, typecheck, tests per package, storage backends, demo, benchmarks.
+
+``nox`` alone runs the default set (what CI runs). Every session builds its own virtualenv
+(with uv when it is installed) from the local packages, so each package is tested with
+only what it declares.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "typecheck", "tests", "storage", "demo"]
+
+ROOT = Path(__file__).parent
+CORE = "./core"
+PLUGINS = {"openai": "./plugins/openai", "duckdb": "./plugins/duckdb"}
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24"]
+PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint rules and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy (strict) over core and every plugin."""
+    session.install("mypy>=1.10", CORE, *PLUGINS.values(), *TEST_DEPS)
+    session.run("mypy")
+
+
+@nox.session
+@nox.parametrize("package", ["core", *PLUGINS])
+def tests(session: nox.Session, package: str) -> None:
+    """One package's tests, installed with core and nothing else of memtap's."""
+    if package == "core":
+        session.install(CORE, *TEST_DEPS)
+        session.run(*PYTEST, "tests/core", *session.posargs)
+    else:
+        session.install(CORE, PLUGINS[package], *TEST_DEPS)
+        session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("backend", ["duckdb"])
+def storage(session: nox.Session, backend: str) -> None:
+    """The storage compliance suite against one backend."""
+    session.install(CORE, PLUGINS[backend], *TEST_DEPS)
+    session.run(*PYTEST, f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """`memtap demo` from the meta-distribution, in a throwaway MEMTAP_HOME."""
+    session.install(CORE, *PLUGINS.values(), ".")
+    home = session.create_tmp()
+    session.run("memtap", "demo", env={"MEMTAP_HOME": str(Path(home) / "memtap-home")})
+
+
+@nox.session
+def benchmarks(session: nox.Session) -> None:
+    """Overhead of a registered client over the bare SDK (ratios, same run)."""
+    session.install(CORE, *PLUGINS.values())
+    session.run("python", "benchmarks/overhead.py", *session.posargs, env={"PYTHONHASHSEED": "0"})
+
+
+@nox.session(venv_backend="none")
+def dev(session: nox.Session) -> None:
+    """Install every package editable into the current environment (for development)."""
+    session.run("python", "-m", "pip", "install", "-e", CORE, *(f"-e{p}" for p in PLUGINS.values()),
+                *TEST_DEPS, env={k: v for k, v in os.environ.items()})

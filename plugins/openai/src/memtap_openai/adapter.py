@@ -1,0 +1,62 @@
+"""Registering openai SDK clients (``OpenAI``, ``AsyncOpenAI``, ``AzureOpenAI``...)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from memtap.stainless import StainlessInstaller, Target
+from memtap.tap import Tap
+
+from .chat import ChatCompletionsProtocol
+from .responses import ResponsesProtocol
+
+CHAT = ChatCompletionsProtocol()
+RESPONSES = ResponsesProtocol()
+
+#: The methods memtap patches; the SDK's ``.stream(...)`` helpers call ``create`` and are
+#: covered through it.
+TARGETS = (
+    Target(("chat", "completions"), "create", CHAT),
+    Target(("chat", "completions"), "parse", CHAT),
+    Target(("responses",), "create", RESPONSES),
+    Target(("responses",), "parse", RESPONSES),
+)
+
+
+def without_added_usage(chunk: Any) -> Any:
+    """A chunk as the caller would have got it had memtap not asked for usage: the
+    usage-only chunk is hidden (``None``), and the ``usage: null`` every other chunk then
+    carries is unmarked as set, so ``to_dict()`` and ``model_fields_set`` are unchanged."""
+    if CHAT.is_hidden_usage_event(chunk):
+        return None
+    if getattr(chunk, "usage", 0) is None:
+        fields_set = getattr(chunk, "__pydantic_fields_set__", None)
+        if fields_set is not None:
+            fields_set.discard("usage")
+    return chunk
+
+
+def is_openai_client(client: Any) -> bool:
+    """Whether ``client`` is an openai SDK client (checked without importing openai)."""
+    openai = sys.modules.get("openai")
+    if openai is None or isinstance(client, type):
+        return False
+    bases = tuple(
+        cls for cls in (getattr(openai, "OpenAI", None), getattr(openai, "AsyncOpenAI", None)) if cls
+    )
+    return bool(bases) and isinstance(client, bases)
+
+
+class OpenAIAdapter:
+    """Patches an openai client instance through its Stainless structure."""
+
+    provider = "openai"
+
+    def __init__(self) -> None:
+        self._installer = StainlessInstaller(TARGETS, event_filter=without_added_usage)
+
+    def install(self, client: Any, tap: Tap) -> Callable[[], None]:
+        """Patch ``client``; return the restore function."""
+        return self._installer.install(client, tap)

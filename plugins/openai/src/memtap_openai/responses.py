@@ -1,0 +1,191 @@
+"""The OpenAI Responses wire protocol (``POST /v1/responses``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memtap.blocks import render_blocks
+from memtap.content import content_text
+from memtap.model import Message, ToolCall, Usage
+from memtap.wire import InjectionPlan, RequestView, ResponseView
+
+SYSTEM_ROLES = frozenset({"system", "developer"})
+#: Body keys that make the server hold the conversation itself: no history is injected.
+SERVER_STATE_KEYS = ("previous_response_id", "conversation")
+
+
+def read_items(items: Any) -> tuple[list[Message], list[str]]:
+    """Input items as canonical messages (function calls grouped into one assistant
+    message), and the system/developer texts among them."""
+    if isinstance(items, str):
+        return [Message(role="user", content=items)], []
+    messages: list[Message] = []
+    system: list[str] = []
+    for item in items or ():
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role", "user")
+            text = content_text(item.get("content"))
+            if role in SYSTEM_ROLES:
+                system.append(text)
+            elif role in ("user", "assistant"):
+                messages.append(Message(role=role, content=text))
+        elif kind == "function_call":
+            call = ToolCall(
+                id=str(item.get("call_id") or ""),
+                name=str(item.get("name") or ""),
+                arguments=str(item.get("arguments") or ""),
+            )
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "assistant":
+                messages[-1] = Message(
+                    role="assistant", content=last.content, tool_calls=(*last.tool_calls, call)
+                )
+            else:
+                messages.append(Message(role="assistant", tool_calls=(call,)))
+        elif kind == "function_call_output":
+            output = item.get("output")
+            messages.append(
+                Message(role="tool", tool_call_id=item.get("call_id"), content=content_text(output))
+            )
+    return messages, system
+
+
+def write_items(m: Message) -> list[dict[str, Any]]:
+    """A canonical message as Responses input items."""
+    if m.role == "tool":
+        return [{"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.content}]
+    out: list[dict[str, Any]] = []
+    if m.content or not m.tool_calls:
+        out.append({"role": m.role, "content": m.content})
+    for c in m.tool_calls:
+        out.append({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments})
+    return out
+
+
+def read_usage(u: Mapping[str, Any] | None) -> Usage:
+    """Responses usage as :class:`Usage`."""
+    if not u:
+        return Usage()
+    details = u.get("input_tokens_details") or {}
+    return Usage(
+        input_tokens=u.get("input_tokens"),
+        output_tokens=u.get("output_tokens"),
+        cached_input_tokens=details.get("cached_tokens"),
+    )
+
+
+class ResponsesProtocol:
+    """OpenAI Responses."""
+
+    name = "openai.responses"
+    provider = "openai"
+    operation = "chat"
+
+    def read_request(self, body: Mapping[str, Any]) -> RequestView:
+        """``input`` items as messages; ``instructions`` and system items as system text."""
+        messages, system = read_items(body.get("input"))
+        if isinstance(body.get("instructions"), str):
+            system.insert(0, body["instructions"])
+        return RequestView(
+            messages=messages,
+            system="\n\n".join(system) if system else None,
+            model=body.get("model"),
+            stream=bool(body.get("stream")),
+        )
+
+    def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
+        """History before the input items (not when the server keeps the conversation:
+        ``previous_response_id`` or ``conversation``); system blocks after ``instructions``.
+        A string ``input`` becomes the equivalent one-item list when history goes before it.
+        """
+        out = dict(body)
+        server_state = any(body.get(k) for k in SERVER_STATE_KEYS)
+        if plan.history and not server_state:
+            items = body.get("input")
+            own = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or ())
+            out["input"] = [i for m in plan.history for i in write_items(m)] + own
+        if plan.system_blocks:
+            block = render_blocks(plan.system_blocks)
+            instructions = body.get("instructions")
+            out["instructions"] = f"{instructions}\n\n{block}" if instructions else block
+        return out
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Responses streams always end with usage: nothing to ask for."""
+        return None
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """No event is ever added by memtap."""
+        return False
+
+    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
+        """Output text and function calls as one assistant message; status as finish reason."""
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        for item in data.get("output") or ():
+            kind = item.get("type")
+            if kind == "message":
+                text.append(content_text(item.get("content")))
+            elif kind == "function_call":
+                calls.append(
+                    ToolCall(
+                        id=str(item.get("call_id") or ""),
+                        name=str(item.get("name") or ""),
+                        arguments=str(item.get("arguments") or ""),
+                    )
+                )
+        joined = "".join(text)
+        messages = [Message(role="assistant", content=joined, tool_calls=calls)] if joined or calls else []
+        reason = data.get("status")
+        incomplete = data.get("incomplete_details") or {}
+        if incomplete.get("reason"):
+            reason = incomplete["reason"]
+        return ResponseView(
+            messages=messages,
+            usage=read_usage(data.get("usage")),
+            finish_reasons=[reason] if reason else [],
+            model=data.get("model"),
+        )
+
+    def new_accumulator(self) -> ResponsesStreamAccumulator:
+        """A fresh accumulator for a Responses event stream."""
+        return ResponsesStreamAccumulator(self)
+
+
+class ResponsesStreamAccumulator:
+    """The final response from ``response.completed`` (or failed/incomplete); for a cut
+    stream, the text deltas and finished items seen so far."""
+
+    FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+    def __init__(self, protocol: ResponsesProtocol) -> None:
+        self.protocol = protocol
+        self.final: Mapping[str, Any] | None = None
+        self.items: list[Mapping[str, Any]] = []
+        self.text: list[str] = []
+        self.model: str | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Take one event."""
+        kind = event.get("type")
+        if kind in self.FINAL and isinstance(event.get("response"), Mapping):
+            self.final = event["response"]
+        elif kind == "response.created" and isinstance(event.get("response"), Mapping):
+            self.model = event["response"].get("model")
+        elif kind == "response.output_text.delta":
+            self.text.append(str(event.get("delta") or ""))
+        elif kind == "response.output_item.done" and isinstance(event.get("item"), Mapping):
+            self.items.append(event["item"])
+
+    def result(self) -> ResponseView:
+        """The response so far."""
+        if self.final is not None:
+            return self.protocol.read_response(self.final)
+        view = self.protocol.read_response({"output": self.items, "model": self.model})
+        if view.messages or not self.text:
+            return view
+        return ResponseView(messages=[Message(role="assistant", content="".join(self.text))], model=self.model)
