@@ -76,5 +76,14 @@ def benchmarks(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def dev(session: nox.Session) -> None:
     """Install every package editable into the current environment (for development)."""
-    session.run("python", "-m", "pip", "install", "-e", CORE, *(f"-e{p}" for p in PLUGINS.values()),
-                *TEST_DEPS, env={k: v for k, v in os.environ.items()})
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "-e",
+        CORE,
+        *(f"-e{p}" for p in PLUGINS.values()),
+        *TEST_DEPS,
+        env={k: v for k, v in os.environ.items()},
+    )

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from .hookspecs import hookimpl
-from .model import Exchange, Message, new_id
+from .model import Exchange, ExchangeStatus, Message, new_id
 from .storage import InMemoryStore, Store
 from .wire import RawExchange, ResponseView, StreamAccumulator, WireProtocol
 
@@ -34,7 +34,7 @@ class PayloadPlugin:
             response = raw.protocol.read_response(raw.response)
         else:
             response = ResponseView()
-        status = "error" if raw.error else "partial" if raw.partial else "ok"
+        status: ExchangeStatus = "error" if raw.error else "partial" if raw.partial else "ok"
         return Exchange(
             id=raw.id or new_id(),
             attribution=raw.attribution,

@@ -57,13 +57,18 @@ def run_demo(store_url: str | None, console: Console) -> None:
     store = store_url or f"duckdb:///{memtap_home() / 'demo.duckdb'}"
     session = "demo-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     with ScriptedModelServer() as server:
-        console.print(Panel.fit(f"memtap demo: a local scripted model at {server.openai_base_url}\nstore: {store}"))
-        console.print("[bold]Run 1[/]: the app registers its openai client and chats (session "
-                      f"[italic]{session}[/]).")
+        console.print(
+            Panel.fit(f"memtap demo: a local scripted model at {server.openai_base_url}\nstore: {store}")
+        )
+        console.print(
+            f"[bold]Run 1[/]: the app registers its openai client and chats (session [italic]{session}[/])."
+        )
         _run(store, server, session, RUN_1, console).close()
         console.print("  (run 1 exits: memtap flushed the conversation to the store)\n")
 
-        console.print("[bold]Run 2[/]: a fresh start (new Memory, new client); the app sends only the new question.")
+        console.print(
+            "[bold]Run 2[/]: a fresh start (new Memory, new client); the app sends only the new question."
+        )
         server.clear()
         mem = _run(store, server, session, (RUN_2,), console)
         sent = server.last_json()["messages"]
@@ -74,7 +79,9 @@ def run_demo(store_url: str | None, console: Console) -> None:
         table.add_column("content")
         table.add_column("from")
         for i, m in enumerate(sent):
-            table.add_row(str(i + 1), m["role"], str(m["content"]), "memtap history" if i < injected else "the app")
+            table.add_row(
+                str(i + 1), m["role"], str(m["content"]), "memtap history" if i < injected else "the app"
+            )
         console.print(table)
 
         stored = mem.history(session, entity_id="alice")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import attrs
 
@@ -94,12 +94,13 @@ class HistoryBudget:
 
     def select(self, history: Sequence[Message]) -> list[Message]:
         """The newest part of ``history`` that fits, whole tool units only, starting at a
-        user turn when there is one."""
+        user turn when there is one. Walks back from the end: the cost is what is chosen,
+        not the length of the history."""
         if self.max_messages == 0 or self.max_tokens == 0:
             return []
         chosen: list[list[Message]] = []
         count = tokens = 0
-        for unit in reversed(tool_units(history)):
+        for unit in _units_newest_first(history):
             unit_tokens = sum(approx_tokens(m) for m in unit)
             if count + len(unit) > self.max_messages or tokens + unit_tokens > self.max_tokens:
                 break
@@ -112,6 +113,22 @@ class HistoryBudget:
         return [m for unit in chosen for m in unit]
 
 
+def _units_newest_first(messages: Sequence[Message]) -> Iterator[list[Message]]:
+    """:func:`tool_units`, newest first, computed lazily from the end."""
+    results: list[Message] = []
+    for m in reversed(messages):
+        if m.role == "tool":
+            results.append(m)
+            continue
+        if results and m.role == "assistant" and m.tool_calls:
+            ids = {c.id for c in m.tool_calls}
+            answered = [r for r in reversed(results) if r.tool_call_id in ids]
+            yield [m, *answered]
+        else:
+            yield [m]
+        results = []
+
+
 class _Pending:
     """Messages that will exist once a captured call is formatted (resolved lazily)."""
 
@@ -119,6 +136,16 @@ class _Pending:
 
     def __init__(self, resolve: Callable[[], Sequence[Message]]) -> None:
         self.resolve = resolve
+
+
+class _Entry:
+    """One cached session: resolved messages, then calls not yet formatted."""
+
+    __slots__ = ("messages", "pending")
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self.pending: list[_Pending] = []
 
 
 class SessionHistories:
@@ -139,14 +166,14 @@ class SessionHistories:
         self._max_sessions = max_sessions
         self._max_messages = max_messages
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[str, str], list[Message | _Pending]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
 
     @staticmethod
     def _key(attribution: Attribution) -> tuple[str, str]:
         return (attribution.entity_id, attribution.session_id)
 
     def get(self, attribution: Attribution) -> list[Message]:
-        """The session's recent messages, oldest first."""
+        """The session's recent messages, oldest first (do not modify the list)."""
         key = self._key(attribution)
         with self._lock:
             entry = self._entries.get(key)
@@ -154,11 +181,13 @@ class SessionHistories:
                 self._entries.move_to_end(key)
         if entry is None:
             entry = self._fill(attribution)
-        return self._resolve(key, entry)
+        if entry.pending:
+            self._resolve(entry)
+        return entry.messages
 
-    def _fill(self, attribution: Attribution) -> list[Message | _Pending]:
+    def _fill(self, attribution: Attribution) -> _Entry:
         try:
-            loaded: list[Message | _Pending] = list(self._load(attribution, self._max_messages))
+            loaded = list(self._load(attribution, self._max_messages))
         except Exception:
             log.warning(
                 "could not read history of session %r; continuing without it",
@@ -172,38 +201,32 @@ class SessionHistories:
             current = self._entries.get(key)
             if current is not None:
                 return current
-            self._entries[key] = loaded
+            entry = self._entries[key] = _Entry(loaded)
             while len(self._entries) > self._max_sessions:
                 self._entries.popitem(last=False)
-            return loaded
+            return entry
 
-    def _resolve(self, key: tuple[str, str], entry: list[Message | _Pending]) -> list[Message]:
-        if not any(isinstance(m, _Pending) for m in entry):
-            return entry  # type: ignore[return-value]
-        out: list[Message] = []
-        for item in list(entry):
-            if isinstance(item, _Pending):
-                try:
-                    out.extend(item.resolve())
-                except Exception:
-                    log.debug("pending exchange could not be read for history", exc_info=True)
-            else:
-                out.append(item)
+    def _resolve(self, entry: _Entry) -> None:
         with self._lock:
-            if self._entries.get(key) is entry:
-                entry[:] = out[-self._max_messages :]
-        return out[-self._max_messages :]
+            pending, entry.pending = entry.pending, []
+        added: list[Message] = []
+        for item in pending:
+            try:
+                added.extend(item.resolve())
+            except Exception:
+                log.debug("pending exchange could not be read for history", exc_info=True)
+        with self._lock:
+            # Copy-on-write: a list handed out by get() is never changed under its reader.
+            entry.messages = (entry.messages + added)[-self._max_messages :]
 
     def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
-        cached; otherwise the next read loads it from the store and the writer's queue."""
+        cached; otherwise the next read loads it from the store."""
         key = self._key(attribution)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
-                entry.append(_Pending(resolve))
-                if len(entry) > 2 * self._max_messages:
-                    del entry[: len(entry) - self._max_messages]
+                entry.pending.append(_Pending(resolve))
 
     def drop(self, *, entity_id: str | None = None) -> None:
         """Forget cached sessions (of one entity, or all)."""

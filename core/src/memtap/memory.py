@@ -121,8 +121,14 @@ class Memory:
         self._lock = threading.RLock()
         self._closed = False
         ref = weakref.ref(self)
-        self._atexit = lambda: (m := ref()) is not None and m.close()
-        atexit.register(self._atexit)
+
+        def close_at_exit() -> None:
+            memory = ref()
+            if memory is not None:
+                memory.close()
+
+        self._atexit = close_at_exit
+        atexit.register(close_at_exit)
 
     @property
     def url(self) -> str:
@@ -221,9 +227,7 @@ class Memory:
         self.flush()
         return self.store.sessions(entity_id=entity_id, limit=limit)
 
-    def remember(
-        self, text: str, *, entity_id: str | None = None, process_id: str | None = None
-    ) -> Fact:
+    def remember(self, text: str, *, entity_id: str | None = None, process_id: str | None = None) -> Fact:
         """Store a fact about an entity (the current scope's by default)."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("remember() needs the fact as a non-empty string")

@@ -9,7 +9,9 @@ serialisation.
 from __future__ import annotations
 
 import datetime as _dt
-import uuid
+import itertools
+import os
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import attrs
@@ -30,9 +32,44 @@ def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
+class _IdSource:
+    """Unique ids without a syscall per id: a random per-process prefix (renewed after
+    ``fork``) plus a counter. 64 random bits tell processes and hosts apart."""
+
+    def __init__(self) -> None:
+        self.renew()
+
+    def renew(self) -> None:
+        self.prefix = os.urandom(8).hex()
+        self.counter = itertools.count(int.from_bytes(os.urandom(4), "big"))
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter):016x}"
+
+
+_ids = _IdSource()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ids.renew)
+
+
 def new_id() -> str:
-    """A new random identifier (32 hex characters)."""
-    return uuid.uuid4().hex
+    """A new unique identifier (32 hex characters)."""
+    return _ids.next()
+
+
+def as_messages(value: Iterable[Message]) -> tuple[Message, ...]:
+    """Converter: any iterable of messages as a tuple."""
+    return tuple(value)
+
+
+def as_tool_calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
+    """Converter: any iterable of tool calls as a tuple."""
+    return tuple(value)
+
+
+def as_strings(value: Iterable[str]) -> tuple[str, ...]:
+    """Converter: any iterable of strings as a tuple."""
+    return tuple(value)
 
 
 @attrs.frozen
@@ -61,7 +98,7 @@ class Message:
 
     role: Role
     content: str = ""
-    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ToolCall, ...] = attrs.field(default=(), converter=as_tool_calls)
     tool_call_id: str | None = None
     name: str | None = None
     exchange_id: str | None = attrs.field(default=None, eq=False)
@@ -106,13 +143,13 @@ class Exchange:
     attribution: Attribution
     provider: str
     operation: str
-    input: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
-    output: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    input: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
+    output: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     system: str | None = None
     request_model: str | None = None
     response_model: str | None = None
     usage: Usage = attrs.field(factory=Usage)
-    finish_reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    finish_reasons: tuple[str, ...] = attrs.field(default=(), converter=as_strings)
     stream: bool = False
     status: ExchangeStatus = "ok"
     error: str | None = None

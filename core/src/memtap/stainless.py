@@ -150,7 +150,9 @@ class StainlessInstaller:
             log.exception("memtap could not start tracking a %s call; it proceeds untracked", protocol.name)
             return None
 
-    def _wrap(self, client: Any, tap: Tap, protocol: WireProtocol, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap(
+        self, client: Any, tap: Tap, protocol: WireProtocol, original: Callable[..., Any]
+    ) -> Callable[..., Any]:
         # Stainless decorates async methods with sync wrappers (``required_args``): look
         # through them to see what the method really is.
         if inspect.iscoroutinefunction(inspect.unwrap(original)):
@@ -257,8 +259,19 @@ def tap_stream(
     stream.__class__ = _tapped_class(type(stream), is_async)
 
 
-@functools.cache
-def _tapped_class(cls: type, is_async: bool) -> type:
+_TAPPED_CLASSES: dict[tuple[type, bool], type] = {}
+
+
+def _tapped_class(cls: Any, is_async: bool) -> type:
+    """The cached tapped subclass of ``cls``."""
+    key = (cls, is_async)
+    found = _TAPPED_CLASSES.get(key)
+    if found is None:
+        found = _TAPPED_CLASSES[key] = _make_tapped_class(cls, is_async)
+    return found
+
+
+def _make_tapped_class(cls: Any, is_async: bool) -> type:
     """A subclass of a Stainless stream class that reports an early ``break`` or
     ``close()`` (an abandoned stream is still captured, as partial)."""
     if is_async:

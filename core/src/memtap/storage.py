@@ -50,9 +50,7 @@ class Store(Protocol):
     def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """Sessions, most recently active first."""
 
-    def exchanges(
-        self, *, entity_id: str | None = None, session_id: str | None = None
-    ) -> Iterator[Exchange]:
+    def exchanges(self, *, entity_id: str | None = None, session_id: str | None = None) -> Iterator[Exchange]:
         """Stored exchanges, oldest first (used by export)."""
 
     def add_facts(self, facts: Sequence[Fact]) -> None:
@@ -81,8 +79,7 @@ def exchange_messages(exchange: Exchange) -> list[Message]:
     """The messages an exchange adds to its session's history, in order, stamped with the
     exchange id and time (what every backend stores in its messages table)."""
     return [
-        attrs.evolve(m, exchange_id=exchange.id, created_at=exchange.started_at)
-        for m in exchange.messages
+        attrs.evolve(m, exchange_id=exchange.id, created_at=exchange.started_at) for m in exchange.messages
     ]
 
 
@@ -107,6 +104,7 @@ class InMemoryStore:
             raise StoreError(f"store {self.url} is closed; open a new memtap.Memory")
 
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
+        """See :meth:`Store.write_exchanges`."""
         with self._lock:
             self._check()
             for ex in exchanges:
@@ -119,6 +117,7 @@ class InMemoryStore:
     def history(
         self, session_id: str, *, entity_id: str | None = None, limit: int | None = None
     ) -> list[Message]:
+        """See :meth:`Store.history`."""
         with self._lock:
             self._check()
             out = [
@@ -131,6 +130,7 @@ class InMemoryStore:
         return out[-limit:] if limit else out
 
     def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """See :meth:`Store.sessions`."""
         with self._lock:
             self._check()
             found: dict[tuple[str, str], SessionInfo] = {}
@@ -150,9 +150,8 @@ class InMemoryStore:
                 )
         return sorted(found.values(), key=lambda s: s.updated_at, reverse=True)[:limit]
 
-    def exchanges(
-        self, *, entity_id: str | None = None, session_id: str | None = None
-    ) -> Iterator[Exchange]:
+    def exchanges(self, *, entity_id: str | None = None, session_id: str | None = None) -> Iterator[Exchange]:
+        """See :meth:`Store.exchanges`."""
         with self._lock:
             self._check()
             rows = self._ordered()
@@ -165,6 +164,7 @@ class InMemoryStore:
             yield r.exchange
 
     def add_facts(self, facts: Sequence[Fact]) -> None:
+        """See :meth:`Store.add_facts`."""
         with self._lock:
             self._check()
             for f in facts:
@@ -182,6 +182,7 @@ class InMemoryStore:
         process_id: str | None = None,
         include_superseded: bool = False,
     ) -> list[Fact]:
+        """See :meth:`Store.facts`."""
         with self._lock:
             self._check()
             out = [
@@ -194,6 +195,7 @@ class InMemoryStore:
         return sorted(out, key=lambda f: f.created_at, reverse=True)
 
     def forget(self, *, entity_id: str) -> int:
+        """See :meth:`Store.forget`."""
         with self._lock:
             self._check()
             ex_ids = [k for k, r in self._rows.items() if r.exchange.attribution.entity_id == entity_id]
@@ -205,9 +207,13 @@ class InMemoryStore:
         return len(ex_ids) + len(fact_ids)
 
     def stats(self) -> dict[str, int]:
+        """See :meth:`Store.stats`."""
         with self._lock:
             self._check()
-            sessions = {(r.exchange.attribution.entity_id, r.exchange.attribution.session_id) for r in self._rows.values()}
+            sessions = {
+                (r.exchange.attribution.entity_id, r.exchange.attribution.session_id)
+                for r in self._rows.values()
+            }
             return {
                 "sessions": len(sessions),
                 "exchanges": len(self._rows),
@@ -216,4 +222,5 @@ class InMemoryStore:
             }
 
     def close(self) -> None:
+        """See :meth:`Store.close`."""
         self._closed = True

@@ -42,9 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memtap.tap")
 
-_active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
-    "memtap_active_call", default=None
-)
+_active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("memtap_active_call", default=None)
 
 JsonFn = Callable[[Any], Mapping[str, Any] | None]
 
@@ -153,7 +151,9 @@ class Call:
         try:
             sent = self._inject(body)
         except Exception:
-            log.exception("memtap could not inject into a %s request; sending it unchanged", self.protocol.name)
+            log.exception(
+                "memtap could not inject into a %s request; sending it unchanged", self.protocol.name
+            )
             sent = body
         self.sent_body = sent
         return sent

@@ -22,9 +22,14 @@ TRACER_NAME = "memtap"
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
+# A proxy until the application sets its tracer provider, then that provider's tracer: safe
+# to create once, at import.
+_TRACER = trace.get_tracer(TRACER_NAME, __version__)
+
+
 def tracer() -> trace.Tracer:
-    """memtap's tracer (from the global tracer provider at the time of the call)."""
-    return trace.get_tracer(TRACER_NAME, __version__)
+    """memtap's tracer (follows the global tracer provider, even one set later)."""
+    return _TRACER
 
 
 def meter() -> metrics.Meter:

@@ -12,12 +12,12 @@ injected messages) and the proxy reuse the very same code.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from .model import Attribution, Message, Usage
+from .model import Attribution, Message, Usage, as_messages, as_strings
 
 if TYPE_CHECKING:
     from .tap import Tap
@@ -31,7 +31,7 @@ class RequestView:
     ``system`` is the application's system/instruction text.
     """
 
-    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     system: str | None = None
     model: str | None = None
     stream: bool = False
@@ -41,9 +41,9 @@ class RequestView:
 class ResponseView:
     """What core keeps of a response: the answer, usage, finish reasons, model."""
 
-    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     usage: Usage = attrs.field(factory=Usage)
-    finish_reasons: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    finish_reasons: tuple[str, ...] = attrs.field(default=(), converter=as_strings)
     model: str | None = None
 
 
@@ -56,7 +56,7 @@ class HistoryInjection:
     again.
     """
 
-    messages: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     already_present: int = 0
 
 
@@ -79,6 +79,10 @@ class SystemBlock:
 Injection = HistoryInjection | SystemBlock
 
 
+def _as_blocks(value: Iterable[SystemBlock]) -> tuple[SystemBlock, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class InjectionRequest:
     """One outgoing request, as the injection hooks see it."""
@@ -92,8 +96,8 @@ class InjectionRequest:
 class InjectionPlan:
     """Everything to inject into one request, merged from all injectors."""
 
-    history: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
-    system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=tuple)
+    history: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
+    system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=_as_blocks)
     already_present: int = 0
 
     @property

@@ -2,11 +2,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import memtap
 import memtap_openai
 import openai
 import pytest
-
-import memtap
 from memtap.storage import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 

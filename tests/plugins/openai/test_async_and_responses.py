@@ -6,7 +6,6 @@ import asyncio
 
 import openai
 from conftest import API_KEY, user
-
 from memtap.testing.server import Reply, ToolCallSpec
 
 
@@ -18,7 +17,12 @@ def test_async_create_injects_and_captures(aclient, server, mem):
 
     asyncio.run(main())
     assert [m["content"] for m in server.last_json()["messages"]] == ["first", "You said: first", "second"]
-    assert [m.content for m in mem.history("as")] == ["first", "You said: first", "second", "You said: second"]
+    assert [m.content for m in mem.history("as")] == [
+        "first",
+        "You said: first",
+        "second",
+        "You said: second",
+    ]
 
 
 def test_async_stream_is_captured_and_usage_chunk_hidden(aclient, server, mem):

@@ -3,11 +3,10 @@ Completions, sync, non-streaming. What went over the wire and what was stored.""
 
 from __future__ import annotations
 
+import memtap
 import openai
 import pytest
 from conftest import API_KEY, user
-
-import memtap
 from memtap.storage import InMemoryStore
 from memtap.testing.server import Reply, ToolCallSpec
 
@@ -80,7 +79,9 @@ def test_usage_finish_reason_and_models_are_stored(client, mem, server):
 
 
 def test_tool_call_round_trip_is_stored_and_replayed_whole(client, server, mem):
-    server.script(Reply(tool_calls=(ToolCallSpec(name="weather", arguments='{"city": "Tokyo"}', id="call_1"),)))
+    server.script(
+        Reply(tool_calls=(ToolCallSpec(name="weather", arguments='{"city": "Tokyo"}', id="call_1"),))
+    )
     with mem.scope(session_id="tools"):
         first = client.chat.completions.create(
             model="m",
@@ -109,8 +110,12 @@ def test_tool_call_round_trip_is_stored_and_replayed_whole(client, server, mem):
 
 
 def test_history_budget_never_splits_a_tool_call_from_its_result(server, store):
-    mem = memtap.Memory(store, plugins=[__import__("memtap_openai")], entry_points=False,
-                        history=memtap.HistoryBudget(max_messages=3))
+    mem = memtap.Memory(
+        store,
+        plugins=[__import__("memtap_openai")],
+        entry_points=False,
+        history=memtap.HistoryBudget(max_messages=3),
+    )
     client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY))
     server.script(Reply(tool_calls=(ToolCallSpec(name="f", arguments="{}", id="c9"),)))
     with mem.scope(session_id="b"):

@@ -8,12 +8,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import memtap
 import memtap_openai
 import openai
 import pytest
 from conftest import API_KEY, user
-
-import memtap
 from memtap import hookimpl
 from memtap.storage import InMemoryStore, StoreError
 from memtap.testing.server import Reply

@@ -5,11 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import memtap
 import memtap_openai
 import openai
 from conftest import API_KEY, user
-
-import memtap
 from memtap import hookimpl
 from memtap.plugins import make_plugin_manager
 from memtap.wire import ClientAdapter, WireProtocol

@@ -9,7 +9,6 @@ import gc
 import openai
 import pytest
 from conftest import user
-
 from memtap.testing.server import Reply, ToolCallSpec
 
 DROP = {"id", "created"}
@@ -72,7 +71,9 @@ def test_streamed_text_is_stored_like_the_non_streamed_text(client, server, mem)
 
 
 def test_streamed_tool_calls_are_captured(client, server, mem):
-    server.script(Reply(tool_calls=(ToolCallSpec(name="lookup", arguments='{"q": "tokyo weather"}', id="c1"),)))
+    server.script(
+        Reply(tool_calls=(ToolCallSpec(name="lookup", arguments='{"q": "tokyo weather"}', id="c1"),))
+    )
     with mem.scope(session_id="tc"):
         list(client.chat.completions.create(model="m", messages=[user("q")], stream=True))
     (ex,) = stored(mem, "tc")
@@ -105,9 +106,11 @@ def test_close_before_reading_finalises_once(client, mem):
 
 
 def test_context_manager_exit_finalises(client, mem):
-    with mem.scope(session_id="cm"):
-        with client.chat.completions.create(model="m", messages=[user("q")], stream=True) as stream:
-            next(iter(stream))
+    with (
+        mem.scope(session_id="cm"),
+        client.chat.completions.create(model="m", messages=[user("q")], stream=True) as stream,
+    ):
+        next(stream)
     assert len(stored(mem, "cm")) == 1
 
 
@@ -127,11 +130,13 @@ def test_stream_cut_by_the_server_is_captured_with_the_error(client, server, mem
 
 def test_stream_helper_is_captured_once(client, server, mem):
     server.script(Reply(text="helper text"))
-    with mem.scope(session_id="helper"):
-        with client.chat.completions.stream(model="m", messages=[user("q")]) as stream:
-            for _event in stream:
-                pass
-            final = stream.get_final_completion()
+    with (
+        mem.scope(session_id="helper"),
+        client.chat.completions.stream(model="m", messages=[user("q")]) as stream,
+    ):
+        for _event in stream:
+            pass
+        final = stream.get_final_completion()
     assert final.choices[0].message.content == "helper text"
     (ex,) = stored(mem, "helper")
     assert ex.output[0].content == "helper text"

@@ -155,9 +155,7 @@ def _join_text(content: object, part_types: frozenset[str]) -> str:
     texts = [
         part["text"]
         for part in content
-        if isinstance(part, dict)
-        and part.get("type") in part_types
-        and isinstance(part.get("text"), str)
+        if isinstance(part, dict) and part.get("type") in part_types and isinstance(part.get("text"), str)
     ]
     return "\n".join(texts)
 
@@ -235,9 +233,7 @@ class _Wire:
         raise NotImplementedError
 
     def error(self, status: int, message: str) -> JSONObject:
-        return {
-            "error": {"message": message, "type": _error_type(status), "param": None, "code": None}
-        }
+        return {"error": {"message": message, "type": _error_type(status), "param": None, "code": None}}
 
 
 _CHAT_PARTS = frozenset({"text"})
@@ -400,9 +396,7 @@ class _OpenAIResponses(_Wire):
             items.append(self._function_item(call, index, spec, "completed"))
         return items
 
-    def _response(
-        self, call: _Call, status: str, output: list[JSONObject], final: bool
-    ) -> JSONObject:
+    def _response(self, call: _Call, status: str, output: list[JSONObject], final: bool) -> JSONObject:
         reason = _INCOMPLETE_REASONS.get(call.reply.finish_reason or "")
         body = call.body
         return {
@@ -562,9 +556,7 @@ class _Anthropic(_Wire):
         else:
             opening = {**block, "input": {}}
             arguments = _json.dumps(block["input"])
-            deltas = [
-                {"type": "input_json_delta", "partial_json": p} for p in _pieces(arguments, chunks)
-            ]
+            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(arguments, chunks)]
         start = {"type": "content_block_start", "index": index, "content_block": opening}
         yield _named_event("content_block_start", start)
         for delta in deltas:
@@ -754,7 +746,7 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = 1 << 16
     server: _HTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging."""
 
     def setup(self) -> None:
