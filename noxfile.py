@@ -14,7 +14,7 @@ import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests", "storage", "demo"]
+nox.options.sessions = ["lint", "typecheck", "tests", "storage", "integration", "demo"]
 
 ROOT = Path(__file__).parent
 CORE = "./core"
@@ -56,6 +56,13 @@ def storage(session: nox.Session, backend: str) -> None:
     """The storage compliance suite against one backend."""
     session.install(CORE, PLUGINS[backend], *TEST_DEPS)
     session.run(*PYTEST, f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """The default distribution end to end: CLI and demo on DuckDB with the openai SDK."""
+    session.install(CORE, *PLUGINS.values(), ".", *TEST_DEPS)
+    session.run(*PYTEST, "tests/integration", *session.posargs)
 
 
 @nox.session

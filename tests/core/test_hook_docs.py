@@ -6,7 +6,6 @@ import inspect
 from pathlib import Path
 
 import pytest
-
 from memtap import hookspecs
 
 ROOT = Path(__file__).resolve().parents[2]

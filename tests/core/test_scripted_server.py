@@ -9,7 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from memtap.testing.server import RecordedRequest, Reply, ScriptedModelServer, ToolCallSpec
 
 WEATHER = ToolCallSpec("get_weather", '{"city": "Tokyo", "unit": "c"}')
@@ -83,9 +82,7 @@ def test_chat_json_echoes_last_user_text(server: ScriptedModelServer, client: ht
 
 def test_chat_stream_shape(server: ScriptedModelServer, client: httpx.Client) -> None:
     server.script(Reply(text="Hello world", chunks=3))
-    response = client.post(
-        f"{server.openai_base_url}/chat/completions", json=chat_body(stream=True)
-    )
+    response = client.post(f"{server.openai_base_url}/chat/completions", json=chat_body(stream=True))
     assert response.headers["content-type"].startswith("text/event-stream")
     assert response.headers["transfer-encoding"] == "chunked"
     events = sse(response)
@@ -166,9 +163,7 @@ def test_responses_json_string_input(server: ScriptedModelServer, client: httpx.
     assert usage["output_tokens_details"]["reasoning_tokens"] == 0
 
 
-def test_responses_json_item_input_and_tools(
-    server: ScriptedModelServer, client: httpx.Client
-) -> None:
+def test_responses_json_item_input_and_tools(server: ScriptedModelServer, client: httpx.Client) -> None:
     items = [
         {"role": "user", "content": "older"},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "newer"}]},
@@ -230,9 +225,7 @@ def test_responses_stream_event_sequence(server: ScriptedModelServer, client: ht
 
 
 def test_responses_incomplete(server: ScriptedModelServer, client: httpx.Client) -> None:
-    server.script(
-        Reply(text="cut", finish_reason="length"), Reply(text="cut", finish_reason="length")
-    )
+    server.script(Reply(text="cut", finish_reason="length"), Reply(text="cut", finish_reason="length"))
     url = f"{server.openai_base_url}/responses"
     body = client.post(url, json={"model": "m", "input": "x"}).json()
     assert body["status"] == "incomplete"
@@ -289,9 +282,7 @@ def test_anthropic_tool_result_turn_echoes_last_text(
 
 def test_anthropic_stream(server: ScriptedModelServer, client: httpx.Client) -> None:
     server.script(Reply(text="hello there", tool_calls=(WEATHER,), chunks=2, output_tokens=9))
-    response = client.post(
-        f"{server.anthropic_base_url}/v1/messages", json=anthropic_body(stream=True)
-    )
+    response = client.post(f"{server.anthropic_base_url}/v1/messages", json=anthropic_body(stream=True))
     events = sse(response)
     names = [name for name, _ in events]
     payloads = [json.loads(data) for _, data in events]
@@ -368,9 +359,7 @@ def test_gemini_function_call(server: ScriptedModelServer, client: httpx.Client)
     server.script(Reply(tool_calls=(WEATHER,)))
     url = f"{server.gemini_base_url}/v1beta/models/gemini-test:generateContent"
     parts = client.post(url, json=gemini_body()).json()["candidates"][0]["content"]["parts"]
-    assert parts == [
-        {"functionCall": {"name": "get_weather", "args": {"city": "Tokyo", "unit": "c"}}}
-    ]
+    assert parts == [{"functionCall": {"name": "get_weather", "args": {"city": "Tokyo", "unit": "c"}}}]
 
 
 def test_gemini_stream_sse(server: ScriptedModelServer, client: httpx.Client) -> None:
@@ -389,9 +378,7 @@ def test_gemini_stream_sse(server: ScriptedModelServer, client: httpx.Client) ->
     assert server.requests[-1].query == "alt=sse"
 
 
-def test_gemini_stream_without_sse_is_json_array(
-    server: ScriptedModelServer, client: httpx.Client
-) -> None:
+def test_gemini_stream_without_sse_is_json_array(server: ScriptedModelServer, client: httpx.Client) -> None:
     url = f"{server.gemini_base_url}/v1beta/models/gemini-test:streamGenerateContent"
     chunks = client.post(url, json=gemini_body()).json()
     assert isinstance(chunks, list)
@@ -428,9 +415,7 @@ def test_custom_tokens_and_finish_reason(server: ScriptedModelServer, client: ht
         (
             "/v1/chat/completions",
             chat_body(),
-            lambda e: (
-                e["error"]["message"] == "slow down" and e["error"]["type"] == "rate_limit_error"
-            ),
+            lambda e: e["error"]["message"] == "slow down" and e["error"]["type"] == "rate_limit_error",
         ),
         (
             "/v1/responses",
@@ -441,16 +426,13 @@ def test_custom_tokens_and_finish_reason(server: ScriptedModelServer, client: ht
             "/v1/messages",
             anthropic_body(),
             lambda e: (
-                e["type"] == "error"
-                and e["error"] == {"type": "rate_limit_error", "message": "slow down"}
+                e["type"] == "error" and e["error"] == {"type": "rate_limit_error", "message": "slow down"}
             ),
         ),
         (
             "/v1beta/models/g:generateContent",
             gemini_body(),
-            lambda e: (
-                e["error"] == {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}
-            ),
+            lambda e: e["error"] == {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"},
         ),
     ],
 )
@@ -464,9 +446,7 @@ def test_error_status_uses_protocol_shape(
     assert check(response.json())
 
 
-def test_unknown_path_is_404_and_keeps_script(
-    server: ScriptedModelServer, client: httpx.Client
-) -> None:
+def test_unknown_path_is_404_and_keeps_script(server: ScriptedModelServer, client: httpx.Client) -> None:
     server.script(Reply(text="kept"))
     response = client.post(f"{server.base_url}/v1/embeddings", json={"input": "x"})
     assert response.status_code == 404
@@ -511,9 +491,7 @@ def test_delay(server: ScriptedModelServer, client: httpx.Client) -> None:
     assert time.perf_counter() - started >= 0.05
 
 
-def test_keep_alive_reuses_one_connection(
-    server: ScriptedModelServer, client: httpx.Client
-) -> None:
+def test_keep_alive_reuses_one_connection(server: ScriptedModelServer, client: httpx.Client) -> None:
     url = f"{server.openai_base_url}/chat/completions"
     addresses = []
     for body in (chat_body(), chat_body(stream=True), chat_body()):

@@ -24,14 +24,20 @@ _ROLE_PREFIX = re.compile(
 )
 
 
+_LINE_BREAKS = re.compile(r"\r\n?|[\u2028\u2029\x0b\x0c\x85]")
+
+
 def escape_memory_text(text: str) -> str:
-    """Escape stored text for a memory block: ``&``, ``<`` and ``>`` become entities (so no
-    tag can be closed or opened) and a line starting like ``system:`` is quoted."""
+    """Escape stored text for a memory block: every line break becomes ``\\n``, ``&``,
+    ``<`` and ``>`` become entities (so no tag can be closed or opened) and a line starting
+    like ``system:`` is quoted."""
+    text = _LINE_BREAKS.sub("\n", text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _ROLE_PREFIX.sub(lambda m: f"{m.group(1)}'{m.group(2)}'{m.group(3)}", text)
 
 
 def render_blocks(blocks: Sequence[SystemBlock]) -> str:
-    """One labelled memory element holding every block's (already escaped) text."""
-    body = "\n".join(b.text for b in blocks if b.text)
+    """One labelled memory element holding every block's text, escaped here: injectors
+    pass stored text as it is."""
+    body = "\n".join(escape_memory_text(b.text) for b in blocks if b.text)
     return f"{OPEN_TAG}\n{PREAMBLE}\n{body}\n{CLOSE_TAG}"

@@ -25,26 +25,28 @@ class CapturedCall:
     cache may both ask, the work is done once.
     """
 
-    __slots__ = ("_build", "_exchange", "_failed", "_lock", "attribution")
+    __slots__ = ("_build", "_done", "_exchange", "_lock", "attribution")
 
     def __init__(self, build: Callable[[], Exchange | None], attribution: object = None) -> None:
         self._build = build
         self._exchange: Exchange | None = None
-        self._failed = False
+        self._done = False
         self._lock = threading.Lock()
         self.attribution = attribution
 
     def exchange(self) -> Exchange | None:
-        """The formatted exchange (``None`` if formatting failed; the failure is logged)."""
-        if self._exchange is not None or self._failed:
+        """The formatted exchange (``None`` if there is nothing to store or formatting
+        failed; a failure is logged). The work is done once, whoever asks first."""
+        if self._done:
             return self._exchange
         with self._lock:
-            if self._exchange is None and not self._failed:
+            if not self._done:
                 try:
                     self._exchange = self._build()
                 except Exception:
-                    self._failed = True
                     log.exception("memtap could not format a captured call; it is not stored")
+                finally:
+                    self._done = True
         return self._exchange
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 
@@ -138,14 +139,25 @@ class _Pending:
         self.resolve = resolve
 
 
+#: Seconds before a session whose history could not be read is read again.
+RELOAD_AFTER_FAILURE = 5.0
+
+
 class _Entry:
-    """One cached session: resolved messages, then calls not yet formatted."""
+    """One cached session: resolved messages, then calls not yet formatted.
 
-    __slots__ = ("messages", "pending")
+    ``resolving`` makes pending calls resolve one batch at a time, in order, so two
+    readers never append completed calls out of order. ``reload_at`` is set when the
+    store could not be read: the session is read again after that time.
+    """
 
-    def __init__(self, messages: list[Message]) -> None:
+    __slots__ = ("messages", "pending", "reload_at", "resolving")
+
+    def __init__(self, messages: list[Message], reload_at: float | None = None) -> None:
         self.messages = messages
         self.pending: list[_Pending] = []
+        self.resolving = threading.Lock()
+        self.reload_at = reload_at
 
 
 class SessionHistories:
@@ -181,30 +193,51 @@ class SessionHistories:
                 self._entries.move_to_end(key)
         if entry is None:
             entry = self._fill(attribution)
+        elif entry.reload_at is not None and time.monotonic() >= entry.reload_at:
+            self._reload(attribution, entry)
         if entry.pending:
-            self._resolve(entry)
+            with entry.resolving:
+                self._resolve(entry)
         return entry.messages
 
-    def _fill(self, attribution: Attribution) -> _Entry:
+    def _read(self, attribution: Attribution) -> list[Message] | None:
         try:
-            loaded = list(self._load(attribution, self._max_messages))
+            return list(self._load(attribution, self._max_messages))
         except Exception:
             log.warning(
-                "could not read history of session %r; continuing without it",
+                "could not read history of session %r; continuing without it (retried in %.0f s)",
                 attribution.session_id,
+                RELOAD_AFTER_FAILURE,
                 exc_info=True,
             )
-            loaded = []
+            return None
+
+    def _fill(self, attribution: Attribution) -> _Entry:
+        loaded = self._read(attribution)
         key = self._key(attribution)
         with self._lock:
             # A call may have completed while we were loading: keep what it appended.
             current = self._entries.get(key)
             if current is not None:
                 return current
-            entry = self._entries[key] = _Entry(loaded)
+            retry = None if loaded is not None else time.monotonic() + RELOAD_AFTER_FAILURE
+            entry = self._entries[key] = _Entry(loaded or [], retry)
             while len(self._entries) > self._max_sessions:
                 self._entries.popitem(last=False)
             return entry
+
+    def _reload(self, attribution: Attribution, entry: _Entry) -> None:
+        entry.reload_at = time.monotonic() + RELOAD_AFTER_FAILURE
+        loaded = self._read(attribution)
+        if loaded is None:
+            return
+        with entry.resolving:
+            self._resolve(entry)
+            with self._lock:
+                known = {m.exchange_id for m in loaded if m.exchange_id}
+                newer = [m for m in entry.messages if m.exchange_id is None or m.exchange_id not in known]
+                entry.messages = (loaded + newer)[-self._max_messages :]
+                entry.reload_at = None
 
     def _resolve(self, entry: _Entry) -> None:
         with self._lock:

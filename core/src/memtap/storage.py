@@ -127,7 +127,9 @@ class InMemoryStore:
                 and (entity_id is None or r.exchange.attribution.entity_id == entity_id)
                 for m in r.messages
             ]
-        return out[-limit:] if limit else out
+        if limit is None:
+            return out
+        return out[-limit:] if limit > 0 else []
 
     def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """See :meth:`Store.sessions`."""
@@ -172,7 +174,7 @@ class InMemoryStore:
                     continue
                 self._facts[f.id] = f
                 old = self._facts.get(f.supersedes) if f.supersedes else None
-                if old is not None and old.superseded_by is None:
+                if old is not None and old.superseded_by is None and old.entity_id == f.entity_id:
                     self._facts[old.id] = attrs.evolve(old, superseded_by=f.id)
 
     def facts(

@@ -27,6 +27,7 @@ from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .scope import current_attribution
+from .storage import exchange_messages
 from .wire import (
     HistoryInjection,
     InjectionPlan,
@@ -274,4 +275,4 @@ class Call:
 
 def _messages(item: CapturedCall) -> Sequence[Message]:
     ex = item.exchange()
-    return ex.messages if ex is not None else ()
+    return exchange_messages(ex) if ex is not None else ()

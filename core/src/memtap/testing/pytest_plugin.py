@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 
-from ..plugins import PluginManager, make_plugin_manager
-from ..storage import InMemoryStore
-from .server import ScriptedModelServer
+# The shared suites' plain asserts report their operands only when pytest rewrites them.
+pytest.register_assert_rewrite("memtap.testing.storage_suite", "memtap.testing.conformance")
+
+from ..plugins import PluginManager, make_plugin_manager  # noqa: E402
+from ..storage import InMemoryStore  # noqa: E402
+from .server import ScriptedModelServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -188,4 +188,6 @@ class ResponsesStreamAccumulator:
         view = self.protocol.read_response({"output": self.items, "model": self.model})
         if view.messages or not self.text:
             return view
-        return ResponseView(messages=[Message(role="assistant", content="".join(self.text))], model=self.model)
+        return ResponseView(
+            messages=[Message(role="assistant", content="".join(self.text))], model=self.model
+        )

@@ -1,0 +1,270 @@
+"""The provider conformance suite: one set of tests every provider plugin runs.
+
+Subclass :class:`ProviderConformanceSuite` in your plugin's tests and fill in a small driver
+(how to make a client for the local scripted server and how to send one user turn with it),
+then pytest runs every behaviour memtap promises against your real SDK::
+
+    class TestAcmeConformance(ProviderConformanceSuite):
+        plugin = memtap_acme
+        protocol_name = "acme.chat"
+
+        def make_client(self, server, *, is_async):
+            cls = acme.AsyncClient if is_async else acme.Client
+            return cls(base_url=server.base_url, api_key="test-key")
+
+        def send(self, client, text, *, stream):
+            ...  # one user turn; return the answer text as the caller sees it
+
+        async def send_async(self, client, text, *, stream):
+            ...
+
+        def send_and_break(self, client, text):
+            ...  # start a stream, take one event, then abandon it
+
+The tests use ``memtap_server`` (the scripted server, which answers ``You said: <text>``
+unless a reply is scripted) and a fresh in-process store for every test. Declare what your
+SDK cannot do by trimming :attr:`ProviderConformanceSuite.capabilities`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import pytest
+
+from ..memory import Memory
+from ..model import Exchange, Message
+from ..storage import InMemoryStore, StoreError
+from ..wire import WireProtocol
+from .server import Reply, ScriptedModelServer, ToolCallSpec
+
+#: Everything the suite checks; a driver removes what its SDK does not support.
+ALL_CAPABILITIES = frozenset({"stream", "async", "tools", "usage", "break"})
+
+
+class _BrokenStore(InMemoryStore):
+    """A real store that is down: every write and read raises."""
+
+    def write_exchanges(self, exchanges: Any) -> None:
+        """Always fails."""
+        raise StoreError("store is down (conformance test)")
+
+    def history(
+        self, session_id: str, *, entity_id: str | None = None, limit: int | None = None
+    ) -> list[Message]:
+        """Always fails."""
+        raise StoreError("store is down (conformance test)")
+
+
+class ProviderConformanceSuite:
+    """Behaviour every provider plugin must show with its real SDK."""
+
+    #: The plugin module (or object) under test.
+    plugin: ClassVar[Any] = None
+    #: The ``name`` of the wire protocol the driver's calls use.
+    protocol_name: ClassVar[str] = ""
+    #: What the provider supports; tests needing anything else are skipped with a reason.
+    capabilities: ClassVar[frozenset[str]] = ALL_CAPABILITIES
+
+    # -- the driver: override these ---------------------------------------------------
+
+    def make_client(self, server: ScriptedModelServer, *, is_async: bool) -> Any:
+        """A client of your SDK talking to ``server``."""
+        raise NotImplementedError
+
+    def send(self, client: Any, text: str, *, stream: bool) -> str:
+        """Send one user turn ``text``; return the answer text as the caller sees it."""
+        raise NotImplementedError
+
+    async def send_async(self, client: Any, text: str, *, stream: bool) -> str:
+        """The async form of :meth:`send`."""
+        raise NotImplementedError
+
+    def send_and_break(self, client: Any, text: str) -> None:
+        """Start a streamed answer to ``text``, take one event, then abandon the stream."""
+        raise NotImplementedError
+
+    def send_tool_result(self, client: Any, text: str, answer: Any, result: str) -> str:
+        """Send ``text`` again with the model's tool-call ``answer`` (what :meth:`send_raw`
+        returned) and the tool ``result``, as an app answering a tool call does."""
+        raise NotImplementedError
+
+    def send_raw(self, client: Any, text: str) -> Any:
+        """Send one user turn and return the SDK's response object unchanged."""
+        raise NotImplementedError
+
+    # -- fixtures ---------------------------------------------------------------------
+
+    @pytest.fixture
+    def server(self, memtap_server: ScriptedModelServer) -> ScriptedModelServer:
+        """The scripted server, cleared."""
+        return memtap_server
+
+    @pytest.fixture
+    def store(self) -> InMemoryStore:
+        """A fresh store per test."""
+        return InMemoryStore()
+
+    @pytest.fixture
+    def mem(self, store: InMemoryStore) -> Iterator[Memory]:
+        """A Memory with only this plugin (no entry points)."""
+        memory = Memory(store, plugins=[self.plugin], entry_points=False)
+        yield memory
+        memory.close(timeout=2)
+
+    @pytest.fixture
+    def client(self, mem: Memory, server: ScriptedModelServer) -> Any:
+        """A registered sync client."""
+        return mem.register(self.make_client(server, is_async=False))
+
+    def _protocol(self, mem: Memory) -> WireProtocol:
+        for group in mem.pm.hook.memtap_wire_protocols():
+            for protocol in group:
+                if protocol.name == self.protocol_name:
+                    found: WireProtocol = protocol
+                    return found
+        raise AssertionError(f"the plugin does not list a wire protocol named {self.protocol_name!r}")
+
+    def _sent(self, mem: Memory, server: ScriptedModelServer) -> list[tuple[str, str]]:
+        view = self._protocol(mem).read_request(server.last_json())
+        return [(m.role, m.content) for m in view.messages]
+
+    @staticmethod
+    def _exchanges(mem: Memory, session: str) -> list[Exchange]:
+        assert mem.flush(timeout=10), "captured calls were not stored in time"
+        return list(mem.store.exchanges(session_id=session))
+
+    def _need(self, *capabilities: str) -> None:
+        missing = set(capabilities) - self.capabilities
+        if missing:
+            pytest.skip(f"the provider declares no support for: {', '.join(sorted(missing))}")
+
+    # -- the suite --------------------------------------------------------------------
+
+    def test_history_is_injected(self, client: Any, mem: Memory, server: ScriptedModelServer) -> None:
+        """The session's earlier turns go before the new message, on the wire."""
+        with mem.scope(entity_id="conf", session_id="history"):
+            self.send(client, "my name is Ada", stream=False)
+            self.send(client, "what is my name?", stream=False)
+        assert self._sent(mem, server) == [
+            ("user", "my name is Ada"),
+            ("assistant", "You said: my name is Ada"),
+            ("user", "what is my name?"),
+        ]
+
+    def test_injected_history_is_not_captured_again(self, client: Any, mem: Memory) -> None:
+        """Each turn is stored once, however often it was injected."""
+        with mem.scope(entity_id="conf", session_id="once"):
+            for text in ("one", "two", "three"):
+                self.send(client, text, stream=False)
+        history = [(m.role, m.content) for m in mem.history("once", entity_id="conf")]
+        assert history == [
+            (role, content)
+            for text in ("one", "two", "three")
+            for role, content in (("user", text), ("assistant", f"You said: {text}"))
+        ]
+
+    def test_streamed_text_equals_non_streamed_text(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A streamed answer is seen and stored exactly like the same answer unstreamed."""
+        self._need("stream")
+        answer = "the quick brown fox jumps over the lazy dog"
+        server.script(Reply(text=answer, chunks=5), Reply(text=answer))
+        with mem.scope(entity_id="conf", session_id="streamed"):
+            streamed = self.send(client, "tell me", stream=True)
+        with mem.scope(entity_id="conf", session_id="plain"):
+            plain = self.send(client, "tell me", stream=False)
+        assert streamed == plain == answer
+        assert mem.history("streamed") == mem.history("plain")
+        (ex,) = self._exchanges(mem, "streamed")
+        assert ex.stream and ex.status == "ok"
+
+    def test_early_break_finalises_exactly_once(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """An abandoned stream is captured once, as partial."""
+        self._need("stream", "break")
+        server.script(Reply(text="a b c d e f g h", chunks=8))
+        with mem.scope(entity_id="conf", session_id="break"):
+            self.send_and_break(client, "stream please")
+            gc.collect()
+        exchanges = self._exchanges(mem, "break")
+        assert len(exchanges) == 1
+        assert exchanges[0].status == "partial"
+        gc.collect()
+        assert len(self._exchanges(mem, "break")) == 1
+
+    def test_usage_is_captured(self, client: Any, mem: Memory, server: ScriptedModelServer) -> None:
+        """Token usage reaches the store, streamed or not."""
+        self._need("usage")
+        server.script(Reply(text="x", input_tokens=31, output_tokens=9))
+        kinds = [False, True] if "stream" in self.capabilities else [False]
+        if len(kinds) == 2:
+            server.script(Reply(text="x", input_tokens=31, output_tokens=9))
+        for stream in kinds:
+            with mem.scope(entity_id="conf", session_id=f"usage-{stream}"):
+                self.send(client, "count", stream=stream)
+            (ex,) = self._exchanges(mem, f"usage-{stream}")
+            assert (ex.usage.input_tokens, ex.usage.output_tokens) == (31, 9)
+
+    def test_tool_call_round_trip(self, client: Any, mem: Memory, server: ScriptedModelServer) -> None:
+        """A tool call and its result are stored and injected together."""
+        self._need("tools")
+        server.script(
+            Reply(tool_calls=(ToolCallSpec(name="get_time", arguments='{"tz": "UTC"}', id="call_conf"),))
+        )
+        with mem.scope(entity_id="conf", session_id="tools"):
+            answer = self.send_raw(client, "what time is it?")
+            self.send_tool_result(client, "what time is it?", answer, "12:00")
+            self.send(client, "thanks", stream=False)
+        history = mem.history("tools", entity_id="conf")
+        calls = [c for m in history for c in m.tool_calls]
+        assert [(c.name, c.arguments) for c in calls] == [("get_time", '{"tz": "UTC"}')]
+        results = [m for m in history if m.role == "tool"]
+        assert len(results) == 1 and results[0].tool_call_id == calls[0].id and "12:00" in results[0].content
+        sent = self._protocol(mem).read_request(server.last_json()).messages
+        sent_calls = [c.id for m in sent for c in m.tool_calls]
+        sent_results = [m.tool_call_id for m in sent if m.role == "tool"]
+        assert sent_calls == sent_results == [calls[0].id]
+
+    def test_fail_open_when_the_store_raises(self, server: ScriptedModelServer) -> None:
+        """A store that is down never fails the call, nor changes its answer."""
+        mem = Memory(_BrokenStore(), plugins=[self.plugin], entry_points=False)
+        client = mem.register(self.make_client(server, is_async=False))
+        with mem.scope(entity_id="conf", session_id="down"):
+            assert self.send(client, "still there?", stream=False) == "You said: still there?"
+            if "stream" in self.capabilities:
+                assert self.send(client, "and streamed?", stream=True) == "You said: and streamed?"
+        assert self._sent(mem, server)[-1] == (
+            "user",
+            "and streamed?" if "stream" in self.capabilities else "still there?",
+        )
+        mem.close(timeout=0.2)
+
+    def test_unregister_restores(self, client: Any, mem: Memory, server: ScriptedModelServer) -> None:
+        """After unregister, calls are neither injected nor captured."""
+        with mem.scope(entity_id="conf", session_id="unreg"):
+            self.send(client, "before", stream=False)
+            mem.unregister(client)
+            self.send(client, "after", stream=False)
+        assert self._sent(mem, server) == [("user", "after")]
+        assert [m.content for m in mem.history("unreg")] == ["before", "You said: before"]
+
+    def test_async_calls_inject_and_capture(self, mem: Memory, server: ScriptedModelServer) -> None:
+        """The async client behaves like the sync one, streamed and not."""
+        self._need("async")
+        client = mem.register(self.make_client(server, is_async=True))
+        streams = [False, True] if "stream" in self.capabilities else [False]
+
+        async def main() -> list[str]:
+            with mem.scope(entity_id="conf", session_id="async"):
+                return [await self.send_async(client, f"async {s}", stream=s) for s in streams]
+
+        answers = asyncio.run(main())
+        assert answers == [f"You said: async {s}" for s in streams]
+        assert self._sent(mem, server)[0] == ("user", "async False")
+        assert len(mem.history("async")) == 2 * len(streams)

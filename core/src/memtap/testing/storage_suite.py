@@ -1,0 +1,667 @@
+"""The compliance suite every memtap storage backend runs.
+
+Subclass :class:`StoreComplianceSuite` in a test module and provide a ``store`` fixture; the
+inherited ``test_*`` methods check every :class:`memtap.storage.Store` method and semantic::
+
+    import pytest
+    from memtap.testing.storage_suite import StoreComplianceSuite
+
+    class TestMyStore(StoreComplianceSuite):
+        @pytest.fixture
+        def store(self, tmp_path):
+            s = MyStore(tmp_path / "memtap.db")
+            yield s
+            s.close()
+
+        @pytest.fixture
+        def reopen_store(self, tmp_path):  # only for backends that persist
+            opened = []
+            def reopen(old):
+                old.close()
+                opened.append(MyStore(tmp_path / "memtap.db"))
+                return opened[-1]
+            yield reopen
+            for s in opened:
+                s.close()
+
+A backend that lacks something trims :attr:`StoreComplianceSuite.capabilities`; the tests that
+need it are then skipped with a reason naming the capability.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+import pytest
+
+from memtap.model import Attribution, Exchange, Fact, Message, ToolCall, Usage
+from memtap.storage import Store, StoreError
+
+#: Facts: ``add_facts`` / ``facts`` and superseding.
+FACTS = "facts"
+#: Many threads calling the store at once.
+CONCURRENT_WRITES = "concurrent_writes"
+#: Data survives closing and re-opening the store (needs a ``reopen_store`` fixture).
+PERSISTENCE = "persistence"
+#: Every capability the suite knows.
+CAPABILITIES: frozenset[str] = frozenset({FACTS, CONCURRENT_WRITES, PERSISTENCE})
+
+#: A fixed point in time the suite's data is laid out from.
+T0 = _dt.datetime(2025, 1, 1, 12, 0, tzinfo=_dt.timezone.utc)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_REQUIRES = "_memtap_requires"
+
+
+def at(seconds: float) -> _dt.datetime:
+    """``T0`` plus ``seconds``."""
+    return T0 + _dt.timedelta(seconds=seconds)
+
+
+def make_exchange(
+    n: float,
+    *,
+    entity_id: str = "alice",
+    session_id: str = "s1",
+    process_id: str | None = "bot",
+    **fields: Any,
+) -> Exchange:
+    """An exchange started ``n`` seconds after :data:`T0`: one user question, one answer."""
+    fields.setdefault("input", (Message("user", f"question {n}"),))
+    fields.setdefault("output", (Message("assistant", f"answer {n}"),))
+    return Exchange(
+        attribution=Attribution(entity_id=entity_id, session_id=session_id, process_id=process_id),
+        provider=fields.pop("provider", "test"),
+        operation=fields.pop("operation", "chat"),
+        started_at=at(n),
+        ended_at=at(n + 0.5),
+        **fields,
+    )
+
+
+def make_fact(n: float, *, entity_id: str = "alice", **fields: Any) -> Fact:
+    """A fact created ``n`` seconds after :data:`T0`."""
+    fields.setdefault("text", f"fact {n}")
+    return Fact(entity_id=entity_id, created_at=at(n), **fields)
+
+
+def requires(*capabilities: str) -> Callable[[_F], _F]:
+    """Mark a suite test as needing ``capabilities``; it is skipped for a backend without."""
+    unknown = set(capabilities) - CAPABILITIES
+    if unknown:
+        raise ValueError(f"unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
+
+    def mark(test: _F) -> _F:
+        setattr(test, _REQUIRES, frozenset(capabilities))
+        return test
+
+    return mark
+
+
+def _messages(*exchanges: Exchange) -> list[Message]:
+    return [m for ex in exchanges for m in ex.messages]
+
+
+def _ids(exchanges: Any) -> list[str]:
+    return [ex.id for ex in exchanges]
+
+
+class StoreComplianceSuite:
+    """Tests every :class:`memtap.storage.Store` backend must pass.
+
+    Subclasses provide the ``store`` fixture (a fresh, empty, open store) and, when they
+    declare :data:`PERSISTENCE`, a ``reopen_store`` fixture: a callable that closes the store
+    it is given and returns a new store opened on the same data (closed by the fixture).
+    """
+
+    #: What the backend supports; remove a capability to skip the tests that need it.
+    capabilities: ClassVar[frozenset[str]] = CAPABILITIES
+
+    @pytest.fixture(autouse=True)
+    def _memtap_capability_gate(self, request: pytest.FixtureRequest) -> None:
+        # Autouse fixtures run before `store`, so a skipped test never opens a store.
+        needed: frozenset[str] = getattr(request.function, _REQUIRES, frozenset())
+        missing = sorted(needed - self.capabilities)
+        if missing:
+            pytest.skip(f"backend lacks capability {', '.join(missing)!r}")
+
+    @pytest.fixture
+    def store(self) -> Store:
+        """A fresh, empty, open store (subclasses must override this fixture)."""
+        pytest.fail(f"{type(self).__name__} must define a `store` fixture")
+
+    @pytest.fixture
+    def reopen_store(self) -> Callable[[Store], Store]:
+        """Close a store and open it again (subclasses declaring persistence override it)."""
+        pytest.fail(f"{type(self).__name__} declares {PERSISTENCE!r} but has no `reopen_store`")
+
+    # -- shape ---------------------------------------------------------------------------
+
+    def test_implements_store_protocol(self, store: Store) -> None:
+        """The backend has every Store method and a string ``url``."""
+        assert isinstance(store, Store)
+        assert isinstance(store.url, str) and store.url
+
+    def test_empty_store(self, store: Store) -> None:
+        """A new store holds nothing."""
+        assert store.stats() == {"sessions": 0, "exchanges": 0, "messages": 0, "facts": 0}
+        assert store.history("s1") == []
+        assert store.sessions() == []
+        assert list(store.exchanges()) == []
+
+    # -- exchanges round-trip ------------------------------------------------------------
+
+    def test_exchange_round_trips_every_field(self, store: Store) -> None:
+        """Everything written comes back equal: messages, tool calls, usage, metadata..."""
+        tokyo = _dt.timezone(_dt.timedelta(hours=9))
+        ex = Exchange(
+            attribution=Attribution(entity_id="alice", session_id="s1", process_id="bot"),
+            provider="openai",
+            operation="chat",
+            input=(
+                Message("user", "Weather in 東京? 🌧 \"quoted\" 'single' \\ back\nslash", name="al"),
+                Message("tool", '{"temp": 12}', tool_call_id="call_0"),
+            ),
+            output=(
+                Message(
+                    "assistant",
+                    "",
+                    tool_calls=(
+                        ToolCall("call_1", "get_weather", '{"city": "Tokyo"}'),
+                        ToolCall("call_2", "lookup", "", type="custom"),
+                    ),
+                ),
+                Message("assistant", "'); DROP TABLE exchanges; --"),
+            ),
+            system="You are terse.\nNever say 'never'.",
+            request_model="gpt-x",
+            response_model="gpt-x-2025-01-01",
+            usage=Usage(input_tokens=120, output_tokens=30, cached_input_tokens=100),
+            finish_reasons=("tool_calls", "stop"),
+            stream=True,
+            status="partial",
+            error="stream cut: timeout",
+            started_at=_dt.datetime(2025, 3, 4, 5, 6, 7, 891011, tzinfo=tokyo),
+            ended_at=_dt.datetime(2025, 3, 4, 5, 6, 9, 123456, tzinfo=tokyo),
+            metadata={"request_id": "req_1", "note": "ünïcode ✓"},
+        )
+        store.write_exchanges([ex])
+        (got,) = store.exchanges()
+        assert got == ex
+        assert got.messages == ex.messages
+        assert got.started_at.tzinfo is not None and got.ended_at.tzinfo is not None
+
+    def test_minimal_exchange_round_trips(self, store: Store) -> None:
+        """An exchange with defaults only (no messages, unknown usage) round-trips."""
+        ex = Exchange(attribution=Attribution(), provider="p", operation="embeddings")
+        store.write_exchanges([ex])
+        assert list(store.exchanges()) == [ex]
+        assert store.history(ex.attribution.session_id) == []
+        assert store.stats() == {"sessions": 1, "exchanges": 1, "messages": 0, "facts": 0}
+
+    def test_error_exchange_round_trips(self, store: Store) -> None:
+        """A failed call (status error, no output) is stored as such."""
+        ex = make_exchange(1, output=(), status="error", error="HTTP 500: upstream failed")
+        store.write_exchanges([ex])
+        assert list(store.exchanges()) == [ex]
+
+    def test_exchanges_oldest_first_and_filtered(self, store: Store) -> None:
+        """exchanges() orders by start time and filters by entity and session."""
+        a2 = make_exchange(2)
+        b3 = make_exchange(3, entity_id="bob")
+        a1 = make_exchange(1, session_id="s2")
+        a4 = make_exchange(4, session_id="s2")
+        store.write_exchanges([a2, b3])
+        store.write_exchanges([a4, a1])
+        assert _ids(store.exchanges()) == _ids([a1, a2, b3, a4])
+        assert _ids(store.exchanges(entity_id="alice")) == _ids([a1, a2, a4])
+        assert _ids(store.exchanges(session_id="s1")) == _ids([a2, b3])
+        assert _ids(store.exchanges(entity_id="alice", session_id="s1")) == _ids([a2])
+        assert list(store.exchanges(entity_id="carol")) == []
+
+    def test_many_exchanges_in_one_batch(self, store: Store) -> None:
+        """A large batch is stored whole and read back in order, messages attached."""
+        batch = [
+            make_exchange(i, session_id=f"s{i % 7}")
+            if i % 5
+            else make_exchange(i, session_id=f"s{i % 7}", input=(), output=())
+            for i in range(1500)
+        ]
+        store.write_exchanges(batch)
+        assert list(store.exchanges()) == batch
+        assert store.stats() == {
+            "sessions": 7,
+            "exchanges": 1500,
+            "messages": sum(len(ex.messages) for ex in batch),
+            "facts": 0,
+        }
+
+    # -- history -------------------------------------------------------------------------
+
+    def test_history_is_the_sessions_messages_oldest_first(self, store: Store) -> None:
+        """history() returns every message of the session ordered by exchange start, then
+        by position, stamped with the exchange id and start time."""
+        ex1 = make_exchange(
+            1,
+            input=(Message("user", "a"), Message("user", "b"), Message("user", "c")),
+            output=(Message("assistant", "d"), Message("assistant", "e")),
+        )
+        ex2, ex3 = make_exchange(2), make_exchange(3)
+        store.write_exchanges([ex2, ex1])  # written out of order
+        store.write_exchanges([ex3])
+        got = store.history("s1")
+        assert got == _messages(ex1, ex2, ex3)
+        stamps = [(ex.id, ex.started_at) for ex in (ex1, ex2, ex3) for _ in ex.messages]
+        assert [(m.exchange_id, m.created_at) for m in got] == stamps
+        assert all(m.created_at is not None and m.created_at.tzinfo for m in got)
+
+    def test_history_keeps_tool_calls(self, store: Store) -> None:
+        """Tool calls and tool answers survive in history."""
+        call = ToolCall("call_1", "get_time", '{"tz": "UTC"}')
+        ex = make_exchange(
+            1,
+            input=(Message("user", "time?"), Message("tool", "12:00", tool_call_id="call_0")),
+            output=(Message("assistant", tool_calls=(call,)),),
+        )
+        store.write_exchanges([ex])
+        got = store.history("s1")
+        assert got == list(ex.messages)
+        assert got[2].tool_calls == (call,) and got[1].tool_call_id == "call_0"
+
+    def test_history_limit_returns_the_latest_oldest_first(self, store: Store) -> None:
+        """With a limit, history() returns only the latest messages, still oldest first."""
+        exs = [make_exchange(i) for i in (1, 2, 3)]
+        store.write_exchanges(exs)
+        every = _messages(*exs)
+        assert store.history("s1", limit=3) == every[-3:]
+        assert store.history("s1", limit=1) == every[-1:]
+        assert store.history("s1", limit=6) == every
+        assert store.history("s1", limit=100) == every
+        assert store.history("s1", limit=None) == every
+
+    def test_history_limit_zero_is_empty(self, store: Store) -> None:
+        """The latest zero messages are no messages."""
+        store.write_exchanges([make_exchange(1)])
+        assert store.history("s1", limit=0) == []
+
+    def test_history_of_unknown_session_is_empty(self, store: Store) -> None:
+        """A session nobody wrote to has no history."""
+        store.write_exchanges([make_exchange(1)])
+        assert store.history("nope") == []
+        assert store.history("s1", entity_id="nobody") == []
+
+    def test_history_entity_filter_isolates_same_session_id(self, store: Store) -> None:
+        """Two entities may use the same session id; the entity filter keeps them apart."""
+        a1, b2, a3 = make_exchange(1), make_exchange(2, entity_id="bob"), make_exchange(3)
+        other = make_exchange(4, session_id="s2")
+        store.write_exchanges([a1, b2, a3, other])
+        assert store.history("s1", entity_id="alice") == _messages(a1, a3)
+        assert store.history("s1", entity_id="bob") == _messages(b2)
+        assert store.history("s1") == _messages(a1, b2, a3)
+        assert store.history("s1", entity_id="alice", limit=1) == _messages(a3)[-1:]
+        assert store.history("s2", entity_id="bob") == []
+
+    # -- idempotency ---------------------------------------------------------------------
+
+    def test_rewriting_a_batch_changes_nothing(self, store: Store) -> None:
+        """Writing the same exchanges again (a retry) stores nothing new."""
+        batch = [make_exchange(1), make_exchange(2, entity_id="bob"), make_exchange(3)]
+        store.write_exchanges(batch)
+        before = (store.stats(), store.history("s1"), store.sessions(), list(store.exchanges()))
+        store.write_exchanges(batch)
+        store.write_exchanges(batch[1:])
+        after = (store.stats(), store.history("s1"), store.sessions(), list(store.exchanges()))
+        assert after == before
+
+    def test_retried_batch_adds_only_new_exchanges(self, store: Store) -> None:
+        """A batch mixing stored and new exchanges adds only the new ones."""
+        a, b, c = make_exchange(1), make_exchange(2), make_exchange(3)
+        store.write_exchanges([a, b])
+        store.write_exchanges([a, b, c])
+        assert _ids(store.exchanges()) == _ids([a, b, c])
+        assert store.history("s1") == _messages(a, b, c)
+        assert store.sessions()[0].exchange_count == 3
+
+    def test_first_write_of_an_id_wins(self, store: Store) -> None:
+        """An id already stored (or repeated in a batch) keeps its first content."""
+        a = make_exchange(1)
+        changed = attrs.evolve(a, output=(Message("assistant", "changed"),))
+        store.write_exchanges([a, changed])
+        store.write_exchanges([changed])
+        assert list(store.exchanges()) == [a]
+        assert store.stats()["messages"] == 2
+
+    def test_empty_writes_are_noops(self, store: Store) -> None:
+        """Empty batches are accepted and change nothing."""
+        store.write_exchanges([])
+        assert store.stats()["exchanges"] == 0
+        if FACTS in self.capabilities:
+            store.add_facts([])
+            assert store.stats()["facts"] == 0
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def test_sessions_most_recent_first_with_counts(self, store: Store) -> None:
+        """sessions() lists (entity, session) pairs by last activity with exchange counts."""
+        store.write_exchanges(
+            [
+                make_exchange(1),
+                make_exchange(3, session_id="s2"),
+                make_exchange(4, entity_id="bob", process_id="other"),
+            ]
+        )
+        store.write_exchanges([make_exchange(5)])
+        got = store.sessions()
+        assert [(s.entity_id, s.session_id, s.exchange_count) for s in got] == [
+            ("alice", "s1", 2),
+            ("bob", "s1", 1),
+            ("alice", "s2", 1),
+        ]
+        first = got[0]
+        assert (first.created_at, first.updated_at, first.process_id) == (at(1), at(5), "bot")
+        assert got[1].process_id == "other"
+        assert [s.session_id for s in store.sessions(entity_id="alice")] == ["s1", "s2"]
+        assert [s.entity_id for s in store.sessions(entity_id="bob")] == ["bob"]
+        assert store.sessions(entity_id="carol") == []
+        assert [s.session_id for s in store.sessions(limit=1)] == ["s1"]
+        assert len(store.sessions(limit=2)) == 2
+
+    def test_sessions_span_out_of_order_writes(self, store: Store) -> None:
+        """A session's first and last activity come from its exchanges' start times, in
+        whatever order they were written."""
+        store.write_exchanges([make_exchange(5)])
+        store.write_exchanges([make_exchange(1), make_exchange(3)])
+        (s,) = store.sessions()
+        assert (s.created_at, s.updated_at, s.exchange_count) == (at(1), at(5), 3)
+        assert s.created_at.tzinfo is not None
+
+    # -- facts ---------------------------------------------------------------------------
+
+    @requires(FACTS)
+    def test_fact_round_trips_every_field(self, store: Store) -> None:
+        """Every fact field comes back equal."""
+        fact = Fact(
+            entity_id="alice",
+            text='Alice lives in 東京 and says "it\'s great"',
+            process_id="bot",
+            kind="episode",
+            source_exchange_id="ex1",
+            created_at=_dt.datetime(2025, 2, 3, 4, 5, 6, 7, tzinfo=_dt.timezone(-_dt.timedelta(hours=5))),
+            metadata={"confidence": "high"},
+        )
+        store.add_facts([fact])
+        assert store.facts(entity_id="alice") == [fact]
+        assert store.stats()["facts"] == 1
+
+    @requires(FACTS)
+    def test_facts_newest_first_filtered_and_isolated(self, store: Store) -> None:
+        """facts() returns one entity's facts, newest first, optionally one process's."""
+        f1 = make_fact(1, process_id="p1")
+        f3 = make_fact(3, process_id="p2")
+        f2 = make_fact(2, process_id="p1")
+        bob = make_fact(4, entity_id="bob", process_id="p1")
+        store.add_facts([f1, f3])
+        store.add_facts([f2, bob])
+        assert store.facts(entity_id="alice") == [f3, f2, f1]
+        assert store.facts(entity_id="alice", process_id="p1") == [f2, f1]
+        assert store.facts(entity_id="alice", process_id="p3") == []
+        assert store.facts(entity_id="bob") == [bob]
+        assert store.facts(entity_id="carol") == []
+
+    @requires(FACTS)
+    def test_add_facts_is_idempotent(self, store: Store) -> None:
+        """Known fact ids are skipped; the first content of an id wins."""
+        f = make_fact(1)
+        store.add_facts([f, attrs.evolve(f, text="changed")])
+        store.add_facts([f])
+        store.add_facts([attrs.evolve(f, text="changed again")])
+        assert store.facts(entity_id="alice") == [f]
+        assert store.stats()["facts"] == 1
+
+    @requires(FACTS)
+    def test_superseding_fact_marks_the_old_one(self, store: Store) -> None:
+        """A fact that supersedes another hides it; the old one stays, marked."""
+        old = make_fact(1, text="Alice lives in Paris")
+        new = make_fact(2, text="Alice lives in Tokyo", supersedes=old.id)
+        store.add_facts([old])
+        store.add_facts([new])
+        assert store.facts(entity_id="alice") == [new]
+        assert store.facts(entity_id="alice", include_superseded=True) == [
+            new,
+            attrs.evolve(old, superseded_by=new.id),
+        ]
+        store.add_facts([old])  # re-adding the old fact does not revive it
+        assert store.facts(entity_id="alice") == [new]
+
+    @requires(FACTS)
+    def test_supersede_within_one_batch(self, store: Store) -> None:
+        """Superseding works when both facts arrive in the same batch."""
+        old = make_fact(1)
+        new = make_fact(2, supersedes=old.id)
+        store.add_facts([old, new])
+        assert store.facts(entity_id="alice") == [new]
+        (_, marked) = store.facts(entity_id="alice", include_superseded=True)
+        assert marked.superseded_by == new.id
+
+    @requires(FACTS)
+    def test_first_supersede_claim_wins(self, store: Store) -> None:
+        """A fact already superseded keeps its first successor."""
+        old = make_fact(1)
+        first, second = make_fact(2, supersedes=old.id), make_fact(3, supersedes=old.id)
+        store.add_facts([old, first])
+        store.add_facts([second])
+        assert store.facts(entity_id="alice") == [second, first]
+        marked = store.facts(entity_id="alice", include_superseded=True)[-1]
+        assert marked.id == old.id and marked.superseded_by == first.id
+
+    @requires(FACTS)
+    def test_superseding_an_unknown_fact_is_harmless(self, store: Store) -> None:
+        """A fact naming a fact that is not stored is stored as it is."""
+        f = make_fact(1, supersedes="no-such-fact")
+        store.add_facts([f])
+        assert store.facts(entity_id="alice") == [f]
+
+    @requires(FACTS)
+    def test_supersede_never_crosses_entities(self, store: Store) -> None:
+        """One entity's fact cannot hide (or mark) another entity's fact."""
+        alices = make_fact(1)
+        bobs = make_fact(2, entity_id="bob", supersedes=alices.id)
+        store.add_facts([alices])
+        store.add_facts([bobs])
+        assert store.facts(entity_id="alice") == [alices]
+        assert store.facts(entity_id="alice", include_superseded=True) == [alices]
+
+    # -- forget and stats ----------------------------------------------------------------
+
+    def test_forget_deletes_only_that_entity(self, store: Store) -> None:
+        """forget() removes an entity's exchanges, messages, sessions (and facts), returns
+        the number of exchanges plus facts removed, and leaves other entities alone."""
+        alice = [make_exchange(1), make_exchange(2, session_id="s2"), make_exchange(3)]
+        bob = [make_exchange(4, entity_id="bob"), make_exchange(5, entity_id="bob")]
+        store.write_exchanges(alice + bob)
+        expected = len(alice)
+        bobs_fact = make_fact(3, entity_id="bob")
+        if FACTS in self.capabilities:
+            store.add_facts([make_fact(1), make_fact(2), bobs_fact])
+            expected += 2
+        assert store.forget(entity_id="alice") == expected
+        assert store.history("s1") == _messages(*bob)
+        assert store.history("s2") == []
+        assert [(s.entity_id, s.exchange_count) for s in store.sessions()] == [("bob", 2)]
+        assert list(store.exchanges()) == bob
+        assert store.stats() == {
+            "sessions": 1,
+            "exchanges": 2,
+            "messages": 4,
+            "facts": 1 if FACTS in self.capabilities else 0,
+        }
+        if FACTS in self.capabilities:
+            assert store.facts(entity_id="alice", include_superseded=True) == []
+            assert store.facts(entity_id="bob") == [bobs_fact]
+        assert store.forget(entity_id="alice") == 0
+        assert store.forget(entity_id="nobody") == 0
+
+    def test_forgotten_exchanges_can_be_written_again(self, store: Store) -> None:
+        """After forget(), the same exchange ids are new again."""
+        batch = [make_exchange(1), make_exchange(2)]
+        store.write_exchanges(batch)
+        assert store.forget(entity_id="alice") == 2
+        store.write_exchanges(batch)
+        assert store.history("s1") == _messages(*batch)
+        assert store.stats()["exchanges"] == 2
+
+    def test_stats_counts_rows(self, store: Store) -> None:
+        """stats() counts sessions (per entity), exchanges, messages and facts."""
+        store.write_exchanges(
+            [
+                make_exchange(1),
+                make_exchange(2, entity_id="bob"),
+                make_exchange(3, output=()),
+                make_exchange(4, session_id="s2"),
+            ]
+        )
+        facts = 0
+        if FACTS in self.capabilities:
+            store.add_facts([make_fact(1), make_fact(2, entity_id="bob")])
+            facts = 2
+        assert store.stats() == {"sessions": 3, "exchanges": 4, "messages": 7, "facts": facts}
+
+    # -- close ---------------------------------------------------------------------------
+
+    def test_calls_after_close_raise_store_error(self, store: Store) -> None:
+        """Every call on a closed store raises StoreError saying it is closed."""
+        store.close()
+        calls: list[Callable[[], object]] = [
+            lambda: store.write_exchanges([make_exchange(1)]),
+            lambda: store.write_exchanges([]),
+            lambda: store.history("s1"),
+            lambda: store.history("s1", limit=0),
+            store.sessions,
+            lambda: list(store.exchanges()),
+            lambda: store.forget(entity_id="alice"),
+            store.stats,
+        ]
+        if FACTS in self.capabilities:
+            calls += [
+                lambda: store.add_facts([make_fact(1)]),
+                lambda: store.add_facts([]),
+                lambda: store.facts(entity_id="alice"),
+            ]
+        for call in calls:
+            with pytest.raises(StoreError, match="closed"):
+                call()
+
+    def test_close_twice_is_harmless(self, store: Store) -> None:
+        """Closing a closed store does nothing."""
+        store.close()
+        store.close()
+
+    # -- persistence ---------------------------------------------------------------------
+
+    @requires(PERSISTENCE)
+    def test_data_survives_reopening(self, store: Store, reopen_store: Callable[[Store], Store]) -> None:
+        """Everything written is there after closing and opening the store again."""
+        batch = [make_exchange(1), make_exchange(2, entity_id="bob"), make_exchange(3)]
+        store.write_exchanges(batch)
+        if FACTS in self.capabilities:
+            old = make_fact(1)
+            store.add_facts([old, make_fact(2, supersedes=old.id)])
+        before = (
+            list(store.exchanges()),
+            store.history("s1"),
+            [(m.exchange_id, m.created_at) for m in store.history("s1")],
+            store.sessions(),
+            store.stats(),
+            store.facts(entity_id="alice", include_superseded=True) if FACTS in self.capabilities else [],
+        )
+        store = reopen_store(store)
+        after = (
+            list(store.exchanges()),
+            store.history("s1"),
+            [(m.exchange_id, m.created_at) for m in store.history("s1")],
+            store.sessions(),
+            store.stats(),
+            store.facts(entity_id="alice", include_superseded=True) if FACTS in self.capabilities else [],
+        )
+        assert after == before
+        store.write_exchanges(batch)  # still idempotent across a reopen
+        assert store.stats() == before[4]
+        store.write_exchanges([make_exchange(4)])
+        assert store.stats()["exchanges"] == 4
+
+    # -- concurrency ---------------------------------------------------------------------
+
+    @requires(CONCURRENT_WRITES)
+    def test_many_threads_write_and_read_at_once(self, store: Store) -> None:
+        """16 threads writing (with retries) and reading at once lose and duplicate nothing."""
+        threads, batches, size = 16, 8, 4
+        start = threading.Barrier(threads)
+
+        def work(t: int) -> None:
+            start.wait()
+            for b in range(batches):
+                batch = [make_exchange(t * 1000 + b * 10 + i, session_id=f"t{t}") for i in range(size)]
+                batch.append(make_exchange(b * 100 + t, session_id="shared", entity_id="all"))
+                store.write_exchanges(batch)
+                store.write_exchanges(batch[::2])  # a retry
+                assert len(store.history(f"t{t}", limit=3)) == 3
+                store.history("shared")
+                store.sessions(limit=5)
+                store.stats()
+
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(work, t) for t in range(threads)]:
+                future.result()
+        per_thread = batches * size
+        assert store.stats() == {
+            "sessions": threads + 1,
+            "exchanges": threads * (per_thread + batches),
+            "messages": 2 * threads * (per_thread + batches),
+            "facts": 0,
+        }
+        for t in range(threads):
+            got = store.history(f"t{t}")
+            assert len(got) == 2 * per_thread
+            assert got == sorted(got, key=lambda m: m.created_at or T0)
+        shared = store.history("shared")
+        assert len(shared) == 2 * threads * batches
+        assert [m.created_at for m in shared] == sorted(m.created_at or T0 for m in shared)
+
+    @requires(CONCURRENT_WRITES)
+    def test_identical_batches_from_many_threads_are_stored_once(self, store: Store) -> None:
+        """Racing retries of one batch store it exactly once."""
+        batch = [make_exchange(i) for i in range(20)]
+        start = threading.Barrier(16)
+
+        def write() -> None:
+            start.wait()
+            store.write_exchanges(batch)
+
+        with ThreadPoolExecutor(16) as pool:
+            for future in [pool.submit(write) for _ in range(16)]:
+                future.result()
+        assert list(store.exchanges()) == batch
+        assert store.sessions()[0].exchange_count == 20
+
+    @requires(CONCURRENT_WRITES, FACTS)
+    def test_many_threads_add_facts_at_once(self, store: Store) -> None:
+        """Concurrent add_facts calls (with retries) keep every fact once."""
+        start = threading.Barrier(16)
+
+        def work(t: int) -> None:
+            start.wait()
+            facts = [make_fact(t * 100 + i, entity_id=f"e{t % 4}") for i in range(10)]
+            store.add_facts(facts)
+            store.add_facts(facts)
+            store.facts(entity_id=f"e{t % 4}")
+
+        with ThreadPoolExecutor(16) as pool:
+            for future in [pool.submit(work, t) for t in range(16)]:
+                future.result()
+        assert store.stats()["facts"] == 160
+        assert all(len(store.facts(entity_id=f"e{e}")) == 40 for e in range(4))

@@ -1,0 +1,135 @@
+"""The DuckDB schema as an ordered list of named migrations.
+
+Each migration is applied once per database file and recorded in ``memtap_migrations``; opening
+an existing file applies only the migrations it has not seen yet. Append new migrations to
+:data:`MIGRATIONS`; never edit or reorder one that has shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import duckdb
+from memtap.model import utcnow
+
+
+@attrs.frozen
+class Migration:
+    """A named, ordered schema change: SQL statements run in one transaction."""
+
+    name: str
+    statements: tuple[str, ...]
+
+
+_INITIAL = Migration(
+    "0001_initial",
+    (
+        """
+        CREATE TABLE sessions (
+            entity_id   VARCHAR NOT NULL,
+            session_id  VARCHAR NOT NULL,
+            process_id  VARCHAR,
+            created_at  TIMESTAMPTZ NOT NULL,
+            updated_at  TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (entity_id, session_id)
+        )
+        """,
+        """
+        CREATE TABLE exchanges (
+            id                  VARCHAR PRIMARY KEY,
+            seq                 BIGINT NOT NULL,
+            entity_id           VARCHAR NOT NULL,
+            session_id          VARCHAR NOT NULL,
+            process_id          VARCHAR,
+            provider            VARCHAR NOT NULL,
+            operation           VARCHAR NOT NULL,
+            request_model       VARCHAR,
+            response_model      VARCHAR,
+            system              VARCHAR,
+            stream              BOOLEAN NOT NULL,
+            status              VARCHAR NOT NULL,
+            error               VARCHAR,
+            finish_reasons      VARCHAR[] NOT NULL,
+            input_tokens        BIGINT,
+            output_tokens       BIGINT,
+            cached_input_tokens BIGINT,
+            input_count         INTEGER NOT NULL,
+            started_at          TIMESTAMPTZ NOT NULL,
+            ended_at            TIMESTAMPTZ NOT NULL,
+            metadata            JSON
+        )
+        """,
+        """
+        CREATE TABLE messages (
+            exchange_id  VARCHAR NOT NULL,
+            exchange_seq BIGINT NOT NULL,  -- exchanges.seq, so history() needs no join
+            entity_id    VARCHAR NOT NULL,
+            session_id   VARCHAR NOT NULL,
+            position     INTEGER NOT NULL,
+            role         VARCHAR NOT NULL,
+            content      VARCHAR NOT NULL,
+            tool_calls   JSON,
+            tool_call_id VARCHAR,
+            name         VARCHAR,
+            created_at   TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (exchange_id, position)
+        )
+        """,
+        "CREATE INDEX messages_entity_session ON messages (entity_id, session_id)",
+        """
+        CREATE TABLE facts (
+            id                 VARCHAR PRIMARY KEY,
+            seq                BIGINT NOT NULL,
+            entity_id          VARCHAR NOT NULL,
+            process_id         VARCHAR,
+            text               VARCHAR NOT NULL,
+            kind               VARCHAR NOT NULL,
+            source_exchange_id VARCHAR,
+            supersedes         VARCHAR,
+            superseded_by      VARCHAR,
+            created_at         TIMESTAMPTZ NOT NULL,
+            metadata           JSON,
+            embedding          FLOAT[]
+        )
+        """,
+        "CREATE INDEX facts_entity ON facts (entity_id)",
+    ),
+)
+
+#: Every migration, in the order it must be applied.
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL,)
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS memtap_migrations (
+    name       VARCHAR PRIMARY KEY,
+    applied_at TIMESTAMPTZ NOT NULL
+)
+"""
+
+
+def apply_migrations(
+    conn: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[str]:
+    """Apply the migrations ``conn``'s database has not recorded yet, in order, in one
+    transaction (all or none), and return the names applied."""
+    conn.begin()
+    try:
+        conn.execute(_LEDGER)
+        done = {name for (name,) in conn.execute("SELECT name FROM memtap_migrations").fetchall()}
+        applied: list[str] = []
+        for migration in migrations:
+            if migration.name in done:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO memtap_migrations (name, applied_at) VALUES (?, ?)",
+                [migration.name, utcnow()],
+            )
+            applied.append(migration.name)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return applied

@@ -1,0 +1,181 @@
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+from memtap.builtins import REDACTED, redact_exchange, redact_text
+from memtap.hookspecs import hookimpl
+from memtap.model import Attribution, Exchange, Message, ToolCall, utcnow
+from memtap.plugins import make_plugin_manager
+from memtap.wire import RawExchange
+
+SECRETS = {
+    "openai": "sk-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0",
+    "openai-project": "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv12Wx34_yZ-9AbCd",
+    "anthropic": "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe_Dc-BaZx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1-AA",
+    "xai": "xai-" + "Qw3Er4Ty5Ui6Op7As8Df9Gh0Jk1Lz2Xc3Vb4Nm5" * 2,
+    "google": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p",
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "github": "ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6",
+    "slack": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "bearer": "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r",
+    "bearer-lowercase": "bearer 0123456789abcdef0123456789abcdef",
+    "pem-rsa": (
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z1o5H0Pm9Zk2XrVnW+Bq1xYb\n"
+        "c3l6QmR0bXo5cGJ6ZjN0Z2hqa2xtbm9wcXJzdHV2d3h5ejAxMjM0NTY3ODk=\n"
+        "-----END RSA PRIVATE KEY-----"
+    ),
+    "pem-pkcs8": (
+        "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n"
+        "-----END PRIVATE KEY-----"
+    ),
+    "pem-openssh": (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+        "-----END OPENSSH PRIVATE KEY-----"
+    ),
+}
+
+
+@pytest.mark.parametrize("secret", SECRETS.values(), ids=SECRETS.keys())
+def test_secret_in_prose_is_replaced(secret):
+    assert redact_text(f"my key is {secret} thanks") == f"my key is {REDACTED} thanks"
+
+
+@pytest.mark.parametrize("secret", SECRETS.values(), ids=SECRETS.keys())
+def test_secret_in_json_is_replaced_and_json_stays_valid(secret):
+    text = json.dumps({"credential": secret, "n": 1})
+    redacted = redact_text(text)
+    assert json.loads(redacted) == {"credential": REDACTED, "n": 1}
+
+
+def test_several_secrets_in_one_text_are_all_replaced():
+    text = "\n".join(f"{name}={value}" for name, value in SECRETS.items())
+    redacted = redact_text(text)
+    for value in SECRETS.values():
+        assert value not in redacted
+    assert redacted.count(REDACTED) == len(SECRETS)
+
+
+def test_authorization_header_value_is_removed():
+    header = f"Authorization: {SECRETS['bearer']}"
+    assert redact_text(header) == f"Authorization: {REDACTED}"
+
+
+NORMAL_TEXTS = [
+    "",
+    "Ask me anything about the task-based scheduler.",
+    "Use sk-learn for the baseline.",
+    "The bearer of this letter is my friend.",
+    "AKIA is the prefix AWS uses for access key ids.",
+    "ghp_ tokens are GitHub's personal access tokens.",
+    "Request id 3f2c9a1b-8d7e-4c5f-9a0b-1c2d3e4f5a6b, commit 9fceb02d0ae598e95dc970b74767f19372d61af8.",
+    "See https://example.com/docs?page=2&lang=en or mail alice@example.com.",
+    "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ\n-----END CERTIFICATE-----",
+    "system: be nice\nassistant: 日本語のテキスト 🎉",
+]
+
+
+@pytest.mark.parametrize("text", NORMAL_TEXTS)
+def test_normal_text_is_untouched(text):
+    assert redact_text(text) == text
+
+
+FIXED_TIME = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+
+
+def exchange_with_secrets() -> Exchange:
+    key = SECRETS["openai"]
+    return Exchange(
+        attribution=Attribution(entity_id="alice", session_id="s1"),
+        provider="test",
+        operation="chat",
+        input=[
+            Message(role="user", content=f"use {key} please"),
+            Message(role="tool", content=f"token {SECRETS['github']}", tool_call_id="c0"),
+        ],
+        output=[
+            Message(
+                role="assistant",
+                content="calling the tool",
+                tool_calls=[
+                    ToolCall(id="c1", name="deploy", arguments=json.dumps({"api_key": key, "region": "eu"}))
+                ],
+            )
+        ],
+        system=f"The AWS key is {SECRETS['aws']}.",
+        error=f"401 for {SECRETS['bearer']}",
+        metadata={"auth": SECRETS["bearer"], "note": "plain"},
+        started_at=FIXED_TIME,
+        ended_at=FIXED_TIME,
+        id="ex-secret",
+    )
+
+
+def test_redact_exchange_covers_messages_tool_calls_system_error_and_metadata():
+    redacted = redact_exchange(exchange_with_secrets())
+    dumped = json.dumps(
+        [
+            [m.content for m in redacted.messages],
+            [c.arguments for m in redacted.messages for c in m.tool_calls],
+            redacted.system,
+            redacted.error,
+            redacted.metadata,
+        ]
+    )
+    for value in SECRETS.values():
+        assert value not in dumped
+    assert redacted.input[0].content == f"use {REDACTED} please"
+    assert json.loads(redacted.output[0].tool_calls[0].arguments) == {"api_key": REDACTED, "region": "eu"}
+    assert redacted.output[0].tool_calls[0].name == "deploy"
+    assert redacted.system == f"The AWS key is {REDACTED}."
+    assert redacted.metadata == {"auth": REDACTED, "note": "plain"}
+
+
+def test_redact_exchange_leaves_a_clean_exchange_equal():
+    clean = Exchange(
+        attribution=Attribution(),
+        provider="test",
+        operation="chat",
+        input=[Message(role="user", content="hello")],
+        output=[
+            Message(role="assistant", content="hi", tool_calls=[ToolCall(id="c", name="f", arguments="{}")])
+        ],
+        metadata={"k": "v"},
+    )
+    assert redact_exchange(clean) == clean
+
+
+class _Protocol:
+    name = "test.chat"
+    provider = "test"
+    operation = "chat"
+
+
+class LeakyFormatter:
+    @hookimpl(tryfirst=True)
+    def memtap_format_exchange(self, raw: RawExchange) -> Exchange:
+        return exchange_with_secrets()
+
+
+def raw_exchange() -> RawExchange:
+    now = utcnow()
+    return RawExchange(
+        protocol=_Protocol(),
+        attribution=Attribution(),
+        request_body={"messages": []},
+        response={},
+        stream_result=None,
+        already_present=0,
+        started_at=now,
+        ended_at=now,
+    )
+
+
+def test_redact_plugin_wraps_whatever_a_formatter_returns(monkeypatch):
+    monkeypatch.delenv("MEMTAP_DISABLE_PLUGINS", raising=False)
+    pm = make_plugin_manager(entry_points=False, extra=[LeakyFormatter()])
+    exchange = pm.hook.memtap_format_exchange(raw=raw_exchange())
+    assert exchange == redact_exchange(exchange_with_secrets())
+    assert exchange.input[0].content == f"use {REDACTED} please"

@@ -1,0 +1,115 @@
+"""The default distribution end to end: `memtap demo` and the CLI on a DuckDB file, with the
+real openai SDK against the local scripted server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import openai
+import pytest
+from click.testing import CliRunner
+
+import memtap
+from memtap.cli import main
+from memtap.testing.server import ScriptedModelServer
+
+
+@pytest.fixture
+def store_url(tmp_path):
+    return f"duckdb:///{tmp_path / 'cli.duckdb'}"
+
+
+@pytest.fixture
+def filled(store_url):
+    with ScriptedModelServer() as server:
+        mem = memtap.Memory(store_url)
+        client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-cli-test-key-000000000000"))
+        with mem.scope(entity_id="alice", session_id="s1", process_id="bot"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I live in Tokyo"}])
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I like tea"}])
+        with mem.scope(entity_id="bob", session_id="s2"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "bob here"}])
+        mem.remember("Alice lives in Tokyo", entity_id="alice")
+        mem.close()
+    return store_url
+
+
+def run(*args, env=None):
+    result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_memory_persists_across_memory_instances_on_duckdb(filled):
+    with ScriptedModelServer() as server:
+        mem = memtap.Memory(filled)
+        client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-x"))
+        with mem.scope(entity_id="alice", session_id="s1"):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "where do I live?"}])
+        contents = [m["content"] for m in server.last_json()["messages"]]
+        mem.close()
+    assert contents == [
+        "I live in Tokyo",
+        "You said: I live in Tokyo",
+        "I like tea",
+        "You said: I like tea",
+        "where do I live?",
+    ]
+
+
+def test_sessions_history_and_stats(filled):
+    sessions = run("sessions", "--store", filled)
+    assert "s1" in sessions and "alice" in sessions and "s2" in sessions
+    history = run("history", "s1", "--store", filled)
+    assert history.index("I live in Tokyo") < history.index("I like tea")
+    assert "bob here" not in history
+    stats = run("stats", "--store", filled)
+    assert "exchanges" in stats and " 3" in stats
+
+
+def test_store_from_the_environment(filled):
+    assert "s1" in run("sessions", env={"MEMTAP_STORE": filled})
+
+
+def test_facts_recall_and_forget(filled):
+    assert "Alice lives in Tokyo" in run("facts", "--entity", "alice", "--store", filled)
+    recalled = run("recall", "where does alice live", "--entity", "alice", "--store", filled)
+    assert "Alice lives in Tokyo" in recalled
+    assert "deleted 3 record(s)" in run("forget", "--entity", "alice", "--yes", "--store", filled)
+    assert "I live in Tokyo" not in run("history", "s1", "--store", filled)
+    assert "bob here" in run("history", "s2", "--store", filled)
+
+
+def test_api_key_is_not_in_the_duckdb_file(filled, tmp_path):
+    raw = (tmp_path / "cli.duckdb").read_bytes()
+    assert b"sk-cli-test-key" not in raw
+
+
+def test_plugins_json_lists_distributions_and_hooks():
+    listed = {p["name"]: p for p in json.loads(run("plugins", "--json"))}
+    assert listed["openai"]["distribution"] == "memtap-openai"
+    assert "memtap_match_client" in listed["openai"]["hooks"]
+    assert listed["duckdb"]["distribution"] == "memtap-duckdb"
+    assert "memtap_open_store" in listed["duckdb"]["hooks"]
+    assert listed["redact"]["distribution"] == "memtap-core"
+
+
+def test_unknown_store_scheme_is_a_clean_cli_error():
+    result = CliRunner().invoke(main, ["stats", "--store", "nosuch://x"])
+    assert result.exit_code != 0
+    assert "no installed memtap storage plugin accepts 'nosuch'" in result.output
+
+
+def test_demo_shows_memory_carried_from_run_one_to_run_two(tmp_path):
+    env = {"MEMTAP_HOME": str(tmp_path / "home"), "COLUMNS": "200", "PATH": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "memtap.cli", "demo"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "memtap history" in out
+    assert "memtap injected 4 earlier message(s)" in out
+    assert "I adopted a beagle called Mochi last week." in out
+    assert (tmp_path / "home" / "demo.duckdb").exists()
