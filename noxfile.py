@@ -26,7 +26,7 @@ PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint rules and formatting."""
-    session.install("ruff>=0.6")
+    session.install("ruff==0.17.6")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -34,7 +34,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy (strict) over core and every plugin."""
-    session.install("mypy>=1.10", CORE, *PLUGINS.values(), *TEST_DEPS)
+    session.install("mypy==2.4.1", CORE, *PLUGINS.values(), *TEST_DEPS)
     session.run("mypy")
 
 

@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import memtap
 import openai
+
+import memtap
 from memtap.testing.server import ScriptedModelServer
 
 MESSAGES = [{"role": "user", "content": "What is the capital of Japan? Answer in one word."}]

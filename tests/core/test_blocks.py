@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from memtap.blocks import CLOSE_TAG, OPEN_TAG, PREAMBLE, escape_memory_text, render_blocks
 from memtap.wire import SystemBlock
 

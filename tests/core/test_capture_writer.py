@@ -5,6 +5,7 @@ import threading
 import time
 
 import pytest
+
 from memtap.capture import CapturedCall, CaptureWriter
 from memtap.model import Attribution, Exchange, Message
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from memtap.history import HistoryBudget, SessionHistories, approx_tokens, overlap, tool_units
 from memtap.model import Attribution, Message, ToolCall
 

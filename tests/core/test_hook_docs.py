@@ -6,6 +6,7 @@ import inspect
 from pathlib import Path
 
 import pytest
+
 from memtap import hookspecs
 
 ROOT = Path(__file__).resolve().parents[2]

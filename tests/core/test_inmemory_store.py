@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from memtap.storage import InMemoryStore, Store
 from memtap.testing.storage_suite import PERSISTENCE, StoreComplianceSuite
 

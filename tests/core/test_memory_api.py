@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-import memtap
 import pytest
+
+import memtap
 from memtap import Attribution, Exchange, Message, ScoredFact, StoreError, UnknownStoreURLError
 from memtap.errors import UnsupportedClientError
 

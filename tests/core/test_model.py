@@ -5,6 +5,7 @@ import json
 
 import cattrs
 import pytest
+
 from memtap.model import (
     Attribution,
     Exchange,

@@ -6,8 +6,9 @@ import sys
 import warnings
 from pathlib import Path
 
-import memtap
 import pytest
+
+import memtap
 from memtap.builtins import RedactPlugin
 from memtap.hookspecs import hookimpl
 from memtap.model import Attribution, Exchange, Message, utcnow

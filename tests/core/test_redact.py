@@ -4,6 +4,7 @@ import datetime
 import json
 
 import pytest
+
 from memtap.builtins import REDACTED, redact_exchange, redact_text
 from memtap.hookspecs import hookimpl
 from memtap.model import Attribution, Exchange, Message, ToolCall, utcnow

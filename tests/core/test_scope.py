@@ -5,8 +5,9 @@ import random
 import re
 import threading
 
-import memtap
 import pytest
+
+import memtap
 from memtap.model import Attribution
 from memtap.scope import attribution_scope, current_attribution
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from memtap.testing.server import RecordedRequest, Reply, ScriptedModelServer, ToolCallSpec
 
 WEATHER = ToolCallSpec("get_weather", '{"city": "Tokyo", "unit": "c"}')

@@ -25,9 +25,13 @@ def store_url(tmp_path):
 def filled(store_url):
     with ScriptedModelServer() as server:
         mem = memtap.Memory(store_url)
-        client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-cli-test-key-000000000000"))
+        client = mem.register(
+            openai.OpenAI(base_url=server.openai_base_url, api_key="sk-cli-test-key-000000000000")
+        )
         with mem.scope(entity_id="alice", session_id="s1", process_id="bot"):
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I live in Tokyo"}])
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "I live in Tokyo"}]
+            )
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "I like tea"}])
         with mem.scope(entity_id="bob", session_id="s2"):
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "bob here"}])
@@ -47,7 +51,9 @@ def test_memory_persists_across_memory_instances_on_duckdb(filled):
         mem = memtap.Memory(filled)
         client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-x"))
         with mem.scope(entity_id="alice", session_id="s1"):
-            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "where do I live?"}])
+            client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "where do I live?"}]
+            )
         contents = [m["content"] for m in server.last_json()["messages"]]
         mem.close()
     assert contents == [

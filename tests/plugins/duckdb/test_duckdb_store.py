@@ -12,9 +12,10 @@ from pathlib import Path
 
 import attrs
 import duckdb
-import memtap_duckdb
 import pluggy
 import pytest
+
+import memtap_duckdb
 from memtap import hookspecs
 from memtap.storage import Store, StoreError
 from memtap.testing.storage_suite import (

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import memtap
-import memtap_openai
 import openai
 import pytest
+
+import memtap
+import memtap_openai
 from memtap.storage import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 

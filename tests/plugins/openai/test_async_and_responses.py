@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import openai
+
 from conftest import API_KEY, user
 from memtap.testing.server import Reply, ToolCallSpec
 

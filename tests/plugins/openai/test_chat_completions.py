@@ -3,9 +3,10 @@ Completions, sync, non-streaming. What went over the wire and what was stored.""
 
 from __future__ import annotations
 
-import memtap
 import openai
 import pytest
+
+import memtap
 from conftest import API_KEY, user
 from memtap.storage import InMemoryStore
 from memtap.testing.server import Reply, ToolCallSpec

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import memtap_openai
 import openai
+
+import memtap_openai
 from memtap.testing.conformance import ProviderConformanceSuite
 
 

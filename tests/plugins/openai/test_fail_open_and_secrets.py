@@ -8,10 +8,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import memtap
-import memtap_openai
 import openai
 import pytest
+
+import memtap
+import memtap_openai
 from conftest import API_KEY, user
 from memtap import hookimpl
 from memtap.storage import InMemoryStore, StoreError

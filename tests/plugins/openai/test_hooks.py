@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import openai
+
 import memtap
 import memtap_openai
-import openai
 from conftest import API_KEY, user
 from memtap import hookimpl
 from memtap.plugins import make_plugin_manager

@@ -8,6 +8,7 @@ import gc
 
 import openai
 import pytest
+
 from conftest import user
 from memtap.testing.server import Reply, ToolCallSpec
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import attrs
 import duckdb
+
 from memtap.model import utcnow
 
 

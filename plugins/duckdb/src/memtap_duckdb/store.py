@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
 from memtap.model import Attribution, Exchange, Fact, Message, SessionInfo, ToolCall, Usage
 from memtap.storage import StoreError, exchange_messages
 
