@@ -7,7 +7,6 @@ only what it declares.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nox
@@ -18,7 +17,22 @@ nox.options.sessions = ["lint", "typecheck", "tests", "storage", "integration", 
 
 ROOT = Path(__file__).parent
 CORE = "./core"
-PLUGINS = {"openai": "./plugins/openai", "duckdb": "./plugins/duckdb"}
+
+
+def _packages(folder: str) -> dict[str, str]:
+    """Every package folder with a pyproject.toml under ``folder`` (``_template`` aside)."""
+    return {
+        p.name: f"./{folder}/{p.name}"
+        for p in sorted((ROOT / folder).iterdir())
+        if (p / "pyproject.toml").exists() and not p.name.startswith("_")
+    }
+
+
+#: Plugins and contrib packages are found by folder: adding one adds its sessions.
+PLUGINS = _packages("plugins")
+CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
+#: What the meta-distribution `memtap` installs.
+DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"]]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 
@@ -31,23 +45,31 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
+def _module(path: str) -> str:
+    return "memtap_" + Path(path).name.replace("-", "_")
+
+
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy (strict) over core and every plugin."""
-    session.install("mypy==2.4.1", CORE, *PLUGINS.values(), *TEST_DEPS)
-    session.run("mypy")
+    """mypy (strict) over core, every plugin and every contrib package."""
+    session.install("mypy==2.4.1", CORE, *PLUGINS.values(), *CONTRIB.values(), *TEST_DEPS)
+    modules = ["memtap", *(_module(p) for p in [*PLUGINS.values(), *CONTRIB.values()])]
+    session.run("mypy", *(arg for m in modules for arg in ("-p", m)))
 
 
 @nox.session
-@nox.parametrize("package", ["core", *PLUGINS])
+@nox.parametrize("package", ["core", *PLUGINS, *CONTRIB])
 def tests(session: nox.Session, package: str) -> None:
     """One package's tests, installed with core and nothing else of memtap's."""
     if package == "core":
         session.install(CORE, *TEST_DEPS)
         session.run(*PYTEST, "tests/core", *session.posargs)
-    else:
+    elif package in PLUGINS:
         session.install(CORE, PLUGINS[package], *TEST_DEPS)
         session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
+    else:
+        session.install(CORE, *DEFAULTS, CONTRIB[package], *TEST_DEPS)
+        session.run(*PYTEST, f"tests/contrib/{package}", *session.posargs)
 
 
 @nox.session
@@ -61,14 +83,14 @@ def storage(session: nox.Session, backend: str) -> None:
 @nox.session
 def integration(session: nox.Session) -> None:
     """The default distribution end to end: CLI and demo on DuckDB with the openai SDK."""
-    session.install(CORE, *PLUGINS.values(), ".", *TEST_DEPS)
+    session.install(*DEFAULTS, ".", *TEST_DEPS)
     session.run(*PYTEST, "tests/integration", *session.posargs)
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
     """`memtap demo` from the meta-distribution, in a throwaway MEMTAP_HOME."""
-    session.install(CORE, *PLUGINS.values(), ".")
+    session.install(*DEFAULTS, ".")
     home = session.create_tmp()
     session.run("memtap", "demo", env={"MEMTAP_HOME": str(Path(home) / "memtap-home")})
 
@@ -76,21 +98,12 @@ def demo(session: nox.Session) -> None:
 @nox.session
 def benchmarks(session: nox.Session) -> None:
     """Overhead of a registered client over the bare SDK (ratios, same run)."""
-    session.install(CORE, *PLUGINS.values())
+    session.install(*DEFAULTS)
     session.run("python", "benchmarks/overhead.py", *session.posargs, env={"PYTHONHASHSEED": "0"})
 
 
 @nox.session(venv_backend="none")
 def dev(session: nox.Session) -> None:
     """Install every package editable into the current environment (for development)."""
-    session.run(
-        "python",
-        "-m",
-        "pip",
-        "install",
-        "-e",
-        CORE,
-        *(f"-e{p}" for p in PLUGINS.values()),
-        *TEST_DEPS,
-        env={k: v for k, v in os.environ.items()},
-    )
+    editable = [arg for p in [CORE, *PLUGINS.values(), *CONTRIB.values()] for arg in ("-e", p)]
+    session.run("python", "-m", "pip", "install", *editable, *TEST_DEPS)
