@@ -68,7 +68,8 @@ def tests(session: nox.Session, package: str) -> None:
         session.install(CORE, PLUGINS[package], *TEST_DEPS)
         session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
     else:
-        session.install(CORE, *DEFAULTS, CONTRIB[package], *TEST_DEPS)
+        # A contrib package lists what its tests drive in its `test` extra.
+        session.install(CORE, *DEFAULTS, f"{CONTRIB[package]}[test]", *TEST_DEPS)
         session.run(*PYTEST, f"tests/contrib/{package}", *session.posargs)
 
 

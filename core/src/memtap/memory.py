@@ -8,20 +8,22 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
 
-from .capture import CaptureWriter
+from .builtins import redact_exchange
+from .capture import CapturedCall, CaptureWriter
 from .errors import UnsupportedClientError
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
 from .model import (
     DEFAULT_ENTITY_ID,
     DEFAULT_SESSION_ID,
     Attribution,
+    Exchange,
     Fact,
     Message,
     ScoredFact,
@@ -29,7 +31,7 @@ from .model import (
 )
 from .plugins import PluginManager, make_plugin_manager
 from .scope import attribution_scope, current_attribution
-from .storage import Store, StoreError, UnknownStoreURLError
+from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
 from .tap import Tap
 
 log = logging.getLogger("memtap")
@@ -116,6 +118,7 @@ class Memory:
             default_attribution=self.default_attribution,
             histories=self.histories,
             writer=self.writer,
+            register_client=self._register_inner,
         )
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
@@ -167,6 +170,14 @@ class Memory:
                 pass
             self._registrations[id(client)] = _Registration(client, restore, adapter.provider)
             return client
+
+    def _register_inner(self, client: Any) -> Callable[[], None]:
+        with self._lock:
+            already = id(client) in self._registrations
+            self.register(client)
+        if already:
+            return lambda: None
+        return lambda: self.unregister(client)
 
     def unregister(self, client: Any) -> Any:
         """Restore a registered client's original methods (no-op if not registered)."""
@@ -226,6 +237,46 @@ class Memory:
         """Stored sessions, most recently active first."""
         self.flush()
         return self.store.sessions(entity_id=entity_id, limit=limit)
+
+    def capture(
+        self,
+        input: Sequence[Message],
+        output: Sequence[Message],
+        *,
+        entity_id: str | None = None,
+        session_id: str | None = None,
+        process_id: str | None = None,
+        provider: str = "app",
+        model: str | None = None,
+    ) -> Exchange:
+        """Capture a conversation turn that did not go through a registered client (what
+        framework integrations such as the LangChain middleware use).
+
+        Attribution comes from the current scope, overridden by the arguments. The turn is
+        redacted, added to the session's history and stored in the background like any
+        captured call; storage problems never raise here.
+        """
+        current = self.current_attribution()
+        attribution = Attribution(
+            entity_id=entity_id or current.entity_id,
+            session_id=session_id or current.session_id,
+            process_id=process_id if process_id is not None else current.process_id,
+        )
+        exchange = redact_exchange(
+            Exchange(
+                attribution=attribution,
+                provider=provider,
+                operation="chat",
+                input=input,
+                output=output,
+                request_model=model,
+                response_model=model,
+            )
+        )
+        item = CapturedCall(lambda: exchange, attribution)
+        self.histories.append(attribution, lambda: exchange_messages(exchange))
+        self.writer.submit(item)
+        return exchange
 
     def remember(self, text: str, *, entity_id: str | None = None, process_id: str | None = None) -> Fact:
         """Store a fact about an entity (the current scope's by default)."""

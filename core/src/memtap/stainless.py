@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -30,14 +30,28 @@ _MISSING = object()
 _SENTINEL_TYPES = frozenset({"NotGiven", "Omit"})
 
 
+#: Builds the replacement for one SDK method: given the installer, the client, the tap, the
+#: protocol and the original bound method, return the wrapper (see :attr:`Target.wrap`).
+MethodWrapper = Callable[
+    ["StainlessInstaller", Any, Tap, WireProtocol, Callable[..., Any]], Callable[..., Any]
+]
+
+
 @attrs.frozen
 class Target:
     """One SDK method to patch: ``path`` of resources from the client, the method name,
-    and the wire protocol its requests use."""
+    and the wire protocol its requests use.
+
+    ``wrap`` replaces the default wrapper (for a method that sends its request when
+    called) for helpers that defer it, such as anthropic's ``messages.stream(...)``, whose
+    request is sent when its context manager is entered: such a wrapper uses
+    :meth:`StainlessInstaller.begin` and :meth:`StainlessInstaller.send_deferred`.
+    """
 
     path: tuple[str, ...]
     method: str
     protocol: WireProtocol
+    wrap: MethodWrapper | None = None
 
 
 def model_to_json(obj: Any) -> Mapping[str, Any] | None:
@@ -64,6 +78,29 @@ def kwargs_body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         for k, v in kwargs.items()
         if not k.startswith("extra_") and k != "timeout" and type(v).__name__ not in _SENTINEL_TYPES
     }
+
+
+def _is_raw_response(result: Any) -> bool:
+    """``client.with_raw_response...`` results (``LegacyAPIResponse``/``APIResponse``)."""
+    return hasattr(result, "http_response") and callable(getattr(result, "parse", None))
+
+
+def _raw_response_json(result: Any) -> Mapping[str, Any] | None:
+    """The wire JSON of a non-streamed raw response (its body is already read)."""
+    data = result.http_response.json()
+    return data if isinstance(data, Mapping) else None
+
+
+#: Cached per-resource views built from the resource's methods at first access: dropped on
+#: install and on restore so that they are rebuilt around the current methods.
+_DERIVED_VIEWS = ("with_raw_response", "with_streaming_response")
+
+
+def _drop_derived_views(resource: Any) -> None:
+    cached = getattr(resource, "__dict__", None)
+    if cached is not None:
+        for name in _DERIVED_VIEWS:
+            cached.pop(name, None)
 
 
 def _is_stream(result: Any) -> bool:
@@ -99,8 +136,15 @@ class StainlessInstaller:
                 if resource is None or not hasattr(resource, target.method):
                     continue
                 original = getattr(resource, target.method)
-                wrapper = self._wrap(client, tap, target.protocol, original)
+                if target.wrap is None:
+                    wrapper = self._wrap(client, tap, target.protocol, original)
+                else:
+                    wrapper = target.wrap(self, client, tap, target.protocol, original)
                 undo.append(_set_instance_attr(resource, target.method, wrapper))
+                # ``resource.with_raw_response.create`` was bound to the method when first
+                # built: rebuild it around the wrapper now, and around the original later.
+                _drop_derived_views(resource)
+                undo.append(functools.partial(_drop_derived_views, resource))
         except Exception:
             for step in reversed(undo):
                 step()
@@ -140,6 +184,37 @@ class StainlessInstaller:
         return prepare
 
     # -- method wrappers -----------------------------------------------------------------
+
+    def begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
+        """Start tracking one call on ``client`` whose keyword arguments were ``kwargs``
+        (``None`` when memtap cannot: the call then proceeds untracked)."""
+        return self._begin(client, tap, protocol, kwargs)
+
+    def send_deferred(self, call: Call | None, request: Callable[[], Any]) -> Any:
+        """Send a request a helper deferred (``request()`` runs the SDK's ``_post``) as
+        ``call``: injected, then captured once (a stream is observed like ``create``'s)."""
+        if call is None:
+            return request()
+        with call.active():
+            try:
+                result = request()
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+        return self._outcome(call, result, is_async=False)
+
+    async def send_deferred_async(self, call: Call | None, request: Awaitable[Any]) -> Any:
+        """The async form of :meth:`send_deferred`: ``request`` is the SDK's pending
+        ``_post`` coroutine."""
+        if call is None:
+            return await request
+        with call.active():
+            try:
+                result = await request
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+        return self._outcome(call, result, is_async=True)
 
     def _begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
         try:
@@ -191,6 +266,11 @@ class StainlessInstaller:
         try:
             if _is_stream(result):
                 tap_stream(result, call, self.to_json, self.event_filter, is_async=is_async)
+            elif _is_raw_response(result):
+                if not call.stream_requested:
+                    call.succeeded(result, _raw_response_json)
+                else:  # a raw streamed response is read by the caller's own parse(): untracked
+                    call.untracked("raw streamed responses (with_raw_response + stream) are not captured")
             else:
                 call.succeeded(result, self.to_json)
         except Exception:

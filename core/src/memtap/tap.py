@@ -47,6 +47,8 @@ _active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("memt
 
 JsonFn = Callable[[Any], Mapping[str, Any] | None]
 
+_UNTRACKED_REASONS: set[str] = set()
+
 
 def active_call() -> Call | None:
     """The call whose SDK method is running in this context, if any."""
@@ -80,11 +82,21 @@ class Tap:
         default_attribution: Attribution,
         histories: SessionHistories,
         writer: CaptureWriter,
+        register_client: Callable[[Any], Callable[[], None]] | None = None,
     ) -> None:
         self.hook = hook
         self.default_attribution = default_attribution
         self.histories = histories
         self.writer = writer
+        self._register_client = register_client
+
+    def register_client(self, client: Any) -> Callable[[], None]:
+        """Register another client with the same Memory (for adapters of objects that wrap
+        SDK clients, such as framework chat models); returns the function undoing it. A
+        client the application registered itself stays registered after the undo."""
+        if self._register_client is None:
+            raise RuntimeError("this Tap cannot register clients")
+        return self._register_client(client)
 
     def begin(self, protocol: WireProtocol, *, fallback_body: Mapping[str, Any] | None = None) -> Call:
         """Start one call in ``protocol``, attributed to the current scope.
@@ -196,6 +208,23 @@ class Call:
             self.span.end()
         except Exception:
             log.debug("span error", exc_info=True)
+
+    @property
+    def stream_requested(self) -> bool:
+        """Whether the app's body asked for a streamed response."""
+        body = self.app_body
+        return bool(body is not None and body.get("stream"))
+
+    def untracked(self, reason: str) -> None:
+        """The call went through but its response cannot be captured: end the span and
+        log why (once per reason), store nothing."""
+        if not self._finished.acquire(blocking=False):
+            return
+        if reason not in _UNTRACKED_REASONS:
+            _UNTRACKED_REASONS.add(reason)
+            log.warning("memtap: %s", reason)
+        self.span.set_attribute("memtap.untracked", reason)
+        self.span.end()
 
     def stream_item(self, item: Any) -> None:
         """One streamed event passed to the caller (kept; read after the stream ends)."""

@@ -4,13 +4,12 @@ from collections.abc import Iterator
 
 import openai
 import pytest
+from openai_support import API_KEY
 
 import memtap
 import memtap_openai
 from memtap.storage import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
-
-API_KEY = "sk-test-0123456789abcdefghijklmnop"
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +48,3 @@ def aclient(server: ScriptedModelServer, mem: memtap.Memory) -> openai.AsyncOpen
 @pytest.fixture
 def bare(server: ScriptedModelServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY, max_retries=0)
-
-
-def user(text: str) -> dict[str, str]:
-    return {"role": "user", "content": text}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import openai
+from openai_support import API_KEY, user
 
-from conftest import API_KEY, user
 from memtap.testing.server import Reply, ToolCallSpec
 
 

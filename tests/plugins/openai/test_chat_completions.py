@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import openai
 import pytest
+from openai_support import API_KEY, user
 
 import memtap
-from conftest import API_KEY, user
 from memtap.storage import InMemoryStore
 from memtap.testing.server import Reply, ToolCallSpec
 
@@ -211,3 +211,24 @@ def test_entities_never_see_each_others_history(client, server, mem):
 def test_unknown_client_names_installed_providers(mem):
     with pytest.raises(memtap.UnsupportedClientError, match="memtap_openai"):
         mem.register(object())
+
+
+def test_with_raw_response_is_captured_even_when_built_before_register(server, mem):
+    c = openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY)
+    early_view = c.chat.completions.with_raw_response
+    mem.register(c)
+    with mem.scope(session_id="raw"):
+        raw = c.chat.completions.with_raw_response.create(model="m", messages=[user("raw one")])
+        assert raw.parse().choices[0].message.content == "You said: raw one"
+        c.chat.completions.with_raw_response.create(model="m", messages=[user("raw two")])
+    assert [m["content"] for m in server.last_json()["messages"]] == [
+        "raw one",
+        "You said: raw one",
+        "raw two",
+    ]
+    assert [m.content for m in mem.history("raw")][-1] == "You said: raw two"
+    assert early_view is not c.chat.completions.with_raw_response
+    mem.unregister(c)
+    with mem.scope(session_id="raw-after"):
+        c.chat.completions.with_raw_response.create(model="m", messages=[user("untapped")])
+    assert mem.history("raw-after") == []

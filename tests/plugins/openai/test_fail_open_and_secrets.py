@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
+from openai_support import API_KEY, user
 
 import memtap
 import memtap_openai
-from conftest import API_KEY, user
 from memtap import hookimpl
 from memtap.storage import InMemoryStore, StoreError
 from memtap.testing.server import Reply

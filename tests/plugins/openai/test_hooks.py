@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import openai
+from openai_support import API_KEY, user
 
 import memtap
 import memtap_openai
-from conftest import API_KEY, user
 from memtap import hookimpl
 from memtap.plugins import make_plugin_manager
 from memtap.wire import ClientAdapter, WireProtocol

@@ -8,8 +8,8 @@ import gc
 
 import openai
 import pytest
+from openai_support import user
 
-from conftest import user
 from memtap.testing.server import Reply, ToolCallSpec
 
 DROP = {"id", "created"}

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import pytest
+from lc_support import RecordingChatModel
+
+import memtap
+from memtap.storage import InMemoryStore
+
+
+@pytest.fixture
+def mem():
+    memory = memtap.Memory(InMemoryStore(), entry_points=False)
+    yield memory
+    memory.close(timeout=1)
+
+
+@pytest.fixture
+def model():
+    return RecordingChatModel(calls=[])
