@@ -31,7 +31,7 @@ def is_chat_model(obj: Any) -> bool:
 def wrapped_clients(model: Any) -> list[Any]:
     """The SDK clients (or SDK modules, for litellm) a chat model calls through."""
     package = type(model).__module__.split(".", 1)[0]
-    found = []
+    found: list[Any] = []
     for name in CLIENT_ATTRIBUTES.get(package, ()):
         try:
             client = getattr(model, name, None)
