@@ -1,0 +1,30 @@
+"""memtap provider plugin for the Acme SDK (the template to copy; entry point ``acme`` in
+group ``memtap``).
+
+memtap calls the two hooks below: ``memtap_match_client`` when an app registers a client,
+``memtap_wire_protocols`` to learn the request/response formats this plugin speaks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memtap import hookimpl
+from memtap.wire import WireProtocol
+
+from .adapter import PROTOCOL, AcmeAdapter, is_acme_client
+from .protocol import AcmeChatProtocol
+
+__all__ = ["AcmeAdapter", "AcmeChatProtocol"]
+
+
+@hookimpl
+def memtap_match_client(client: Any) -> AcmeAdapter | None:
+    """Recognise Acme clients (``None`` for anything else: another plugin may know it)."""
+    return AcmeAdapter() if is_acme_client(client) else None
+
+
+@hookimpl
+def memtap_wire_protocols() -> list[WireProtocol]:
+    """The Acme chat protocol."""
+    return [PROTOCOL]

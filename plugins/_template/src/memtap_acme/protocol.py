@@ -1,0 +1,155 @@
+"""The Acme wire protocol: how memtap reads and edits Acme's request JSON and reads its
+responses and stream events. (Acme speaks an OpenAI-compatible chat format.)
+
+Everything here works on plain JSON (dicts and lists), never on SDK objects, so the same
+code serves an SDK registered in-process and memtap's HTTP proxy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memtap.blocks import render_blocks
+from memtap.content import content_text
+from memtap.model import Message, ToolCall, Usage
+from memtap.wire import InjectionPlan, RequestView, ResponseView
+
+
+def _calls(raw: Any) -> tuple[ToolCall, ...]:
+    return tuple(
+        ToolCall(
+            id=str(c.get("id") or ""),
+            name=str((c.get("function") or {}).get("name") or ""),
+            arguments=str((c.get("function") or {}).get("arguments") or ""),
+        )
+        for c in raw or ()
+    )
+
+
+def read_message(m: Mapping[str, Any]) -> Message:
+    """One wire message as a canonical :class:`memtap.Message`."""
+    role = m.get("role")
+    return Message(
+        role=role if role in ("assistant", "tool") else "user",
+        content=content_text(m.get("content")),
+        tool_calls=_calls(m.get("tool_calls")),
+        tool_call_id=m.get("tool_call_id"),
+    )
+
+
+def write_message(m: Message) -> dict[str, Any]:
+    """A canonical message as a wire message (for injected history)."""
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    return out
+
+
+def read_usage(u: Mapping[str, Any] | None) -> Usage:
+    """Acme's usage object as :class:`memtap.model.Usage`."""
+    if not u:
+        return Usage()
+    return Usage(input_tokens=u.get("prompt_tokens"), output_tokens=u.get("completion_tokens"))
+
+
+class AcmeChatProtocol:
+    """Acme chat completions (``POST /chat/completions``)."""
+
+    name = "acme.chat"
+    provider = "acme"
+    operation = "chat"
+
+    def read_request(self, body: Mapping[str, Any]) -> RequestView:
+        """The conversation (system messages apart), model and stream flag. Never edits ``body``."""
+        system = [
+            content_text(m.get("content")) for m in body.get("messages") or () if m.get("role") == "system"
+        ]
+        return RequestView(
+            messages=[read_message(m) for m in body.get("messages") or () if m.get("role") != "system"],
+            system="\n\n".join(system) or None,
+            model=body.get("model"),
+            stream=bool(body.get("stream")),
+        )
+
+    def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
+        """A new body: the app's leading system messages, memory blocks as one more system
+        message, the history, then the app's other messages. Nothing else changes."""
+        messages = list(body.get("messages") or ())
+        lead = 0
+        while lead < len(messages) and messages[lead].get("role") == "system":
+            lead += 1
+        blocks = (
+            [{"role": "system", "content": render_blocks(plan.system_blocks)}] if plan.system_blocks else []
+        )
+        history = [write_message(m) for m in plan.history]
+        out = dict(body)
+        out["messages"] = messages[:lead] + blocks + history + messages[lead:]
+        return out
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Acme streams report usage only when asked: ask, unless the caller said anything."""
+        if not body.get("stream") or "stream_options" in body:
+            return None
+        return {**body, "stream_options": {"include_usage": True}}
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """The usage-only event memtap asked for (hidden from the caller then)."""
+        return isinstance(event, Mapping) and not event.get("choices") and event.get("usage") is not None
+
+    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
+        """The first choice's message, finish reasons, usage and model."""
+        choices = data.get("choices") or []
+        messages = [read_message({**choices[0].get("message", {}), "role": "assistant"})] if choices else []
+        return ResponseView(
+            messages=messages,
+            usage=read_usage(data.get("usage")),
+            finish_reasons=[c["finish_reason"] for c in choices if c.get("finish_reason")],
+            model=data.get("model"),
+        )
+
+    def new_accumulator(self) -> AcmeStreamAccumulator:
+        """A fresh accumulator for one streamed answer."""
+        return AcmeStreamAccumulator()
+
+
+class AcmeStreamAccumulator:
+    """Rebuilds the answer from stream events (text and tool-call deltas, usage)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish: list[str] = []
+        self.usage: Mapping[str, Any] | None = None
+        self.model: str | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Take one event."""
+        self.model = event.get("model") or self.model
+        self.usage = event.get("usage") or self.usage
+        for choice in event.get("choices") or ():
+            if choice.get("finish_reason"):
+                self.finish.append(choice["finish_reason"])
+            delta = choice.get("delta") or {}
+            self.text.append(delta.get("content") or "")
+            for tc in delta.get("tool_calls") or ():
+                call = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "arguments": ""})
+                call["id"] = tc.get("id") or call["id"]
+                call["name"] += (tc.get("function") or {}).get("name") or ""
+                call["arguments"] += (tc.get("function") or {}).get("arguments") or ""
+
+    def result(self) -> ResponseView:
+        """The answer so far (also after an early stop)."""
+        calls = [ToolCall(**c) for _, c in sorted(self.calls.items())]
+        text = "".join(self.text)
+        return ResponseView(
+            messages=[Message(role="assistant", content=text, tool_calls=calls)] if text or calls else [],
+            usage=read_usage(self.usage),
+            finish_reasons=self.finish,
+            model=self.model,
+        )

@@ -1,0 +1,115 @@
+"""Registering anthropic SDK clients (``Anthropic``, ``AsyncAnthropic`` and subclasses)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from memtap.stainless import StainlessInstaller, Target
+from memtap.tap import Tap
+from memtap.wire import WireProtocol
+
+from .messages import AnthropicMessagesProtocol
+
+log = logging.getLogger("memtap.anthropic")
+
+MESSAGES = AnthropicMessagesProtocol()
+
+#: The attribute, name-mangled, where the SDK's stream managers keep their deferred request.
+_DEFERRED_SUFFIX = "__api_request"
+
+
+def wrap_stream_helper(
+    installer: StainlessInstaller,
+    client: Any,
+    tap: Tap,
+    protocol: WireProtocol,
+    original: Callable[..., Any],
+) -> Callable[..., Any]:
+    """Wrap ``messages.stream(...)``: it builds its own request (it does not call
+    ``create``) and sends it only when its manager is entered, so the manager's deferred
+    request is replaced by one that memtap tracks. The raw event stream under the
+    ``MessageStream`` is observed, so the call is captured exactly once, whether the app
+    reads ``text_stream``, iterates events, calls ``get_final_message()`` or leaves early."""
+
+    @functools.wraps(original)
+    def stream(*args: Any, **kwargs: Any) -> Any:
+        manager = original(*args, **kwargs)
+        try:
+            _defer(installer, client, tap, protocol, manager, kwargs)
+        except Exception:
+            log.exception("memtap could not track a %s stream helper; it proceeds untracked", protocol.name)
+        return manager
+
+    return stream
+
+
+def _defer(
+    installer: StainlessInstaller,
+    client: Any,
+    tap: Tap,
+    protocol: WireProtocol,
+    manager: Any,
+    kwargs: dict[str, Any],
+) -> None:
+    name = next((k for k in vars(manager) if k.endswith(_DEFERRED_SUFFIX)), None)
+    if name is None:
+        log.warning("memtap: %s has no deferred request; stream left untracked", type(manager).__name__)
+        return
+    request = getattr(manager, name)
+    if inspect.isawaitable(request):
+
+        async def send_async() -> Any:
+            call = installer.begin(client, tap, protocol, kwargs)
+            return await installer.send_deferred_async(call, request)
+
+        setattr(manager, name, send_async())
+    else:
+
+        def send() -> Any:
+            call = installer.begin(client, tap, protocol, kwargs)
+            return installer.send_deferred(call, request)
+
+        setattr(manager, name, send)
+
+
+#: What memtap patches, on ``messages`` and ``beta.messages``.
+TARGETS = tuple(
+    target
+    for path in (("messages",), ("beta", "messages"))
+    for target in (
+        Target(path, "create", MESSAGES),
+        Target(path, "parse", MESSAGES),
+        Target(path, "stream", MESSAGES, wrap=wrap_stream_helper),
+    )
+)
+
+
+def is_anthropic_client(client: Any) -> bool:
+    """Whether ``client`` is an anthropic SDK client (checked without importing anthropic)."""
+    anthropic = sys.modules.get("anthropic")
+    if anthropic is None or isinstance(client, type):
+        return False
+    bases = tuple(
+        cls
+        for cls in (getattr(anthropic, "Anthropic", None), getattr(anthropic, "AsyncAnthropic", None))
+        if cls
+    )
+    return bool(bases) and isinstance(client, bases)
+
+
+class AnthropicAdapter:
+    """Patches an anthropic client instance through its Stainless structure."""
+
+    provider = "anthropic"
+
+    def __init__(self) -> None:
+        self._installer = StainlessInstaller(TARGETS)
+
+    def install(self, client: Any, tap: Tap) -> Callable[[], None]:
+        """Patch ``client``; return the restore function."""
+        return self._installer.install(client, tap)

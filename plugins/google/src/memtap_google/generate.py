@@ -1,0 +1,337 @@
+"""The Gemini ``generateContent`` wire protocol (``POST .../models/{model}:generateContent``
+and ``:streamGenerateContent``), in the camelCase JSON form google-genai sends.
+
+Gemini bodies name no model (it is in the URL): the in-process adapter records it under
+``model`` next to the body it captures, and never sends that key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memtap.blocks import render_blocks
+from memtap.model import Message, ToolCall, Usage
+from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+
+#: Keys of the system instruction: the SDK sends camelCase; the REST API also takes snake_case.
+SYSTEM_KEYS = ("systemInstruction", "system_instruction")
+
+
+def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
+def _contents(value: Any) -> list[Any]:
+    """``contents`` as a list of Content objects (the REST shorthand forms accepted)."""
+    if value is None:
+        return []
+    if isinstance(value, (str, Mapping)):
+        value = [value]
+    out: list[Any] = []
+    for item in value:
+        if isinstance(item, str):
+            out.append({"role": "user", "parts": [{"text": item}]})
+        elif isinstance(item, Mapping) and "parts" not in item and "role" not in item:
+            out.append({"role": "user", "parts": [item]})  # a bare part
+        else:
+            out.append(item)
+    return out
+
+
+def _parts(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"text": content}]
+    if not isinstance(content, Mapping):
+        return []
+    parts = content.get("parts")
+    if isinstance(parts, (str, Mapping)):
+        parts = [parts]
+    return [{"text": p} if isinstance(p, str) else p for p in parts or () if isinstance(p, (str, Mapping))]
+
+
+def _marker(part: Mapping[str, Any]) -> str | None:
+    """A ``[kind]`` marker for a non-text part (payloads are never stored)."""
+    for camel, snake in (("inlineData", "inline_data"), ("fileData", "file_data")):
+        data = _get(part, camel, snake)
+        if isinstance(data, Mapping):
+            mime = str(_get(data, "mimeType", "mime_type") or "")
+            kind = mime.split("/", 1)[0]
+            return f"[{kind if kind in ('image', 'audio', 'video') else 'file'}]"
+    for camel, snake in (
+        ("executableCode", "executable_code"),
+        ("codeExecutionResult", "code_execution_result"),
+    ):
+        if _get(part, camel, snake) is not None:
+            return f"[{snake}]"
+    return None
+
+
+def call_id(call: Mapping[str, Any]) -> str:
+    """A function call's id; Gemini may send none, then its name stands in (so a call and
+    its response, which carries the same name, still pair up)."""
+    return str(call.get("id") or call.get("name") or "")
+
+
+def _arguments(args: Any) -> str:
+    return json.dumps(args if args is not None else {}, ensure_ascii=False)
+
+
+def _read_content(content: Any) -> list[Message]:
+    """One Content as canonical messages: text and function calls of the model; function
+    responses (first) and text of the user."""
+    role = content.get("role") if isinstance(content, Mapping) else None
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    results: list[Message] = []
+    for part in _parts(content):
+        if part.get("thought"):
+            continue  # the model's reasoning is not conversation text
+        call = _get(part, "functionCall", "function_call")
+        response = _get(part, "functionResponse", "function_response")
+        if isinstance(call, Mapping):
+            calls.append(
+                ToolCall(
+                    id=call_id(call), name=str(call.get("name") or ""), arguments=_arguments(call.get("args"))
+                )
+            )
+        elif isinstance(response, Mapping):
+            results.append(
+                Message(
+                    role="tool",
+                    tool_call_id=call_id(response),
+                    name=str(response.get("name") or "") or None,
+                    content=_arguments(response.get("response")),
+                )
+            )
+        elif isinstance(part.get("text"), str):
+            text.append(part["text"])
+        else:
+            marker = _marker(part)
+            if marker:
+                text.append(marker)
+    if role == "model":
+        return [Message(role="assistant", content="".join(text), tool_calls=calls)]
+    if text or not results:
+        results.append(Message(role="user", content="\n".join(text)))
+    return results
+
+
+def read_contents(contents: Any) -> list[Message]:
+    """``contents`` as canonical messages; consecutive turns of one role are one turn (a
+    chat resends a streamed answer as one Content per chunk)."""
+    out: list[Message] = []
+    for content in _contents(contents):
+        for m in _read_content(content):
+            last = out[-1] if out else None
+            if last is not None and last.role == m.role == "assistant":
+                out[-1] = Message(
+                    role="assistant",
+                    content=last.content + m.content,
+                    tool_calls=(*last.tool_calls, *m.tool_calls),
+                )
+            elif last is not None and last.role == m.role == "user":
+                out[-1] = Message(role="user", content="\n".join(t for t in (last.content, m.content) if t))
+            else:
+                out.append(m)
+    return out
+
+
+def _function_call(call: ToolCall) -> dict[str, Any]:
+    try:
+        args = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        args = {}
+    body: dict[str, Any] = {"name": call.name, "args": args if isinstance(args, dict) else {}}
+    if call.id and call.id != call.name:
+        body["id"] = call.id
+    return {"functionCall": body}
+
+
+def _function_response(m: Message, names: Mapping[str, str]) -> dict[str, Any]:
+    try:
+        response = json.loads(m.content)
+    except ValueError:
+        response = None
+    if not isinstance(response, dict):
+        response = {"result": m.content}
+    name = m.name or names.get(m.tool_call_id or "", m.tool_call_id or "")
+    body: dict[str, Any] = {"name": name, "response": response}
+    if m.tool_call_id and m.tool_call_id != name:
+        body["id"] = m.tool_call_id
+    return {"functionResponse": body}
+
+
+def _call_ids(content: Mapping[str, Any]) -> set[str]:
+    return {call_id(p["functionCall"]) for p in content["parts"] if "functionCall" in p}
+
+
+def _response_ids(content: Any) -> set[str]:
+    return {
+        call_id(r)
+        for p in _parts(content)
+        if isinstance(r := _get(p, "functionResponse", "function_response"), Mapping)
+    }
+
+
+def write_history(history: Sequence[Message], following: Any) -> list[dict[str, Any]]:
+    """Canonical history as Contents that may stand before ``following`` (the app's first
+    Content, or ``None``): roles alternate (same-role turns merged), the first is the user's,
+    and a function call is never separated from its response."""
+    names = {c.id: c.name for m in history for c in m.tool_calls}
+    out: list[dict[str, Any]] = []
+    for m in history:
+        if m.role == "tool":
+            role, parts = "user", [_function_response(m, names)]
+        elif m.role == "assistant":
+            role = "model"
+            parts = ([{"text": m.content}] if m.content else []) + [_function_call(c) for c in m.tool_calls]
+        else:
+            role, parts = "user", [{"text": m.content}] if m.content else []
+        if not parts:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1] = {"role": role, "parts": [*out[-1]["parts"], *parts]}
+        else:
+            out.append({"role": role, "parts": parts})
+    while out and (out[0]["role"] != "user" or _response_ids(out[0])):
+        out.pop(0)
+    next_role = following.get("role", "user") if isinstance(following, Mapping) else None
+    answered = _response_ids(following)
+    while out:
+        last = out[-1]
+        if last["role"] == next_role or (_call_ids(last) - answered):
+            out.pop()
+            if _response_ids(last) and out:
+                out.pop()  # the responses' call would be left unanswered
+            continue
+        break
+    return out
+
+
+def read_usage(u: Mapping[str, Any] | None) -> Usage:
+    """``usageMetadata`` as :class:`Usage`: output tokens include thinking tokens."""
+    if not u:
+        return Usage()
+    output = u.get("candidatesTokenCount")
+    thoughts = u.get("thoughtsTokenCount")
+    if thoughts is not None:
+        output = (output or 0) + thoughts
+    return Usage(
+        input_tokens=u.get("promptTokenCount"),
+        output_tokens=output,
+        cached_input_tokens=u.get("cachedContentTokenCount"),
+    )
+
+
+def _system_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    texts = [p["text"] for p in _parts(value) if isinstance(p.get("text"), str)]
+    return "\n\n".join(texts) or None
+
+
+class GenerateContentProtocol:
+    """Gemini ``generateContent`` / ``streamGenerateContent``."""
+
+    name = "google.generate_content"
+    provider = "gcp.gemini"
+    operation = "chat"
+
+    def read_request(self, body: Mapping[str, Any]) -> RequestView:
+        """``contents`` as messages, the system instruction, and the model (when recorded)."""
+        system = next((body[k] for k in SYSTEM_KEYS if body.get(k) is not None), None)
+        model = body.get("model")
+        return RequestView(
+            messages=read_contents(body.get("contents")),
+            system=_system_text(system),
+            model=str(model).removeprefix("models/") if model else None,
+        )
+
+    def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
+        """History as Contents before the app's; system blocks as one more part of the
+        system instruction (a string one stays a string, the text after a blank line)."""
+        out = dict(body)
+        own = _contents(body.get("contents"))
+        history = write_history(plan.history, own[0] if own else None)
+        if history:
+            out["contents"] = history + own
+        if plan.system_blocks:
+            key = next((k for k in SYSTEM_KEYS if k in body), SYSTEM_KEYS[0])
+            out[key] = _with_blocks(body.get(key), plan.system_blocks)
+        return out
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Gemini streams always report ``usageMetadata``: nothing to ask for."""
+        return None
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """No event is ever added by memtap."""
+        return False
+
+    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
+        """The first candidate's content, every candidate's finish reason, usage, model."""
+        candidates = sorted(data.get("candidates") or (), key=lambda c: c.get("index", 0))
+        messages: list[Message] = []
+        if candidates:
+            content = dict(candidates[0].get("content") or {})
+            content["role"] = "model"
+            messages = [m for m in _read_content(content) if m.content or m.tool_calls]
+        return ResponseView(
+            messages=messages,
+            usage=read_usage(data.get("usageMetadata")),
+            finish_reasons=[c["finishReason"] for c in candidates if c.get("finishReason")],
+            model=data.get("modelVersion"),
+        )
+
+    def new_accumulator(self) -> GenerateContentAccumulator:
+        """A fresh accumulator for a ``streamGenerateContent`` stream."""
+        return GenerateContentAccumulator(self)
+
+
+def _with_blocks(system: Any, blocks: Sequence[SystemBlock]) -> Any:
+    stable = [b for b in blocks if b.cache == "session_init"]
+    volatile = [b for b in blocks if b.cache != "session_init"]
+    texts = [render_blocks(group) for group in (stable, volatile) if group]
+    if isinstance(system, str):
+        return "\n\n".join([system, *texts]) if system else "\n\n".join(texts)
+    added = [{"text": t} for t in texts]
+    if isinstance(system, Mapping):
+        return {**system, "parts": [*_parts(system), *added]}
+    return {"parts": added}
+
+
+class GenerateContentAccumulator:
+    """Joins the chunks of a stream: the first candidate's parts in order, the last finish
+    reasons, usage and model version."""
+
+    def __init__(self, protocol: GenerateContentProtocol) -> None:
+        self.protocol = protocol
+        self.parts: list[Any] = []
+        self.finish: dict[int, str] = {}
+        self.usage: Mapping[str, Any] | None = None
+        self.model: str | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Take one chunk."""
+        self.model = event.get("modelVersion") or self.model
+        if event.get("usageMetadata"):
+            self.usage = event["usageMetadata"]
+        for candidate in event.get("candidates") or ():
+            index = candidate.get("index", 0)
+            if candidate.get("finishReason"):
+                self.finish[index] = candidate["finishReason"]
+            if index == 0:
+                self.parts.extend(_parts(candidate.get("content")))
+
+    def result(self) -> ResponseView:
+        """The response so far."""
+        first: dict[str, Any] = {"index": 0, "content": {"role": "model", "parts": self.parts}}
+        if 0 in self.finish:
+            first["finishReason"] = self.finish[0]
+        others = [{"index": i, "finishReason": r} for i, r in sorted(self.finish.items()) if i != 0]
+        return self.protocol.read_response(
+            {"candidates": [first, *others], "usageMetadata": self.usage, "modelVersion": self.model}
+        )
