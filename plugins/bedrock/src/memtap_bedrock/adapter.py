@@ -1,0 +1,209 @@
+"""Registering boto3 ``bedrock-runtime`` clients.
+
+botocore creates a client's API methods on its (generated) class, so memtap sets wrappers
+as attributes of the client *instance* and deletes them again on unregister. ``converse``
+and ``converse_stream`` are injected through their keyword arguments (botocore validates
+and serialises them afterwards); ``invoke_model`` and ``invoke_model_with_response_stream``
+through their JSON ``body`` when it is an Anthropic Messages body (other model families
+pass through untouched). boto3 and botocore are never imported here.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from memtap.tap import Call, Tap
+
+from .anthropic import BedrockAnthropicProtocol, is_anthropic_body
+from .converse import ConverseProtocol
+from .streams import tap_event_stream
+
+log = logging.getLogger("memtap.bedrock")
+
+CONVERSE = ConverseProtocol()
+ANTHROPIC = BedrockAnthropicProtocol()
+SERVICE = "bedrock-runtime"
+_MISSING = object()
+
+
+def is_bedrock_runtime_client(client: Any) -> bool:
+    """Whether ``client`` is a botocore client for ``bedrock-runtime``."""
+    if isinstance(client, type) or type(client).__module__ != "botocore.client":
+        return False
+    try:
+        return bool(client.meta.service_model.service_name == SERVICE)
+    except AttributeError:
+        return False
+
+
+def _identity(obj: Any) -> Mapping[str, Any] | None:
+    return obj if isinstance(obj, Mapping) else None
+
+
+def _json_bytes(data: Any) -> Mapping[str, Any] | None:
+    parsed = json.loads(data)
+    return parsed if isinstance(parsed, Mapping) else None
+
+
+def _chunk_event(event: Any) -> Mapping[str, Any] | None:
+    """An ``invoke_model_with_response_stream`` event's Anthropic event (``chunk.bytes``)."""
+    chunk = event.get("chunk") if isinstance(event, Mapping) else None
+    if not isinstance(chunk, Mapping) or "bytes" not in chunk:
+        return None
+    return _json_bytes(chunk["bytes"])
+
+
+def _begin(tap: Tap, protocol: Any, body: Mapping[str, Any]) -> Call | None:
+    try:
+        return tap.begin(protocol, fallback_body=body)
+    except Exception:
+        log.exception("memtap could not start tracking a Bedrock call; it proceeds untracked")
+        return None
+
+
+# -- converse ------------------------------------------------------------------------------
+
+
+def _converse(original: Callable[..., Any], tap: Tap, *, stream: bool) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def method(*args: Any, **kwargs: Any) -> Any:
+        call = None if args else _begin(tap, CONVERSE, kwargs)
+        if call is None:
+            return original(*args, **kwargs)
+        with call.active():
+            # ``stream`` tells the protocol what kind of call this is; it is not sent.
+            sent = call.prepare({**kwargs, "stream": True} if stream else kwargs)
+            if stream:
+                sent = {k: v for k, v in sent.items() if k != "stream"}
+            try:
+                response = original(**sent)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+        try:
+            if stream:
+                tap_event_stream(response["stream"], call, _identity)
+            else:
+                call.succeeded(response, _identity)
+        except Exception:
+            log.exception("memtap could not capture a Bedrock Converse response")
+        return response
+
+    return method
+
+
+# -- invoke_model (Anthropic bodies) ---------------------------------------------------------
+
+
+def _read_body(raw: Any) -> Mapping[str, Any] | None:
+    """The parsed JSON object of an ``invoke_model`` body (bytes, str, or a seekable file,
+    left where it was), or ``None``."""
+    data = raw
+    if hasattr(raw, "read"):
+        if not (hasattr(raw, "seek") and hasattr(raw, "tell")):
+            return None
+        position = raw.tell()
+        data = raw.read()
+        raw.seek(position)
+    if not isinstance(data, (bytes, bytearray, str)):
+        return None
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, Mapping) else None
+
+
+def _invoke(original: Callable[..., Any], tap: Tap, *, stream: bool) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def method(*args: Any, **kwargs: Any) -> Any:
+        parsed = None if args else _read_body(kwargs.get("body"))
+        if parsed is None or not is_anthropic_body(parsed):
+            return original(*args, **kwargs)
+        body = {"modelId": kwargs.get("modelId"), **parsed, "stream": stream}
+        call = _begin(tap, ANTHROPIC, body)
+        if call is None:
+            return original(**kwargs)
+        with call.active():
+            sent = call.prepare(body)
+            send = kwargs
+            if sent is not body:
+                wire = {k: v for k, v in sent.items() if k not in ("modelId", "stream") or k in parsed}
+                send = {**kwargs, "body": json.dumps(wire, separators=(",", ":")).encode()}
+            data = b""
+            try:
+                response = original(**send)
+                if not stream:
+                    data = _buffer_body(response)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+        try:
+            if stream:
+                tap_event_stream(response["body"], call, _chunk_event)
+            else:
+                call.succeeded(data, _json_bytes)
+        except Exception:
+            log.exception("memtap could not capture a Bedrock invoke_model response")
+        return response
+
+    return method
+
+
+def _buffer_body(response: Any) -> bytes:
+    """Read the response body once, give the caller an equivalent fresh ``StreamingBody``
+    (same type, same bytes) and return the bytes."""
+    body = response["body"]
+    data: bytes = body.read()
+    response["body"] = type(body)(io.BytesIO(data), len(data))
+    return data
+
+
+# -- the adapter ------------------------------------------------------------------------------
+
+
+class BedrockRuntimeAdapter:
+    """Patches one ``bedrock-runtime`` client instance."""
+
+    provider = "bedrock"
+
+    def install(self, client: Any, tap: Tap) -> Callable[[], None]:
+        """Set the wrappers on the instance; return the function that deletes them."""
+        methods = {
+            "converse": (_converse, False),
+            "converse_stream": (_converse, True),
+            "invoke_model": (_invoke, False),
+            "invoke_model_with_response_stream": (_invoke, True),
+        }
+        undo: list[Callable[[], None]] = []
+        for name, (wrap, stream) in methods.items():
+            original = getattr(client, name, None)
+            if original is not None:
+                undo.append(_set_instance_attr(client, name, wrap(original, tap, stream=stream)))
+
+        def restore() -> None:
+            for step in reversed(undo):
+                step()
+
+        return restore
+
+
+def _set_instance_attr(obj: Any, name: str, value: Any) -> Callable[[], None]:
+    previous = vars(obj).get(name, _MISSING)
+    setattr(obj, name, value)
+
+    def undo() -> None:
+        if previous is _MISSING:
+            try:
+                delattr(obj, name)
+            except AttributeError:
+                pass
+        else:
+            setattr(obj, name, previous)
+
+    return undo

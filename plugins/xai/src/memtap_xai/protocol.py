@@ -1,0 +1,223 @@
+"""The ``xai.chat`` protocol: xAI's gRPC Chat service (``GetCompletion`` /
+``GetCompletionChunk``), read and edited as JSON.
+
+The body is the ``GetCompletionsRequest`` proto as ``MessageToDict(request,
+preserving_proto_field_name=True)`` gives it: snake_case field names, enums by name
+(``"ROLE_USER"``), fields at their default value left out (a missing ``index`` is 0).
+Responses and chunks are read in the same form. Content is a list of parts ``{"text"}``,
+``{"image_url"}`` or ``{"file"}``; tool calls carry ``{"id", "function": {"name",
+"arguments"}}``; a tool result is a ``ROLE_TOOL`` message with ``tool_call_id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memtap.blocks import render_blocks
+from memtap.model import Message, Role, ToolCall, Usage
+from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+
+SYSTEM_ROLES = frozenset({"ROLE_SYSTEM", "ROLE_DEVELOPER"})
+_ROLES: dict[str, Role] = {"ROLE_ASSISTANT": "assistant", "ROLE_TOOL": "tool", "ROLE_FUNCTION": "tool"}
+_WIRE_ROLES = {
+    "user": "ROLE_USER",
+    "assistant": "ROLE_ASSISTANT",
+    "tool": "ROLE_TOOL",
+    "system": "ROLE_SYSTEM",
+}
+
+
+def content_text(content: Any) -> str:
+    """The text of an xAI content list (images and files as ``[image_url]``/``[file]``)."""
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for part in content or ():
+        if not isinstance(part, Mapping):
+            continue
+        if "text" in part:
+            pieces.append(str(part["text"]))
+        elif part:
+            pieces.append(f"[{next(iter(part))}]")
+    return "\n".join(pieces)
+
+
+def read_tool_calls(raw: Any) -> tuple[ToolCall, ...]:
+    """xAI tool calls (client-side function calls)."""
+    calls = []
+    for c in raw or ():
+        fn = c.get("function") or {}
+        calls.append(
+            ToolCall(
+                id=str(c.get("id") or ""),
+                name=str(fn.get("name") or ""),
+                arguments=str(fn.get("arguments") or ""),
+            )
+        )
+    return tuple(calls)
+
+
+def read_message(m: Mapping[str, Any]) -> Message:
+    """An xAI message as a canonical one."""
+    return Message(
+        role=_ROLES.get(str(m.get("role")), "user"),
+        content=content_text(m.get("content")),
+        tool_calls=read_tool_calls(m.get("tool_calls")),
+        tool_call_id=m.get("tool_call_id") or None,
+        name=m.get("name") or None,
+    )
+
+
+def write_message(m: Message) -> dict[str, Any]:
+    """A canonical message as an xAI message."""
+    out: dict[str, Any] = {"role": _WIRE_ROLES[m.role], "content": [{"text": m.content}]}
+    if m.role == "tool":
+        out["tool_call_id"] = m.tool_call_id or ""
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
+        ]
+    return out
+
+
+def read_usage(u: Any) -> Usage:
+    """xAI ``SamplingUsage``."""
+    if not isinstance(u, Mapping):
+        return Usage()
+    return Usage(
+        input_tokens=u.get("prompt_tokens", 0),
+        output_tokens=u.get("completion_tokens", 0),
+        cached_input_tokens=u.get("cached_prompt_text_tokens"),
+    )
+
+
+def _leading_system(messages: Sequence[Any]) -> int:
+    n = 0
+    for m in messages:
+        if isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES:
+            n += 1
+        else:
+            break
+    return n
+
+
+def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+    return [{"role": "ROLE_SYSTEM", "content": [{"text": render_blocks(blocks)}]}] if blocks else []
+
+
+class XaiChatProtocol:
+    """xAI Chat over gRPC (``xai_sdk`` ``chat.create(...).sample()`` / ``.stream()``)."""
+
+    name = "xai.chat"
+    provider = "xai"
+    operation = "chat"
+
+    def read_request(self, body: Mapping[str, Any]) -> RequestView:
+        """Messages, system/developer text, model; ``stream`` is set by the adapter."""
+        system: list[str] = []
+        messages: list[Message] = []
+        for m in body.get("messages") or ():
+            if not isinstance(m, Mapping):
+                continue
+            if m.get("role") in SYSTEM_ROLES:
+                system.append(content_text(m.get("content")))
+            else:
+                messages.append(read_message(m))
+        return RequestView(
+            messages=messages,
+            system="\n\n".join(system) if system else None,
+            model=body.get("model"),
+            stream=bool(body.get("stream")),
+        )
+
+    def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
+        """The app's leading system messages, ``session_init`` blocks, history, ``per_turn``
+        blocks, then the app's other messages. No history when the server holds the
+        conversation (``previous_response_id``)."""
+        messages = list(body.get("messages") or ())
+        lead = _leading_system(messages)
+        stable = [b for b in plan.system_blocks if b.cache == "session_init"]
+        volatile = [b for b in plan.system_blocks if b.cache != "session_init"]
+        history = [] if body.get("previous_response_id") else [write_message(m) for m in plan.history]
+        out = dict(body)
+        out["messages"] = [
+            *messages[:lead],
+            *_system_message(stable),
+            *history,
+            *_system_message(volatile),
+            *messages[lead:],
+        ]
+        return out
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """xAI streams always report usage."""
+        return None
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """memtap adds no event."""
+        return False
+
+    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
+        """The first output's message, every output's finish reason, usage and model."""
+        outputs = sorted(data.get("outputs") or (), key=lambda o: o.get("index", 0))
+        messages = []
+        if outputs:
+            message = outputs[0].get("message") or {}
+            messages.append(
+                Message(
+                    role="assistant",
+                    content=str(message.get("content") or ""),
+                    tool_calls=read_tool_calls(message.get("tool_calls")),
+                )
+            )
+        return ResponseView(
+            messages=messages,
+            usage=read_usage(data.get("usage")),
+            finish_reasons=[o["finish_reason"] for o in outputs if o.get("finish_reason")],
+            model=data.get("model"),
+        )
+
+    def new_accumulator(self) -> XaiStreamAccumulator:
+        """A fresh accumulator for ``GetChatCompletionChunk`` messages."""
+        return XaiStreamAccumulator()
+
+
+class XaiStreamAccumulator:
+    """Rebuilds a completion from its chunks (first output's text and tool calls)."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.finish: dict[int, str] = {}
+        self.usage: Any = None
+        self.model: str | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Take one chunk."""
+        self.model = event.get("model") or self.model
+        if event.get("usage"):
+            self.usage = event["usage"]
+        for output in event.get("outputs") or ():
+            index = output.get("index", 0)
+            if output.get("finish_reason"):
+                self.finish[index] = output["finish_reason"]
+            if index != 0:
+                continue
+            delta = output.get("delta") or {}
+            if delta.get("content"):
+                self.text.append(str(delta["content"]))
+            self.calls.extend(read_tool_calls(delta.get("tool_calls")))
+
+    def result(self) -> ResponseView:
+        """The completion so far."""
+        text = "".join(self.text)
+        messages = (
+            [Message(role="assistant", content=text, tool_calls=self.calls)] if text or self.calls else []
+        )
+        return ResponseView(
+            messages=messages,
+            usage=read_usage(self.usage),
+            finish_reasons=[r for _, r in sorted(self.finish.items())],
+            model=self.model,
+        )
