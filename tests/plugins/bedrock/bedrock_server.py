@@ -22,6 +22,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
 from typing import Any
 
+import boto3
+from botocore.config import Config
+
 from memtap.testing.server import RecordedRequest, Reply
 
 _ROUTE = re.compile(r"^/model/([^/]+)/(converse|converse-stream|invoke|invoke-with-response-stream)$")
@@ -323,3 +326,21 @@ class BedrockServer:
     def last_json(self) -> dict[str, Any]:
         with self._lock:
             return json.loads(self.requests[-1].body)
+
+
+#: Dummy credentials in the shape of real ones (so a leak would be recognisable).
+ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
+
+
+def make_bedrock(endpoint_url: str | None = None):
+    """A real boto3 bedrock-runtime client (no retries) for the local endpoint."""
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+        config=Config(retries={"max_attempts": 1, "mode": "standard"}),
+    )

@@ -9,10 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from bedrock_server import ACCESS_KEY, MODEL, SECRET_KEY, make_bedrock
 from botocore.exceptions import ClientError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
-from conftest import ACCESS_KEY, MODEL, SECRET_KEY, make_bedrock
 
 import memtap
 import memtap_bedrock

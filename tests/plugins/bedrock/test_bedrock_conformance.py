@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import MODEL, make_bedrock
+from bedrock_server import MODEL, make_bedrock
 
 import memtap_bedrock
 from memtap.testing.conformance import ALL_CAPABILITIES, ProviderConformanceSuite

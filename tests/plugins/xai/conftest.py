@@ -3,20 +3,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import xai_sdk
 from xai_server import XaiServer
 
 import memtap
 import memtap_xai
 from memtap.storage import InMemoryStore
-
-API_KEY = "xai-test0123456789abcdefghijklmnop"
-
-
-def make_xai(server: XaiServer, *, is_async: bool = False):
-    """A real xai-sdk client for the local server (plaintext gRPC: a supported SDK option)."""
-    cls = xai_sdk.AsyncClient if is_async else xai_sdk.Client
-    return cls(api_key=API_KEY, api_host=server.api_host, use_insecure_channel=True)
 
 
 @pytest.fixture(scope="session")

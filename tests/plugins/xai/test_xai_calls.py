@@ -11,8 +11,8 @@ import sys
 
 import grpc
 import pytest
-from conftest import API_KEY, make_xai
 from xai_sdk.chat import system, user
+from xai_server import API_KEY, make_xai
 
 import memtap
 import memtap_xai

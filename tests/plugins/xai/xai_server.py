@@ -11,6 +11,7 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+import xai_sdk
 from google.protobuf.json_format import MessageToDict
 from xai_sdk.proto import chat_pb2, chat_pb2_grpc, sample_pb2, usage_pb2
 
@@ -140,3 +141,12 @@ class XaiServer:
     def last_json(self) -> dict[str, Any]:
         with self._lock:
             return self.requests[-1]
+
+
+API_KEY = "xai-test0123456789abcdefghijklmnop"
+
+
+def make_xai(server: XaiServer, *, is_async: bool = False):
+    """A real xai-sdk client for the local server (plaintext gRPC: a supported SDK option)."""
+    cls = xai_sdk.AsyncClient if is_async else xai_sdk.Client
+    return cls(api_key=API_KEY, api_host=server.api_host, use_insecure_channel=True)

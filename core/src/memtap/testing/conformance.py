@@ -257,10 +257,12 @@ class ProviderConformanceSuite:
     def test_async_calls_inject_and_capture(self, mem: Memory, server: ScriptedModelServer) -> None:
         """The async client behaves like the sync one, streamed and not."""
         self._need("async")
-        client = mem.register(self.make_client(server, is_async=True))
         streams = [False, True] if "stream" in self.capabilities else [False]
 
         async def main() -> list[str]:
+            # Made inside the loop: some SDKs (gRPC aio) bind a client to the loop it was
+            # created on.
+            client = mem.register(self.make_client(server, is_async=True))
             with mem.scope(entity_id="conf", session_id="async"):
                 return [await self.send_async(client, f"async {s}", stream=s) for s in streams]
 
