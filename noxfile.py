@@ -7,13 +7,14 @@ only what it declares.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests", "storage", "integration", "demo"]
+nox.options.sessions = ["lint", "typecheck", "tests", "storage", "reliability", "integration", "demo"]
 
 ROOT = Path(__file__).parent
 CORE = "./core"
@@ -33,6 +34,8 @@ PLUGINS = _packages("plugins")
 CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
 #: What the meta-distribution `memtap` installs.
 DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"]]
+#: Local plugins a contrib package's tests use besides the defaults.
+CONTRIB_PLUGINS = {"proxy": ["anthropic", "agents"]}
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 
@@ -68,17 +71,44 @@ def tests(session: nox.Session, package: str) -> None:
         session.install(CORE, PLUGINS[package], *TEST_DEPS)
         session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
     else:
-        # A contrib package lists what its tests drive in its `test` extra.
-        session.install(CORE, *DEFAULTS, f"{CONTRIB[package]}[test]", *TEST_DEPS)
+        # A contrib package lists what its tests drive in its `test` extra (local plugins
+        # among them are installed from their folders).
+        local = [PLUGINS[p] for p in CONTRIB_PLUGINS.get(package, ()) if p in PLUGINS]
+        session.install(CORE, *DEFAULTS, *local, f"{CONTRIB[package]}[test]", *TEST_DEPS)
         session.run(*PYTEST, f"tests/contrib/{package}", *session.posargs)
 
 
+#: The PostgreSQL server the postgres tests use (CI points it at the local server).
+POSTGRES_URL_ENV = "MEMTAP_TEST_POSTGRES_URL"
+
+
+def _postgres_env(session: nox.Session) -> dict[str, str]:
+    """Pass MEMTAP_TEST_POSTGRES_URL through, or say why the PostgreSQL tests will skip."""
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if not url:
+        session.warn(
+            f"{POSTGRES_URL_ENV} is not set: the PostgreSQL tests are skipped. Set it to a "
+            f"server, e.g. {POSTGRES_URL_ENV}=postgresql://postgres@127.0.0.1:5432/test"
+        )
+        return {}
+    return {POSTGRES_URL_ENV: url}
+
+
 @nox.session
-@nox.parametrize("backend", ["duckdb"])
+@nox.parametrize("backend", ["duckdb", "postgres"])
 def storage(session: nox.Session, backend: str) -> None:
     """The storage compliance suite against one backend."""
     session.install(CORE, PLUGINS[backend], *TEST_DEPS)
-    session.run(*PYTEST, f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs)
+    env = _postgres_env(session) if backend == "postgres" else {}
+    session.run(*PYTEST, f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs, env=env)
+
+
+@nox.session
+def reliability(session: nox.Session) -> None:
+    """Concurrency, faults, isolation, bad input, secrets and durability (incl. slow tests),
+    on DuckDB and (with MEMTAP_TEST_POSTGRES_URL) PostgreSQL, through the real openai SDK."""
+    session.install(*DEFAULTS, PLUGINS["postgres"], *TEST_DEPS)
+    session.run(*PYTEST, "tests/reliability", *session.posargs, env=_postgres_env(session))
 
 
 @nox.session

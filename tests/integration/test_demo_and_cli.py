@@ -118,4 +118,9 @@ def test_demo_shows_memory_carried_from_run_one_to_run_two(tmp_path):
     assert "memtap history" in out
     assert "memtap injected 4 earlier message(s)" in out
     assert "I adopted a beagle called Mochi last week." in out
+    # Run 3: a new session gets what alice said in session 1 as a recalled memory block.
+    assert "Run 3: a new session" in out
+    assert "the user said: I adopted a beagle called Mochi last week." in out
+    assert "the user said: Hi! I'm Alice and I live in Tokyo." in out
+    assert "memtap injected 1 memory block(s) recalled from an earlier session." in out
     assert (tmp_path / "home" / "demo.duckdb").exists()

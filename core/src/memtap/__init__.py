@@ -27,6 +27,7 @@ from .model import (
     ToolCall,
     Usage,
 )
+from .recall_plugin import RecallBudget
 
 __all__ = [
     "Attribution",
@@ -36,6 +37,7 @@ __all__ = [
     "Memory",
     "MemtapError",
     "Message",
+    "RecallBudget",
     "ScoredFact",
     "SessionInfo",
     "StoreError",

@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 import attrs
 
+from .metrics import count
 from .model import Exchange
+from .spool import Segment, Spool
 
 log = logging.getLogger("memtap.capture")
 
@@ -25,14 +27,25 @@ class CapturedCall:
     cache may both ask, the work is done once.
     """
 
-    __slots__ = ("_build", "_done", "_exchange", "_lock", "attribution")
+    __slots__ = ("_build", "_done", "_exchange", "_lock", "attribution", "replayed", "segment")
 
-    def __init__(self, build: Callable[[], Exchange | None], attribution: object = None) -> None:
+    def __init__(
+        self,
+        build: Callable[[], Exchange | None],
+        attribution: object = None,
+        *,
+        segment: Segment | None = None,
+        replayed: bool = False,
+    ) -> None:
         self._build = build
         self._exchange: Exchange | None = None
         self._done = False
         self._lock = threading.Lock()
         self.attribution = attribution
+        #: The spool segment journaling this call (``None``: not journaled).
+        self.segment = segment
+        #: Whether this call comes from a spool a previous process left.
+        self.replayed = replayed
 
     def exchange(self) -> Exchange | None:
         """The formatted exchange (``None`` if there is nothing to store or formatting
@@ -44,6 +57,7 @@ class CapturedCall:
                 try:
                     self._exchange = self._build()
                 except Exception:
+                    count("failed", reason="format")
                     log.exception("memtap could not format a captured call; it is not stored")
                 finally:
                     self._done = True
@@ -87,8 +101,11 @@ class CaptureWriter:
         retry_initial: float = 0.05,
         retry_max: float = 5.0,
         linger: float = 0.05,
+        spool: Spool | None = None,
     ) -> None:
         self._write = write
+        #: The durable spool whose segments are released once their calls are stored.
+        self.spool = spool
         self._batch_size = batch_size
         self._max_buffered = max_buffered
         self._retry_initial = retry_initial
@@ -96,7 +113,7 @@ class CaptureWriter:
         self._linger = linger
         self._flushing = 0
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._held: deque[Exchange] = deque()
+        self._held: deque[tuple[Exchange, CapturedCall]] = deque()
         self._done = threading.Condition()
         self._unfinished = 0
         self._thread: threading.Thread | None = None
@@ -197,20 +214,24 @@ class CaptureWriter:
         failing = False
         while True:
             batch, stop = self._take_batch(backoff if self._held else None)
+            self._count_taken(batch)
             for item in batch:
                 ex = item.exchange()
                 if ex is None:
                     self.stats.unformatted += 1
+                    self._release([item])
                     self._finish(1)
                 else:
-                    self._held.append(ex)
+                    self._held.append((ex, item))
+            self._drop_spool_dropped()
             self._bound_held()
             if self._held:
                 pending = list(self._held)
                 try:
-                    self._write(pending)
+                    self._write([ex for ex, _ in pending])
                 except Exception as exc:
                     self.stats.write_failures += 1
+                    count("failed", len(pending), reason="store_write")
                     if not failing:
                         log.error(
                             "memtap could not store %d exchange(s): %s; they are kept and "
@@ -229,21 +250,55 @@ class CaptureWriter:
                 backoff = self._retry_initial
                 self._held.clear()
                 self.stats.written += len(pending)
+                count("stored", len(pending))
+                count("replayed", sum(1 for _, item in pending if item.replayed))
+                self._release([item for _, item in pending])
+                stored = [ex for ex, _ in pending]
                 for callback in self.on_written:
                     try:
-                        callback(pending)
+                        callback(stored)
                     except Exception:
                         log.exception("memtap on_written callback failed")
                 self._finish(len(pending))
             if stop:
                 return
 
+    @staticmethod
+    def _count_taken(batch: list[CapturedCall]) -> None:
+        fresh = [item for item in batch if not item.replayed]
+        count("captured", len(fresh))
+        count("spooled", sum(1 for item in fresh if item.segment is not None))
+
+    def _release(self, items: list[CapturedCall]) -> None:
+        """Tell the spool these calls need no replay any more (stored, or given up)."""
+        if self.spool is not None:
+            segments = [item.segment for item in items if item.segment is not None]
+            if segments:
+                try:
+                    self.spool.done(segments)
+                except Exception:
+                    log.exception("memtap could not update its spool")
+
+    def _drop_spool_dropped(self) -> None:
+        """Forget held calls whose spool segment was dropped for the spool's bound (they
+        were counted and logged as dropped there)."""
+        if not self._held or self.spool is None:
+            return
+        kept = deque(entry for entry in self._held if not (entry[1].segment and entry[1].segment.dropped))
+        gone = len(self._held) - len(kept)
+        if gone:
+            self._held = kept
+            self.stats.dropped += gone
+            count("dropped", gone, reason="spool_bound")
+            self._finish(gone)
+
     def _bound_held(self) -> None:
         excess = len(self._held) - self._max_buffered
         if excess > 0:
-            for _ in range(excess):
-                self._held.popleft()
+            gone = [self._held.popleft()[1] for _ in range(excess)]
+            self._release(gone)
             self.stats.dropped += excess
+            count("dropped", excess, reason="buffer_bound")
             log.warning(
                 "memtap dropped the %d oldest unstored exchange(s): more than %d are waiting "
                 "for the store (%d dropped in all)",

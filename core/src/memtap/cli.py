@@ -172,5 +172,82 @@ def demo(store_url: str | None) -> None:
     run_demo(store_url, console)
 
 
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def proxy(args: tuple[str, ...]) -> None:
+    """Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy)."""
+    try:
+        from memtap_proxy.cli import proxy as command  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise click.ClickException(
+            "memtap proxy needs the memtap-proxy package: pip install memtap-proxy"
+        ) from exc
+    command.main(args=list(args), prog_name="memtap proxy")
+
+
+def _open_store(store_url: str | None) -> Any:
+    """The store a CLI command names, opened without a Memory (no capture machinery)."""
+    from .memory import open_store
+
+    try:
+        return open_store(store_url or default_store_url(), make_plugin_manager())
+    except (StoreError, UnknownStoreURLError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _progress() -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=False,
+    )  # fmt: skip
+
+
+@main.command(name="export")
+@store_option
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The JSONL file to write ('-' for standard output).")  # fmt: skip
+def export_command(store_url: str | None, output: str) -> None:
+    """Export every exchange and fact of a store as JSONL (for `memtap import`)."""
+    from .transfer import write_export
+
+    store = _open_store(store_url)
+    try:
+        counts = store.stats()
+        with _progress() as bar:
+            task = bar.add_task("exporting", total=counts["exchanges"] + counts["facts"])
+            with click.open_file(output, "w", encoding="utf-8") as out:
+                written = write_export(store, out, lambda n: bar.advance(task, n))
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        store.close()
+    Console(stderr=True).print(f"exported {written['exchange']} exchange(s) and {written['fact']} fact(s)")
+
+
+@main.command(name="import")
+@store_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def import_command(store_url: str | None, file: str) -> None:
+    """Import a JSONL export into a store (records already there are skipped)."""
+    from .transfer import ExportFormatError, import_records, read_records
+
+    store = _open_store(store_url)
+    try:
+        with click.open_file(file, "r", encoding="utf-8") as f:
+            lines = f.readlines()
+        with _progress() as bar:
+            task = bar.add_task("importing", total=max(len(lines) - 1, 0))
+            counts = import_records(store, read_records(lines), lambda n: bar.advance(task, n))
+    except (StoreError, ExportFormatError) as exc:
+        raise click.ClickException(f"{file}: {exc}") from exc
+    finally:
+        store.close()
+    Console(stderr=True).print(f"imported {counts['exchange']} exchange(s) and {counts['fact']} fact(s)")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -23,6 +23,10 @@ RUN_1 = (
     ("I adopted a beagle called Mochi last week.", "Congratulations! Mochi is a lovely name for a beagle."),
 )
 RUN_2 = ("Where do I live, and what is my dog's name?", "You live in Tokyo, and your beagle is called Mochi.")
+RUN_3 = (
+    "Any ideas for a day out with my dog near where I live?",
+    "Take Mochi to Yoyogi Park in Tokyo: beagles love it.",
+)
 
 
 def _openai() -> Any:
@@ -87,8 +91,45 @@ def run_demo(store_url: str | None, console: Console) -> None:
         stored = mem.history(session, entity_id="alice")
         stats = mem.stats()
         mem.close()
-    console.print(
-        f"memtap injected {injected} earlier message(s) and stored {len(stored)} message(s) in this "
-        f"session ({stats['exchanges']} exchange(s) in the store). The API key was never stored."
-    )
+        console.print(
+            f"memtap injected {injected} earlier message(s) and stored {len(stored)} message(s) in this "
+            f"session ({stats['exchanges']} exchange(s) in the store). The API key was never stored.\n"
+        )
+        _session_two(store, server, session + "-2", console)
     console.print(f"See it again: [bold]memtap history {session} --store {store}[/]")
+
+
+def _session_two(store: str, server: ScriptedModelServer, session: str, console: Console) -> None:
+    """Run 3: a new session. No history to replay, but what alice said in session 1 is
+    recalled (episodic memory, offline: no LLM extracts anything) and injected."""
+    console.print(
+        f"[bold]Run 3[/]: a new session ([italic]{session}[/]): no history to replay, but memtap "
+        "recalls what alice said before."
+    )
+    server.clear()
+    question, answer = RUN_3
+    mem = Memory(store)
+    # What the app's call will get, shown first (this also loads alice's recall index: a
+    # cold index is loaded in the background and skipped by the call that found it cold).
+    found = mem.recall(question, entity_id="alice", k=3)
+    table = Table(title=f"memtap recall {question!r} --entity alice")
+    table.add_column("score", justify="right")
+    table.add_column("kind")
+    table.add_column("fact")
+    for hit in found:
+        table.add_row(f"{hit.score:.3f}", hit.fact.kind, hit.text)
+    console.print(table)
+    client = _openai().OpenAI(base_url=server.openai_base_url, api_key="sk-demo-key-never-stored-0000")
+    mem.register(client)
+    with mem.scope(entity_id="alice", session_id=session, process_id="memtap-demo"):
+        server.script(Reply(text=answer))
+        response = client.chat.completions.create(
+            model="demo-model", messages=[{"role": "user", "content": question}]
+        )
+    console.print(f"  [bold cyan]user[/]: {question}")
+    console.print(f"  [bold green]model[/]: {response.choices[0].message.content}")
+    mem.close()
+    blocks = [m["content"] for m in server.last_json()["messages"] if m["role"] == "system"]
+    if blocks:
+        console.print(Panel(blocks[0], title="the memory block the model received (system message)"))
+    console.print(f"memtap injected {len(blocks)} memory block(s) recalled from an earlier session.")

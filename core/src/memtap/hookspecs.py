@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from .anchors import AgentProfile
+    from .embedding import Embedder
     from .model import Exchange
     from .storage import Store
     from .wire import (
@@ -131,3 +133,39 @@ def memtap_open_store(url: str) -> Store | None:
 def memtap_store_schemes() -> Sequence[str]:
     """Return the URL schemes this plugin's :func:`memtap_open_store` accepts
     (e.g. ``["duckdb"]``); used to list what is installed in error messages."""
+
+
+# ---------------------------------------------------------------------------------------
+# Anchor strategies (agent profiles; part of request injection)
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def memtap_agent_profiles() -> Sequence[AgentProfile]:
+    """Return the agent profiles this plugin knows (:class:`memtap.anchors.AgentProfile`).
+
+    A profile recognises one agent (Claude Code, Codex, ...) by name (the proxy's URL
+    prefix, ``/claude-code/...``) or by its system prompt's fingerprint, splits that prompt
+    into segments that join back byte for byte, and resolves semantic slots (``"memory"``,
+    ``"skills"``...) to segments, so :func:`memtap.anchors.place` can put a block where that
+    agent keeps such content. Profiles of all plugins are tried in registration order.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Embedders (vectors for recall)
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def memtap_embedder(spec: str) -> Embedder | None:
+    """Return an embedder for ``spec`` if it names one of yours, else ``None``.
+
+    ``spec`` comes from ``memtap.Memory(embedder=...)`` or ``$MEMTAP_EMBEDDER``:
+    ``"default"`` (answer it only with a local embedder that needs no configuration),
+    a plugin's own name (``"minilm"``) or ``"<plugin>:<model>"`` (``"litellm:text-embedding-3-small"``).
+    The embedder (:class:`memtap.embedding.Embedder`) has a ``name`` identifying its vector
+    space and ``embed(texts)`` returning one vector per text; build it cheaply and load
+    models on first use. It is called from background threads, and once per recall for the
+    query (under a deadline).
+    """

@@ -5,10 +5,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import re
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,8 +16,13 @@ import attrs
 
 from .builtins import redact_exchange
 from .capture import CapturedCall, CaptureWriter
+from .durability import SpoolOption, open_spool, replay_orphans
+from .embedding import EmbedderOption, resolve_embedder
 from .errors import UnsupportedClientError
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
+from .longterm import LongTermMemory
+from .memorize import LLMOption, resolve_llm
+from .memory_tool import ToolFormat
 from .model import (
     DEFAULT_ENTITY_ID,
     DEFAULT_SESSION_ID,
@@ -30,6 +34,7 @@ from .model import (
     SessionInfo,
 )
 from .plugins import PluginManager, make_plugin_manager
+from .recall_plugin import RecallBudget
 from .scope import attribution_scope, current_attribution
 from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
 from .tap import Tap
@@ -76,10 +81,6 @@ class _Registration:
     provider: str
 
 
-def _tokens(text: str) -> set[str]:
-    return set(re.findall(r"\w+", text.lower()))
-
-
 class Memory:
     """Long-term memory for LLM calls.
 
@@ -88,6 +89,22 @@ class Memory:
     ``$MEMTAP_STORE``, else a DuckDB file under ``$MEMTAP_HOME``. Calls made outside any
     :meth:`scope` are attributed to ``entity_id``/``session_id`` (``"default"`` both).
     ``history`` bounds the injected conversation history.
+
+    ``spool`` makes captured calls durable: each is journaled to an on-disk spool before the
+    call returns, so a storage outage or a crash (even ``kill -9``) loses nothing; the next
+    Memory on the same store replays what was left. By default it is on for stores that
+    persist, under ``$MEMTAP_HOME/spool`` (``$MEMTAP_SPOOL``: ``off`` or a directory);
+    ``False`` turns it off, a path puts it there.
+
+    Facts (:meth:`remember`, :meth:`recall`) are found by words and by meaning: ``embedder``
+    is an :class:`~memtap.embedding.Embedder`, a spec (``"minilm"``,
+    ``"litellm:<model>"``), ``False`` for none, or ``None`` for ``$MEMTAP_EMBEDDER`` else
+    the installed local default. ``recall`` bounds the facts injected into each call
+    (:class:`RecallBudget`; ``k=0`` turns injection off). ``llm`` is the port memorize uses
+    to learn facts from each stored exchange (an object with ``complete(prompt) -> str``,
+    sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off);
+    ``episodes`` keeps the user's own turns as recallable episodes (default: when there is
+    no ``llm``).
     """
 
     def __init__(
@@ -100,6 +117,11 @@ class Memory:
         history: HistoryBudget | None = None,
         plugins: Iterable[object] = (),
         entry_points: bool = True,
+        spool: SpoolOption = None,
+        embedder: EmbedderOption = None,
+        recall: RecallBudget | None = None,
+        llm: LLMOption = None,
+        episodes: bool | None = None,
     ) -> None:
         self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
         if store is None:
@@ -110,16 +132,35 @@ class Memory:
         )
         self.history_budget = history or HistoryBudget()
         self.histories = SessionHistories(self._load_history)
-        self.writer = CaptureWriter(self.store.write_exchanges)
+        #: The durable spool (``None`` when off).
+        self.spool = open_spool(spool, self.store.url, memtap_home())
+        self.writer = CaptureWriter(self.store.write_exchanges, spool=self.spool)
         self.pm.register(HistoryPlugin(self.histories, self.history_budget), name="history")
         self.pm.builtin_names.add("history")
+        port = resolve_llm(llm)
+        #: Facts: storage, recall index, memorize worker, recall injector.
+        self.longterm = LongTermMemory(
+            self.store,
+            embedder=resolve_embedder(embedder, self.pm),
+            llm=port,
+            episodes=port is None if episodes is None else episodes,
+            budget=recall or RecallBudget(),
+            histories=self.histories,
+            history_budget=self.history_budget,
+        )
+        self.writer.on_written.append(self.longterm.on_written)
+        self.pm.register(self.longterm.plugin, name="recall")
+        self.pm.builtin_names.add("recall")
         self.tap = Tap(
             hook=self.pm.hook,
             default_attribution=self.default_attribution,
             histories=self.histories,
             writer=self.writer,
             register_client=self._register_inner,
+            spool=self.spool,
         )
+        if self.spool is not None:
+            replay_orphans(self.spool, self.writer, self.pm)
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
         self._closed = False
@@ -288,8 +329,7 @@ class Memory:
             process_id=process_id if process_id is not None else attribution.process_id,
             text=text.strip(),
         )
-        self.store.add_facts([fact])
-        return fact
+        return self.longterm.remember(fact)
 
     def recall(
         self,
@@ -298,23 +338,41 @@ class Memory:
         entity_id: str | None = None,
         process_id: str | None = None,
         k: int = 5,
+        min_score: float = 0.0,
+        deadline: float | None = None,
     ) -> list[ScoredFact]:
-        """An entity's facts most relevant to ``query``, best first (word overlap)."""
+        """An entity's ``k`` facts most relevant to ``query``, best first, with scores in
+        [0, 1] (BM25 and vector similarity fused, recency breaking ties). With
+        ``process_id``, only that process's facts and facts of no process. With
+        ``deadline`` (seconds, for request paths) recall never waits for a cold index
+        (``[]``, loaded in the background) or a late query embedding (words only)."""
         entity = entity_id or self.current_attribution().entity_id
-        wanted = _tokens(query)
-        scored = []
-        for fact in self.store.facts(entity_id=entity, process_id=process_id):
-            words = _tokens(fact.text)
-            if wanted and words:
-                score = len(wanted & words) / len(wanted | words)
-                if score > 0:
-                    scored.append(ScoredFact(fact=fact, score=score))
-        scored.sort(key=lambda s: s.score, reverse=True)
-        return scored[:k]
+        return self.longterm.recall(
+            query, entity_id=entity, process_id=process_id, k=k, min_score=min_score, deadline=deadline
+        )
 
-    def facts(self, *, entity_id: str | None = None) -> list[Fact]:
+    def facts(self, *, entity_id: str | None = None, process_id: str | None = None) -> list[Fact]:
         """An entity's current facts, newest first."""
-        return self.store.facts(entity_id=entity_id or self.current_attribution().entity_id)
+        entity = entity_id or self.current_attribution().entity_id
+        return self.longterm.facts(entity_id=entity, process_id=process_id)
+
+    def memory_tool(self, fmt: ToolFormat = "openai") -> dict[str, Any]:
+        """The ``remember`` tool to give an agent (memorize mode B), in the ``"openai"``
+        (Chat Completions), ``"openai.responses"`` or ``"anthropic"`` format."""
+        return self.longterm.tool(fmt)
+
+    def handle_memory_tool(
+        self, args: Mapping[str, Any] | str, *, entity_id: str | None = None, process_id: str | None = None
+    ) -> Fact:
+        """Store what the agent's ``remember`` call asked (arguments as a mapping or JSON
+        text), for the current scope's entity. Raises :class:`memtap.memory_tool.MemoryToolError`
+        (a ``ValueError``) with a message for the agent when the arguments are invalid."""
+        attribution = self.current_attribution()
+        return self.longterm.handle_tool(
+            args,
+            entity_id=entity_id or attribution.entity_id,
+            process_id=process_id if process_id is not None else attribution.process_id,
+        )
 
     def forget(self, *, entity_id: str) -> int:
         """Delete all of an entity's data (sessions, exchanges, messages, facts); returns
@@ -323,7 +381,11 @@ class Memory:
             raise ValueError("forget() needs the entity_id whose data to delete")
         self.flush()
         self.histories.drop(entity_id=entity_id)
-        return self.store.forget(entity_id=entity_id)
+        self.longterm.forget(entity_id)
+        try:
+            return self.store.forget(entity_id=entity_id)
+        finally:
+            self.longterm.forget(entity_id)
 
     def stats(self) -> dict[str, int]:
         """Row counts of the store."""
@@ -331,8 +393,10 @@ class Memory:
         return self.store.stats()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until captured calls are stored; ``False`` if that did not happen in time."""
-        return self.writer.flush(timeout)
+        """Wait until captured calls are stored and memorized (facts learned from them
+        stored); ``False`` if that did not happen in time."""
+        stored = self.writer.flush(timeout)
+        return self.longterm.flush(timeout) and stored
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Flush, restore every registered client and close the store. Idempotent."""
@@ -344,6 +408,9 @@ class Memory:
         for reg in regs:
             self.unregister(reg.client)
         self.writer.close(timeout)
+        self.longterm.close(timeout)
+        if self.spool is not None:
+            self.spool.close()  # what is still unstored stays on disk for the next start
         try:
             self.store.close()
         finally:

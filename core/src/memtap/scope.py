@@ -48,3 +48,22 @@ def attribution_scope(
         yield inner
     finally:
         _current.reset(token)
+
+
+_internal: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_internal", default=False)
+
+
+def in_internal_call() -> bool:
+    """Whether the current context is memtap's own LLM work (memorize), which a registered
+    client must neither inject into nor capture (it would memorize itself forever)."""
+    return _internal.get()
+
+
+@contextmanager
+def internal_calls() -> Iterator[None]:
+    """Mark LLM calls made inside the ``with`` block as memtap's own."""
+    token = _internal.set(True)
+    try:
+        yield
+    finally:
+        _internal.reset(token)

@@ -9,7 +9,7 @@ tests and for plugin authors; nothing survives the process).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -65,6 +65,24 @@ class Store(Protocol):
     ) -> list[Fact]:
         """An entity's facts, newest first."""
 
+    def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
+        """Attach embedding vectors to stored facts, by fact id, recording the ``model``
+        (embedder name) that made them; a fact's earlier vector is replaced, unknown ids
+        are ignored. Called from memtap's background embedding worker.
+
+        Recall needs this and :meth:`indexable_facts`; a store without them still works
+        (vectors are then recomputed after every restart and kept in memory only).
+        """
+
+    def indexable_facts(
+        self, *, entity_id: str, model: str | None = None
+    ) -> list[tuple[Fact, Sequence[float] | None]]:
+        """An entity's current (not superseded) facts, oldest first, each with its vector
+        if one made by ``model`` is stored (else ``None``; always ``None`` without a model).
+        Vectors may be any float sequence (a list, a numpy array). This is what memtap's
+        in-process recall index loads once per entity, so it should be one query.
+        """
+
     def forget(self, *, entity_id: str) -> int:
         """Delete everything stored for an entity; return how many records were deleted."""
 
@@ -97,6 +115,7 @@ class InMemoryStore:
         self._lock = threading.Lock()
         self._rows: dict[str, _Row] = {}
         self._facts: dict[str, Fact] = {}
+        self._vectors: dict[str, tuple[str, tuple[float, ...]]] = {}
         self._closed = False
 
     def _check(self) -> None:
@@ -196,6 +215,29 @@ class InMemoryStore:
             ]
         return sorted(out, key=lambda f: f.created_at, reverse=True)
 
+    def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
+        """See :meth:`Store.set_embeddings`."""
+        with self._lock:
+            self._check()
+            for fact_id, vector in embeddings.items():
+                if fact_id in self._facts:
+                    self._vectors[fact_id] = (model, tuple(float(x) for x in vector))
+
+    def indexable_facts(
+        self, *, entity_id: str, model: str | None = None
+    ) -> list[tuple[Fact, Sequence[float] | None]]:
+        """See :meth:`Store.indexable_facts`."""
+        with self._lock:
+            self._check()
+            out: list[tuple[Fact, Sequence[float] | None]] = []
+            for f in self._facts.values():
+                if f.entity_id != entity_id or f.superseded_by is not None:
+                    continue
+                stored = self._vectors.get(f.id)
+                out.append((f, stored[1] if stored is not None and stored[0] == model else None))
+        out.sort(key=lambda row: row[0].created_at)
+        return out
+
     def forget(self, *, entity_id: str) -> int:
         """See :meth:`Store.forget`."""
         with self._lock:
@@ -206,6 +248,7 @@ class InMemoryStore:
                 del self._rows[k]
             for k in fact_ids:
                 del self._facts[k]
+                self._vectors.pop(k, None)
         return len(ex_ids) + len(fact_ids)
 
     def stats(self) -> dict[str, int]:

@@ -25,8 +25,10 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import telemetry
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
+from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
-from .scope import current_attribution
+from .scope import current_attribution, in_internal_call
+from .spool import Spool, journal_call, response_json
 from .storage import exchange_messages
 from .wire import (
     HistoryInjection,
@@ -83,12 +85,15 @@ class Tap:
         histories: SessionHistories,
         writer: CaptureWriter,
         register_client: Callable[[Any], Callable[[], None]] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self.hook = hook
         self.default_attribution = default_attribution
         self.histories = histories
         self.writer = writer
         self._register_client = register_client
+        #: The durable spool every finished call is journaled to (``None``: not durable).
+        self.spool = spool
 
     def register_client(self, client: Any) -> Callable[[], None]:
         """Register another client with the same Memory (for adapters of objects that wrap
@@ -128,6 +133,8 @@ class Call:
         self.injected_messages = 0
         self.hide_usage_event = False
         self._stream_items: list[Any] = []
+        #: memtap's own LLM work (memorize): neither injected into nor captured.
+        self.internal = in_internal_call()
         self._finished = threading.Lock()
         self.span = telemetry.tracer().start_span(
             protocol.operation,
@@ -160,10 +167,14 @@ class Call:
         if self.sent_body is not None and body is self.app_body:
             return self.sent_body
         self.app_body = body
+        if self.internal:
+            self.sent_body = body
+            return body
         sent: Mapping[str, Any] = body
         try:
             sent = self._inject(body)
         except Exception:
+            count("failed", reason="inject")
             log.exception(
                 "memtap could not inject into a %s request; sending it unchanged", self.protocol.name
             )
@@ -195,7 +206,12 @@ class Call:
 
     def succeeded(self, response: Any, to_json: JsonFn) -> None:
         """A non-streamed call returned ``response``; capture it (converted later)."""
-        self._capture(lambda: (to_json(response), None), error=None, partial=False)
+        self._capture(
+            lambda: (to_json(response), None),
+            error=None,
+            partial=False,
+            journal=lambda: (response_json(response, to_json), None),
+        )
 
     def failed(self, exc: BaseException) -> None:
         """The call raised before a response: nothing is stored, the span records it."""
@@ -248,7 +264,13 @@ class Call:
             return None, acc.result()
 
         message = f"{type(error).__name__}: {error}" if error is not None else None
-        self._capture(accumulate, error=message, partial=partial, stream=True)
+        self._capture(
+            accumulate,
+            error=message,
+            partial=partial,
+            stream=True,
+            journal=lambda: (None, [t for t in (response_json(i, to_json) for i in items) if t is not None]),
+        )
 
     def _capture(
         self,
@@ -257,8 +279,12 @@ class Call:
         error: str | None,
         partial: bool,
         stream: bool = False,
+        journal: Callable[[], tuple[str | None, list[str] | None]] | None = None,
     ) -> None:
         if not self._finished.acquire(blocking=False):
+            return
+        if self.internal:
+            self.span.end()
             return
         ended_at = utcnow()
         ended_ns = time.time_ns()
@@ -295,6 +321,11 @@ class Call:
                 self.span.end(end_time=ended_ns)
 
         item = CapturedCall(build, self.attribution)
+        if self.tap.spool is not None and journal is not None and body is not None:
+            # Durable before the call returns (a kill -9 right after loses nothing).
+            item.segment = journal_call(
+                self.tap.spool, self, body, ended_at, journal, error=error, partial=partial, stream=stream
+            )
         try:
             self.tap.histories.append(self.attribution, lambda: _messages(item))
             self.tap.writer.submit(item)

@@ -106,8 +106,15 @@ class MemoryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
     # -- recall --------------------------------------------------------------------------
 
     def _recall(self, query: str, entity_id: str | None) -> list[ScoredFact]:
+        """Full recall if it finishes within ``recall_timeout``; otherwise (a cold index, the
+        embedding model still loading) what words alone find now, while the full recall
+        finishes in the background and warms up the next call."""
         entity = entity_id or self.memory.current_attribution().entity_id
-        return self.memory.recall(query, entity_id=entity, k=self.max_facts)
+        full = self._pool.submit(self.memory.recall, query, entity_id=entity, k=self.max_facts)
+        try:
+            return full.result(timeout=self.recall_timeout)
+        except concurrent.futures.TimeoutError:
+            return self.memory.recall(query, entity_id=entity, k=self.max_facts, deadline=0.0)
 
     def _block(self, facts: list[ScoredFact], request: ModelRequest) -> str | None:
         said = {latest_user_text(request.messages) or ""}
@@ -151,8 +158,7 @@ class MemoryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             found = self._query(request)
             if found is not None:
                 query, who = found
-                future = self._pool.submit(self._recall, query, who.entity_id)
-                request = self._prepared(request, future.result(timeout=self.recall_timeout))
+                request = self._prepared(request, self._recall(query, who.entity_id))
         except Exception as exc:
             log.warning("memtap recall skipped for this model call: %s: %s", type(exc).__name__, exc)
         return handler(request)
@@ -165,9 +171,7 @@ class MemoryMiddleware(AgentMiddleware):  # type: ignore[type-arg]
             found = self._query(request)
             if found is not None:
                 query, who = found
-                facts = await asyncio.wait_for(
-                    asyncio.to_thread(self._recall, query, who.entity_id), self.recall_timeout
-                )
+                facts = await asyncio.to_thread(self._recall, query, who.entity_id)
                 request = self._prepared(request, facts)
         except Exception as exc:
             log.warning("memtap recall skipped for this model call: %s: %s", type(exc).__name__, exc)

@@ -701,6 +701,9 @@ def _route(path: str, query: str) -> _Route | None:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog (5) resets connections when many clients (an
+    # asyncio app with hundreds of calls in flight) connect at once.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], owner: ScriptedModelServer) -> None:
         self.owner = owner

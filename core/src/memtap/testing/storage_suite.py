@@ -49,7 +49,9 @@ CONCURRENT_WRITES = "concurrent_writes"
 #: Data survives closing and re-opening the store (needs a ``reopen_store`` fixture).
 PERSISTENCE = "persistence"
 #: Every capability the suite knows.
-CAPABILITIES: frozenset[str] = frozenset({FACTS, CONCURRENT_WRITES, PERSISTENCE})
+#: Recall support: ``set_embeddings`` / ``indexable_facts`` (needs :data:`FACTS`).
+EMBEDDINGS = "embeddings"
+CAPABILITIES: frozenset[str] = frozenset({FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS})
 
 #: A fixed point in time the suite's data is laid out from.
 T0 = _dt.datetime(2025, 1, 1, 12, 0, tzinfo=_dt.timezone.utc)
@@ -475,6 +477,53 @@ class StoreComplianceSuite:
         store.add_facts([bobs])
         assert store.facts(entity_id="alice") == [alices]
         assert store.facts(entity_id="alice", include_superseded=True) == [alices]
+
+    # -- embeddings (recall) -------------------------------------------------------------
+
+    @requires(FACTS, EMBEDDINGS)
+    def test_indexable_facts_are_current_oldest_first_with_vectors(self, store: Store) -> None:
+        """indexable_facts() lists an entity's current facts oldest first, each with its
+        vector when the stored one was made by the asked model (``None`` otherwise)."""
+        old = make_fact(1, text="Alice lives in Paris")
+        new = make_fact(3, text="Alice lives in Tokyo", supersedes=old.id)
+        other = make_fact(2, text="Alice has a beagle", process_id="p1")
+        bobs = make_fact(4, entity_id="bob")
+        store.add_facts([old, other, new, bobs])
+        store.set_embeddings({new.id: [1.0, 0.0, 0.5], other.id: [0.0, 1.0, 0.25]}, model="m1")
+        rows = store.indexable_facts(entity_id="alice", model="m1")
+        assert [f for f, _ in rows] == [other, new]
+        assert [list(v) if v is not None else None for _, v in rows] == [[0.0, 1.0, 0.25], [1.0, 0.0, 0.5]]
+        store.set_embeddings({new.id: [9.0, 9.0, 9.0]}, model="m2")  # one vector per fact
+        rows = store.indexable_facts(entity_id="alice", model="m2")
+        assert [list(v) if v is not None else None for _, v in rows] == [None, [9.0, 9.0, 9.0]]
+        rows = store.indexable_facts(entity_id="alice", model="m1")
+        assert [list(v) if v is not None else None for _, v in rows] == [[0.0, 1.0, 0.25], None]
+        assert [v for _, v in store.indexable_facts(entity_id="alice")] == [None, None]
+        assert [f for f, _ in store.indexable_facts(entity_id="bob", model="m1")] == [bobs]
+        assert store.indexable_facts(entity_id="carol", model="m1") == []
+
+    @requires(FACTS, EMBEDDINGS)
+    def test_set_embeddings_replaces_and_ignores_unknown_ids(self, store: Store) -> None:
+        """A fact's vector is replaced by a later one; ids that are not stored are ignored;
+        vectors keep float32 precision at least."""
+        f = make_fact(1)
+        store.add_facts([f])
+        store.set_embeddings({f.id: [0.1, 0.2]}, model="m")
+        store.set_embeddings({f.id: [0.3, 0.4], "no-such-fact": [1.0, 1.0]}, model="m")
+        store.set_embeddings({}, model="m")
+        ((_, vec),) = store.indexable_facts(entity_id="alice", model="m")
+        assert vec is not None and [round(x, 6) for x in vec] == [0.3, 0.4]
+
+    @requires(FACTS, EMBEDDINGS)
+    def test_forget_deletes_embeddings(self, store: Store) -> None:
+        """forget() removes an entity's vectors with its facts; re-adding the fact id
+        starts without a vector."""
+        f = make_fact(1)
+        store.add_facts([f])
+        store.set_embeddings({f.id: [1.0, 2.0]}, model="m")
+        store.forget(entity_id="alice")
+        store.add_facts([f])
+        assert store.indexable_facts(entity_id="alice", model="m") == [(f, None)]
 
     # -- forget and stats ----------------------------------------------------------------
 

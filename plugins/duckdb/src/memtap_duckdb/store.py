@@ -12,7 +12,8 @@ import datetime as _dt
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,14 @@ def _fact_rows(facts: Sequence[Fact], first_seq: int) -> list[tuple[Any, ...]]:
     ]  # fmt: skip
 
 
+def _vector_blob(vector: Sequence[float]) -> bytes:
+    """A vector as little-endian float32 bytes (numpy arrays and lists alike)."""
+    tobytes = getattr(vector, "astype", None)
+    if tobytes is not None:
+        return bytes(vector.astype("<f4").tobytes())  # type: ignore[attr-defined]
+    return array("f", vector).tobytes()
+
+
 def _open_error(path: str, error: duckdb.Error) -> StoreError:
     detail = str(error)
     if "lock" in detail.lower():
@@ -437,7 +446,7 @@ class DuckDBStore:
                 " (SELECT count(*) FROM facts WHERE entity_id = $1)",
                 [entity_id],
             ).fetchone()
-            for table in ("messages", "exchanges", "sessions", "facts"):
+            for table in ("messages", "exchanges", "sessions", "facts", "fact_embeddings"):
                 conn.execute(f"DELETE FROM {table} WHERE entity_id = ?", [entity_id])
         return int(row[0]) + int(row[1]) if row else 0
 
@@ -561,6 +570,38 @@ class DuckDBStore:
         with self._reader("reading facts") as cur:
             rows = cur.execute(sql, params).fetchall()
         return [_fact(row) for row in rows]
+
+    def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
+        """Store vectors (float32 blobs) for known fact ids, replacing earlier ones."""
+        if not embeddings:
+            self._check()
+            return
+        ids = list(embeddings)
+        blobs = [_vector_blob(v) for v in embeddings.values()]
+        with self._transaction("storing embeddings") as conn:
+            conn.execute("DELETE FROM fact_embeddings WHERE fact_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+            conn.execute(
+                """INSERT INTO fact_embeddings (fact_id, entity_id, model, dim, vector)
+                   SELECT s.id, f.entity_id, ?, octet_length(s.v) // 4, s.v
+                   FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::BLOB[]) AS v) s
+                   JOIN facts f ON f.id = s.id""",
+                [model, ids, blobs],
+            )
+
+    def indexable_facts(
+        self, *, entity_id: str, model: str | None = None
+    ) -> list[tuple[Fact, Sequence[float] | None]]:
+        """The entity's current facts, oldest first, with their ``model`` vectors."""
+        sql = """
+            SELECT f.id, f.entity_id, f.process_id, f.text, f.kind, f.source_exchange_id,
+                   f.supersedes, f.superseded_by, f.created_at, f.metadata, e.vector
+            FROM facts f LEFT JOIN fact_embeddings e ON e.fact_id = f.id AND e.model = $model
+            WHERE f.entity_id = $entity AND f.superseded_by IS NULL
+            ORDER BY f.created_at, f.seq
+        """
+        with self._reader("reading facts for recall") as cur:
+            rows = cur.execute(sql, {"entity": entity_id, "model": model or ""}).fetchall()
+        return [(_fact(row[:-1]), array("f", row[-1]) if row[-1] is not None else None) for row in rows]
 
     def stats(self) -> dict[str, int]:
         """Row counts: ``sessions``, ``exchanges``, ``messages``, ``facts``."""

@@ -1,0 +1,107 @@
+"""Running the proxy under uvicorn: in the foreground (:func:`serve`, what ``memtap proxy``
+does) or in a background thread on any free port (:class:`ProxyThread`, for tests and
+benchmarks)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+from memtap import HistoryBudget, Memory
+
+from .app import Proxy
+from .config import ProxyConfig, check_bind
+
+log = logging.getLogger("memtap.proxy")
+#: GIL switch interval (seconds) of a process serving the proxy.
+SWITCH_INTERVAL = 0.0005
+
+
+def _uvicorn_config(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        date_header=False,
+        timeout_keep_alive=30,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+
+
+def open_memory(store: str | None, history_messages: int | None = None) -> Memory:
+    """The :class:`memtap.Memory` behind a proxy (``store`` URL, or the default store)."""
+    budget = HistoryBudget(max_messages=history_messages) if history_messages is not None else None
+    return Memory(store, history=budget)
+
+
+def serve(config: ProxyConfig, memory: Memory, *, log_level: str = "info") -> None:
+    """Run the proxy until interrupted (refuses a non-loopback address without a token)."""
+    check_bind(config)
+    # The capture writer formats and stores in a background thread; a short GIL switch
+    # interval keeps it from holding the event loop's thread for 5 ms at a time.
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    proxy = Proxy(config, memory)
+    families = [f for f in ("openai", "anthropic") if config.upstream(f)]
+    log.info(
+        "memtap proxy on http://%s:%d (store %s; upstreams: %s)",
+        config.host,
+        config.port,
+        memory.url,
+        ", ".join(f"{f} -> {config.upstream(f)}" for f in families) or "none configured",
+    )
+    uvicorn.Server(_uvicorn_config(proxy.app, config, log_level)).run()
+
+
+class ProxyThread:
+    """A proxy served by uvicorn in a daemon thread, on ``127.0.0.1`` and a free port.
+
+    Use as a context manager; :attr:`url` is ``http://127.0.0.1:<port>``.
+    """
+
+    def __init__(self, proxy: Proxy, *, log_level: str = "warning") -> None:
+        self.proxy = proxy
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+        self.server = uvicorn.Server(_uvicorn_config(proxy.app, proxy.config, log_level))
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._sock]}, name="memtap-proxy", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        """The proxy's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ProxyThread:
+        """Start serving; returns once the server accepts connections."""
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the memtap proxy did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread."""
+        self.server.should_exit = True
+        self._thread.join(10)
+        self._sock.close()
+
+    def __enter__(self) -> ProxyThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

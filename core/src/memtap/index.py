@@ -1,0 +1,341 @@
+"""The in-process recall index of one entity: BM25 postings and a vector matrix, updated
+incrementally on every write (no rebuild), searched with hybrid fusion.
+
+numpy is imported when an index is first built, never by ``import memtap``.
+
+What is indexed: a fact's ``text`` and, with a lower weight, its ``metadata["context"]``
+(for an episode: the turns around it, the speaker, the date), so that a short reply
+("Yes, last Tuesday!") is still found by the words of the question it answered. The
+vector is the embedding of :func:`embedding_text`.
+
+Fusion (chosen on held-out LOCOMO conversations, see ``benchmarks/locomo_recall.py``):
+each signal is turned into a [0, 1] score that keeps its absolute meaning (BM25 saturates
+as ``s / (s + bm25_half)``, cosine is rescaled from ``cos_floor`` .. 1), the two are mixed
+linearly, and recency breaks ties. Absolute scores make ``min_score`` meaningful: an
+unrelated query gets low scores rather than a re-normalised "best of the bad".
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .model import Fact
+from .text import term_counts, terms
+
+#: Metadata key whose text is indexed (with a lower weight) alongside a fact's text.
+CONTEXT_KEY = "context"
+#: Fact kinds that are never recalled (a tombstone records a deletion).
+HIDDEN_KINDS = frozenset({"tombstone"})
+
+
+def embedding_text(fact: Fact) -> str:
+    """The text whose embedding represents ``fact`` (its own words, not the context: a
+    vector of several turns says less about each of them)."""
+    return fact.text
+
+
+@attrs.frozen
+class Fusion:
+    """How lexical and vector evidence are combined into one score in [0, 1]."""
+
+    #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
+    lexical_weight: float = 0.65
+    #: BM25 score that maps to 0.5 (saturation point).
+    bm25_half: float = 6.0
+    #: Cosine similarity that maps to 0 (MiniLM puts unrelated sentences around 0.1-0.2).
+    cos_floor: float = 0.2
+    #: BM25 parameters.
+    k1: float = 1.2
+    b: float = 0.75
+    #: Weight of a context term relative to a term of the fact's own text.
+    context_weight: float = 0.5
+    #: IDF is computed as if the entity had at least this many facts: with only a handful,
+    #: every term would look common and a clear match would score near zero.
+    idf_prior: int = 200
+    #: Weight of the recency tie-breaker (newest fact gets the full amount).
+    recency_weight: float = 0.01
+
+
+class _Postings:
+    __slots__ = ("slots", "tf")
+
+    def __init__(self) -> None:
+        self.slots = array("i")
+        self.tf = array("f")
+
+
+def _np() -> Any:
+    import numpy
+
+    return numpy
+
+
+class EntityIndex:
+    """One entity's current facts, searchable by BM25 and by vector.
+
+    Not thread-safe by itself: :class:`memtap.recall.IndexCache` serialises writers and
+    lets readers search a consistent state under a lock.
+    """
+
+    #: Rows per matrix-vector product: small enough that OpenBLAS stays on one thread (its
+    #: threads, on a busy 2-core machine, turned a 0.3 ms product into 7 ms).
+    CHUNK_ROWS = 1024
+
+    def __init__(self, fusion: Fusion | None = None) -> None:
+        np = _np()
+        self.fusion = fusion or Fusion()
+        self.facts: list[Fact | None] = []
+        self.slot_of: dict[str, int] = {}
+        self.postings: dict[str, _Postings] = {}
+        self.total_len = 0.0
+        self.alive_count = 0
+        #: Live facts that have a vector.
+        self.vector_count = 0
+        self.dim = 0
+        self.model: str | None = None
+        cap = 64
+        self._doclen = np.zeros(cap, np.float32)
+        self._alive = np.zeros(cap, bool)
+        self._has_vec = np.zeros(cap, bool)
+        self._created = np.zeros(cap, np.float64)
+        self._process = np.zeros(cap, np.int32)
+        self._process_codes: dict[str | None, int] = {None: 0}
+        self._vecs: Any = None
+
+    def __len__(self) -> int:
+        return self.alive_count
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _grow(self, need: int) -> None:
+        np = _np()
+        cap = len(self._alive)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        for name in ("_doclen", "_alive", "_has_vec", "_created", "_process"):
+            old = getattr(self, name)
+            grown = np.zeros(new, old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+        if self._vecs is not None:
+            grown = np.zeros((new, self._vecs.shape[1]), np.float32)
+            grown[:cap] = self._vecs
+            self._vecs = grown
+
+    def add(self, facts: Iterable[Fact], vectors: Mapping[str, Any] | None = None) -> None:
+        """Index ``facts`` (known ids and hidden kinds are skipped) with their vectors,
+        if given; a fact that supersedes an indexed one removes it."""
+        batch = [f for f in facts if f.id not in self.slot_of and f.kind not in HIDDEN_KINDS]
+        if not batch:
+            return
+        start = len(self.facts)
+        self._grow(start + len(batch))
+        w = self.fusion.context_weight
+        for offset, fact in enumerate(batch):
+            slot = start + offset
+            self.facts.append(fact)
+            self.slot_of[fact.id] = slot
+            counts: dict[str, float] = {t: float(n) for t, n in term_counts(fact.text).items()}
+            context = fact.metadata.get(CONTEXT_KEY)
+            if context:
+                for term, times in term_counts(context).items():
+                    counts[term] = counts.get(term, 0.0) + w * times
+            length = float(sum(counts.values()))
+            for term, n in counts.items():
+                p = self.postings.get(term)
+                if p is None:
+                    p = self.postings[term] = _Postings()
+                p.slots.append(slot)
+                p.tf.append(n)
+            self._doclen[slot] = length
+            self.total_len += length
+            self._alive[slot] = True
+            self._created[slot] = fact.created_at.timestamp()
+            code = self._process_codes.setdefault(fact.process_id, len(self._process_codes))
+            self._process[slot] = code
+            self.alive_count += 1
+        self.remove(f.supersedes for f in batch if f.supersedes)
+        if vectors:
+            self.set_vectors(vectors)
+
+    def remove(self, fact_ids: Iterable[str]) -> None:
+        """Stop recalling these facts (superseded, deleted)."""
+        for fact_id in fact_ids:
+            slot = self.slot_of.pop(fact_id, None)
+            if slot is None or not self._alive[slot]:
+                continue
+            self._alive[slot] = False
+            if self._has_vec[slot]:
+                self._has_vec[slot] = False
+                self.vector_count -= 1
+            self.facts[slot] = None
+            self.total_len -= float(self._doclen[slot])
+            self.alive_count -= 1
+
+    def set_vectors(self, vectors: Mapping[str, Any], model: str | None = None) -> None:
+        """Attach embeddings to indexed facts (unknown ids are ignored)."""
+        np = _np()
+        if model is not None and self.model not in (None, model):
+            self._drop_vectors()
+        if model is not None:
+            self.model = model
+        for fact_id, vec in vectors.items():
+            slot = self.slot_of.get(fact_id)
+            if slot is None or vec is None:
+                continue
+            v = np.asarray(vec, dtype=np.float32).ravel()
+            if self._vecs is None:
+                self.dim = len(v)
+                self._vecs = np.zeros((len(self._alive), self.dim), np.float32)
+            if len(v) != self.dim:
+                continue
+            norm = float(np.linalg.norm(v))
+            self._vecs[slot] = v / norm if norm else v
+            if not self._has_vec[slot]:
+                self._has_vec[slot] = True
+                self.vector_count += 1
+
+    def _drop_vectors(self) -> None:
+        self._vecs = None
+        self._has_vec[:] = False
+        self.vector_count = 0
+        self.dim = 0
+
+    @property
+    def unembedded(self) -> int:
+        """How many live facts have no vector yet."""
+        return self.alive_count - self.vector_count
+
+    def missing_vectors(self) -> list[Fact]:
+        """Indexed facts that have no vector yet."""
+        if not self.unembedded:
+            return []
+        return [f for f in self.facts if f is not None and not self._has_vec[self.slot_of[f.id]]]
+
+    def needs_compaction(self) -> bool:
+        """More dead slots than live ones (rebuild to reclaim memory and keep df exact)."""
+        return len(self.facts) > 1024 and self.alive_count < len(self.facts) // 2
+
+    def live_facts(self) -> list[Fact]:
+        """The indexed facts."""
+        return [f for f in self.facts if f is not None]
+
+    def vector_of(self, fact_id: str) -> Any:
+        """The stored (normalised) vector of a fact, or ``None``."""
+        slot = self.slot_of.get(fact_id)
+        if slot is None or self._vecs is None or not self._has_vec[slot]:
+            return None
+        return self._vecs[slot]
+
+    # -- search --------------------------------------------------------------------------
+
+    def bm25(self, query: str) -> Any:
+        """BM25 score of every slot for ``query`` (0 where no term matches)."""
+        np = _np()
+        n = len(self.facts)
+        scores = np.zeros(n, np.float32)
+        if not self.alive_count:
+            return scores
+        f = self.fusion
+        avgdl = max(self.total_len / self.alive_count, 1e-6)
+        norm = (f.k1 * (1 - f.b)) + (f.k1 * f.b / avgdl) * self._doclen[:n]
+        qcounts = term_counts(query)
+        for term, qtf in qcounts.items():
+            p = self.postings.get(term)
+            if p is None:
+                continue
+            slots = np.frombuffer(p.slots, dtype=np.int32)
+            tf = np.frombuffer(p.tf, dtype=np.float32)
+            df = len(slots)
+            idf = math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5))
+            scores[slots] += (idf * qtf) * tf * (f.k1 + 1) / (tf + norm[slots])
+        scores[~self._alive[:n]] = 0
+        return scores
+
+    def _vector_scores(self, qvec: Any) -> Any:
+        """Cosine of every slot with ``qvec`` (``-1`` where unknown): an exact scan, in
+        chunks of :attr:`CHUNK_ROWS` (memory bandwidth is the cost: ~0.3 ms per 10k
+        384-d vectors)."""
+        np = _np()
+        n = len(self.facts)
+        out = np.full(n, -1.0, np.float32)
+        if self._vecs is None or qvec is None:
+            return out
+        q = np.asarray(qvec, dtype=np.float32).ravel()
+        if len(q) != self.dim:
+            return out
+        qn = float(np.linalg.norm(q))
+        q = q / qn if qn else q
+        exact = np.empty(n, np.float32)
+        step = self.CHUNK_ROWS
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            np.matmul(self._vecs[start:stop], q, out=exact[start:stop])
+        valid = self._has_vec[:n] & self._alive[:n]
+        out[valid] = exact[valid]
+        return out
+
+    def search(
+        self,
+        query: str,
+        qvec: Any = None,
+        *,
+        k: int = 5,
+        process_id: str | None = None,
+        min_score: float = 0.0,
+        exclude: Sequence[str] = (),
+    ) -> list[tuple[Fact, float]]:
+        """The ``k`` best facts for ``query`` (and its vector, if any), best first, with
+        fused scores in [0, 1]; with ``process_id``, only that process's facts and
+        facts of no process."""
+        np = _np()
+        n = len(self.facts)
+        if not n or k <= 0 or not self.alive_count:
+            return []
+        f = self.fusion
+        lex = self.bm25(query)
+        lex_score = lex / (lex + f.bm25_half)
+        cos = self._vector_scores(qvec) if qvec is not None else None
+        if cos is not None and (cos > -1).any():
+            vec_score = np.clip((cos - f.cos_floor) / (1 - f.cos_floor), 0, 1)
+            fused = f.lexical_weight * lex_score + (1 - f.lexical_weight) * vec_score
+        else:
+            fused = lex_score
+        mask = self._alive[:n] & (fused > 0)
+        if process_id is not None:
+            # Facts with no process belong to every process of the entity.
+            code = self._process_codes.get(process_id, -1)
+            mask &= (self._process[:n] == code) | (self._process[:n] == 0)
+        for fact_id in exclude:
+            slot = self.slot_of.get(fact_id)
+            if slot is not None:
+                mask[slot] = False
+        fused = np.where(mask, fused, -1.0)
+        if f.recency_weight:
+            created = self._created[:n]
+            span = float(created.max() - created.min()) or 1.0
+            fused = fused + np.where(mask, f.recency_weight * (created - created.min()) / span, 0.0)
+        hits = int(mask.sum())
+        take = min(k, hits)
+        if take <= 0:
+            return []
+        top = np.argpartition(-fused, take - 1)[:take]
+        top = top[np.argsort(-fused[top], kind="stable")]
+        out: list[tuple[Fact, float]] = []
+        for slot in top:
+            score = float(min(1.0, fused[slot]))
+            fact = self.facts[int(slot)]
+            if fact is not None and score >= min_score:
+                out.append((fact, score))
+        return out
+
+
+def query_terms(query: str) -> list[str]:
+    """The lexical terms recall would look up for ``query`` (for diagnostics)."""
+    return terms(query)

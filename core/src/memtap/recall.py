@@ -1,0 +1,503 @@
+"""Recall: an LRU of per-entity indexes kept current on writes, background embedding of
+facts, and hybrid search with an optional deadline.
+
+Why in process: a store's own full-text index (DuckDB's FTS) must be rebuilt after every
+write, and vector search through SQL costs ~100 ms at 100k facts. Instead each
+:class:`memtap.Memory` keeps the indexes of recently used entities in memory
+(:class:`FactIndexes`): loaded once from the store (in the background on the request
+path), then updated incrementally by this process's writes. Facts written by another
+process appear when the entity's index is refreshed: at most ``refresh_after`` seconds
+after it was loaded (stale-while-revalidate, in the background), or when it is evicted.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import attrs
+
+from .embedding import Embedder
+from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
+from .metrics import count
+from .model import Fact, ScoredFact
+from .storage import Store
+
+log = logging.getLogger("memtap.recall")
+
+
+@attrs.define
+class RecallStats:
+    """Counters of recall since the Memory started (see :attr:`RecallEngine.stats`)."""
+
+    searches: int = 0
+    cold_skips: int = 0
+    lexical_only: int = 0
+    embed_timeouts: int = 0
+    embed_failures: int = 0
+    load_failures: int = 0
+    facts_embedded: int = 0
+    index_loads: int = 0
+
+
+def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
+    """The entity's current facts with their stored vectors, oldest first; stores without
+    ``indexable_facts`` give facts only (vectors are then made again in the background)."""
+    reader = getattr(store, "indexable_facts", None)
+    if reader is not None:
+        return list(reader(entity_id=entity_id, model=model))
+    return [(f, None) for f in reversed(store.facts(entity_id=entity_id))]
+
+
+class _Entry:
+    __slots__ = ("error", "generation", "index", "loaded_at", "loading", "lock", "pending", "ready")
+
+    def __init__(self, generation: int) -> None:
+        self.index: EntityIndex | None = None
+        self.loading = False
+        self.loaded_at = 0.0
+        self.pending: list[Callable[[EntityIndex], None]] = []
+        self.lock = threading.Lock()
+        self.ready = threading.Event()
+        self.generation = generation
+        self.error: BaseException | None = None
+
+
+class FactIndexes:
+    """A bounded LRU of :class:`EntityIndex` objects, one per entity, loaded from ``store``.
+
+    ``model`` names the embedder whose stored vectors are loaded; ``on_unembedded``
+    receives the facts a loaded index has no vector for.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        model: str | None,
+        fusion: Fusion | None = None,
+        max_entities: int = 256,
+        refresh_after: float | None = 60.0,
+        on_unembedded: Callable[[list[Fact]], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.fusion = fusion or Fusion()
+        self.max_entities = max_entities
+        self.refresh_after = refresh_after
+        self.on_unembedded = on_unembedded
+        self.stats = RecallStats()
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._generation = 0
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-index")
+
+    def get(self, entity_id: str, *, wait: bool) -> _Entry | None:
+        """The entity's loaded entry. ``wait=False`` (the request path) starts a
+        background load and returns ``None`` when the entity is cold; ``wait=True`` loads
+        in this thread if needed. A stale entry is served while it is refreshed."""
+        with self._lock:
+            entry = self._entries.get(entity_id)
+            if entry is None:
+                self._generation += 1
+                entry = self._entries[entity_id] = _Entry(self._generation)
+                while len(self._entries) > self.max_entities:
+                    self._entries.popitem(last=False)
+            else:
+                self._entries.move_to_end(entity_id)
+            start = not entry.loading and (
+                entry.index is None
+                or (
+                    self.refresh_after is not None and time.monotonic() - entry.loaded_at > self.refresh_after
+                )
+            )
+            if start:
+                entry.loading = True
+                if entry.index is None:
+                    entry.ready.clear()
+        if start:
+            if wait and entry.index is None:
+                self._load(entity_id, entry)
+            else:
+                try:
+                    self._loader.submit(self._load, entity_id, entry)
+                except RuntimeError:  # shut down
+                    entry.loading = False
+                    return None
+        if entry.index is None and wait:
+            entry.ready.wait()
+            if entry.error is not None:
+                raise entry.error
+        return entry if entry.index is not None else None
+
+    def _load(self, entity_id: str, entry: _Entry) -> None:
+        try:
+            rows = _indexable(self.store, entity_id, self.model)
+            index = EntityIndex(self.fusion)
+            vectors = {f.id: v for f, v in rows if v is not None}
+            index.add((f for f, _ in rows), None)
+            if vectors:
+                index.set_vectors(vectors, self.model)
+            with entry.lock:
+                for update in entry.pending:
+                    update(index)
+                entry.pending.clear()
+                entry.index = index
+                entry.loaded_at = time.monotonic()
+                entry.error = None
+            self.stats.index_loads += 1
+            missing = index.missing_vectors() if self.on_unembedded is not None else []
+            if missing and self.on_unembedded is not None:
+                self.on_unembedded(missing)
+        except BaseException as exc:
+            self.stats.load_failures += 1
+            count("failed", reason="recall_load")
+            entry.error = exc
+            log.warning("memtap could not load the facts of %r for recall: %s", entity_id, exc)
+            with self._lock:
+                if entry.index is None and self._entries.get(entity_id) is entry:
+                    del self._entries[entity_id]  # retried on the next call
+        finally:
+            entry.loading = False
+            entry.ready.set()
+
+    def update(self, entity_id: str, change: Callable[[EntityIndex], None]) -> None:
+        """Apply ``change`` to the entity's index if it is cached (and to the one being
+        loaded, once it is); an uncached entity reads the change from the store later."""
+        with self._lock:
+            entry = self._entries.get(entity_id)
+        if entry is None:
+            return
+        with entry.lock:
+            if entry.loading:
+                entry.pending.append(change)
+            if entry.index is not None:
+                change(entry.index)
+                if entry.index.needs_compaction():
+                    entry.loaded_at = 0.0  # reloaded (compacted) in the background next time
+
+    def drop(self, entity_id: str | None = None) -> None:
+        """Forget cached indexes (of one entity, or all)."""
+        with self._lock:
+            for key in [k for k in self._entries if entity_id is None or k == entity_id]:
+                entry = self._entries.pop(key)
+                with entry.lock:
+                    entry.pending.clear()
+
+    def close(self) -> None:
+        """Stop the loader thread."""
+        self._loader.shutdown(wait=False, cancel_futures=True)
+
+
+class EmbeddingWorker:
+    """Embeds stored facts in the background, in batches; stores the vectors (when the
+    store can) and hands them to the indexes. A failing embedder is logged once per
+    outage and counted; the facts stay recallable lexically and are embedded again when
+    their index is next loaded."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: Store,
+        deliver: Callable[[str, dict[str, Any]], None],
+        stats: RecallStats,
+        *,
+        batch_size: int = 64,
+        skip: Callable[[Fact], bool] | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.store = store
+        self.deliver = deliver
+        self.stats = stats
+        self.batch_size = batch_size
+        self.skip = skip
+        self._queue: queue.SimpleQueue[Fact | None] = queue.SimpleQueue()
+        self._done = threading.Condition()
+        self._unfinished = 0
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._failing = False
+
+    def submit(self, facts: Iterable[Fact]) -> None:
+        """Queue facts to embed."""
+        if self._closed:
+            return
+        for fact in facts:
+            with self._done:
+                self._unfinished += 1
+            self._queue.put(fact)
+        if self._thread is None:
+            with self._done:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="memtap-embed", daemon=True)
+                    self._thread.start()
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until everything queued is embedded (or failed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while self._unfinished > 0:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._done.wait(remaining)
+        return True
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Finish what is queued (up to ``timeout``), then stop: what is left is embedded
+        again when its entity's index is next loaded."""
+        self.flush(timeout)
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(None)
+            # An embedder still running at interpreter exit can abort the process.
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.batch_size:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+            try:
+                if not self._closed:
+                    self._embed(batch)
+            finally:
+                with self._done:
+                    self._unfinished -= len(batch)
+                    self._done.notify_all()
+
+    def _embed(self, batch: list[Fact]) -> None:
+        if self.skip is not None:
+            batch = [f for f in batch if not self.skip(f)]
+            if not batch:
+                return
+        try:
+            rows = self.embedder.embed([embedding_text(f) for f in batch])
+            vectors = {f.id: row for f, row in zip(batch, rows)}
+        except Exception as exc:
+            self.stats.embed_failures += 1
+            count("failed", reason="embed")
+            if not self._failing:
+                log.error(
+                    "memtap's embedder %r failed (%s); facts stay recallable by words",
+                    self.embedder.name,
+                    exc,
+                )
+                self._failing = True
+            return
+        self._failing = False
+        self.stats.facts_embedded += len(batch)
+        self.store_vectors(vectors)
+        by_entity: dict[str, dict[str, Any]] = {}
+        for f in batch:
+            by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
+        for entity_id, vecs in by_entity.items():
+            self.deliver(entity_id, vecs)
+
+    def store_vectors(self, vectors: Mapping[str, Any]) -> None:
+        """Persist vectors when the store can (failures are logged: memory still has them)."""
+        setter = getattr(self.store, "set_embeddings", None)
+        if setter is None or not vectors:
+            return
+        try:
+            setter(vectors, model=self.embedder.name)
+        except Exception:
+            log.warning("memtap could not store fact embeddings (kept in memory only)", exc_info=True)
+
+
+class QueryVectors:
+    """Query embeddings with a deadline: one worker thread, an LRU of recent queries."""
+
+    def __init__(self, embedder: Embedder, *, cache_size: int = 512) -> None:
+        self.embedder = embedder
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def vector(self, text: str, timeout: float | None) -> Any:
+        """The query's vector, or raise ``TimeoutError`` past ``timeout`` seconds."""
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        future: Future[Any] = self._pool.submit(self._embed, text)
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout as exc:
+            raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
+
+    def _embed(self, text: str) -> Any:
+        vec = self.embedder.embed([text])[0]
+        with self._lock:
+            self._cache[text] = vec
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vec
+
+    def close(self) -> None:
+        """Stop the worker thread (after the query it may be embedding)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RecallEngine:
+    """What a :class:`memtap.Memory` recalls with: indexes, embedder, background workers."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        *,
+        fusion: Fusion | None = None,
+        max_entities: int = 256,
+        refresh_after: float | None = 60.0,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.indexes = FactIndexes(
+            store,
+            model=embedder.name if embedder is not None else None,
+            fusion=fusion,
+            max_entities=max_entities,
+            refresh_after=refresh_after,
+            on_unembedded=self._embed_later if embedder is not None else None,
+        )
+        self.stats = self.indexes.stats
+        self.worker = (
+            EmbeddingWorker(embedder, store, self._deliver, self.stats, skip=self._has_vector)
+            if embedder is not None
+            else None
+        )
+        self.queries = QueryVectors(embedder) if embedder is not None else None
+
+    def _has_vector(self, fact: Fact) -> bool:
+        with self.indexes._lock:
+            entry = self.indexes._entries.get(fact.entity_id)
+        if entry is None or entry.index is None:
+            return False
+        with entry.lock:
+            return entry.index.vector_of(fact.id) is not None
+
+    def _embed_later(self, facts: list[Fact]) -> None:
+        if self.worker is not None:
+            self.worker.submit(facts)
+
+    def _deliver(self, entity_id: str, vectors: dict[str, Any]) -> None:
+        model = self.embedder.name if self.embedder is not None else None
+        self.indexes.update(entity_id, lambda index: index.set_vectors(vectors, model))
+
+    def added(self, facts: Sequence[Fact]) -> None:
+        """Facts were stored: index them where cached, embed them in the background."""
+        by_entity: dict[str, list[Fact]] = {}
+        for f in facts:
+            by_entity.setdefault(f.entity_id, []).append(f)
+        for entity_id, group in by_entity.items():
+            self.indexes.update(entity_id, lambda index, g=group: index.add(g))  # type: ignore[misc]
+            retired = [f.supersedes for f in group if f.supersedes]
+            if retired:
+                self.indexes.update(entity_id, lambda index, r=retired: index.remove(r))  # type: ignore[misc]
+        self._embed_later([f for f in facts if f.kind not in HIDDEN_KINDS])
+
+    def search(
+        self,
+        query: str,
+        *,
+        entity_id: str,
+        process_id: str | None = None,
+        k: int = 5,
+        min_score: float = 0.0,
+        deadline: float | None = None,
+        exclude: Sequence[str] = (),
+    ) -> list[ScoredFact] | None:
+        """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
+        path) a cold index is loaded in the background and ``None`` returned, and a query
+        embedding later than the deadline falls back to lexical recall. Without one,
+        everything is waited for."""
+        started = time.monotonic()
+        self.stats.searches += 1
+        entry = self.indexes.get(entity_id, wait=deadline is None)
+        if entry is None:
+            self.stats.cold_skips += 1
+            return None
+        if deadline is None and self.embedder is not None and entry.index is not None:
+            self._embed_missing(entity_id, entry)
+        qvec = None
+        if self.queries is not None and query.strip():
+            remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
+            try:
+                qvec = self.queries.vector(query, remaining)
+            except TimeoutError:
+                self.stats.embed_timeouts += 1
+            except Exception as exc:
+                self.stats.embed_failures += 1
+                count("failed", reason="embed_query")
+                log.warning("memtap could not embed a recall query (%s); recalling by words only", exc)
+        if qvec is None:
+            self.stats.lexical_only += 1
+        with entry.lock:
+            index = entry.index
+            if index is None:
+                return None
+            hits = index.search(query, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude)
+        return [ScoredFact(fact=f, score=s) for f, s in hits]
+
+    def _embed_missing(self, entity_id: str, entry: Any) -> None:
+        """Without a deadline recall waits for vectors: embed what the background worker
+        has not done yet (in memory; the worker still stores its own)."""
+        with entry.lock:
+            missing = entry.index.missing_vectors() if entry.index is not None else []
+        if not missing or self.embedder is None:
+            return
+        try:
+            rows = self.embedder.embed([embedding_text(f) for f in missing])
+        except Exception as exc:
+            self.stats.embed_failures += 1
+            count("failed", reason="embed")
+            log.warning("memtap could not embed facts for recall (%s); recalling by words", exc)
+            return
+        vectors = {f.id: row for f, row in zip(missing, rows)}
+        self._deliver(entity_id, vectors)
+        if self.worker is not None:
+            self.worker.store_vectors(vectors)
+
+    def vectors_for(self, entity_id: str, fact_ids: Iterable[str]) -> Mapping[str, Any]:
+        """Cached vectors of some of an entity's facts (for comparing candidates)."""
+        entry = self.indexes.get(entity_id, wait=True)
+        if entry is None or entry.index is None:
+            return {}
+        with entry.lock:
+            return {i: v for i in fact_ids if (v := entry.index.vector_of(i)) is not None}
+
+    def forget(self, entity_id: str) -> None:
+        """Drop the entity's cached index."""
+        self.indexes.drop(entity_id)
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait for background embedding."""
+        return self.worker.flush(timeout) if self.worker is not None else True
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Finish background embedding, stop the threads."""
+        if self.worker is not None:
+            self.worker.close(timeout)
+        if self.queries is not None:
+            self.queries.close()
+        self.indexes.close()

@@ -1,0 +1,136 @@
+"""Built-in injector of recalled facts: the entity's facts relevant to the latest user turn,
+as one ``memory`` system block, within a token budget and a deadline.
+
+Fail open: a cold index (loaded in the background meanwhile), a slow or failing embedder
+(lexical recall instead), or any error (nothing injected) never holds up or fails the
+call. Facts the injected history already carries are not repeated.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import attrs
+
+from .history import CHARS_PER_TOKEN, HistoryBudget, SessionHistories, overlap
+from .hookspecs import hookimpl
+from .model import Fact, Message
+from .recall import RecallEngine
+from .wire import InjectionRequest, SystemBlock
+
+log = logging.getLogger("memtap.recall")
+
+#: First line of the injected block (inside memtap's labelled, escaped memory element).
+HEADER = "Facts remembered from earlier conversations with this user (most relevant first):"
+_SPACES = re.compile(r"\s+")
+
+
+@attrs.frozen
+class RecallBudget:
+    """How recalled facts are injected: at most ``k`` facts and about ``max_tokens`` tokens
+    (characters / 4), only facts scoring at least ``min_score`` (0..1), found within
+    ``deadline`` seconds or not at all. ``k=0`` turns injection off."""
+
+    k: int = 6
+    max_tokens: int = 300
+    min_score: float = 0.05
+    deadline: float = 0.05
+
+    def __attrs_post_init__(self) -> None:
+        if self.k < 0 or self.max_tokens < 0 or self.deadline < 0:
+            raise ValueError("RecallBudget limits must be zero or positive")
+
+
+def _norm(text: str) -> str:
+    return _SPACES.sub(" ", text).strip().lower()
+
+
+def latest_user_text(messages: tuple[Message, ...]) -> str:
+    """The content of the last user message (the query recall answers)."""
+    for m in reversed(messages):
+        if m.role == "user" and m.content.strip():
+            return m.content
+    return ""
+
+
+def fact_line(fact: Fact) -> str:
+    """One fact as a single line of the block (line breaks flattened; ``render_blocks``
+    escapes the rest)."""
+    date = fact.created_at.strftime("%Y-%m-%d")
+    said = "the user said: " if fact.kind == "episode" else ""
+    return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}"
+
+
+class RecallPlugin:
+    """Injects the call's entity's recalled facts as a ``memory`` block."""
+
+    def __init__(
+        self,
+        engine: RecallEngine,
+        histories: SessionHistories,
+        history_budget: HistoryBudget,
+        budget: RecallBudget,
+    ) -> None:
+        self.engine = engine
+        self.histories = histories
+        self.history_budget = history_budget
+        self.budget = budget
+
+    def _carried(self, request: InjectionRequest) -> tuple[set[str], set[str]]:
+        """Exchange ids and texts the request carries, with the history injected for it."""
+        own = request.request.messages
+        texts = {_norm(m.content) for m in own if m.content}
+        ids: set[str] = set()
+        if self.history_budget.max_messages:
+            history = self.histories.get(request.attribution)
+            present = overlap(history, own)
+            carried = list(self.history_budget.select(history[: len(history) - present]))
+            carried += history[len(history) - present :]
+            ids = {m.exchange_id for m in carried if m.exchange_id}
+            texts |= {_norm(m.content) for m in carried if m.content}
+        return ids, texts
+
+    @hookimpl
+    def memtap_request_injections(self, request: InjectionRequest) -> list[SystemBlock]:
+        """Recall for the latest user turn and inject what fits the budget."""
+        budget = self.budget
+        if budget.k == 0 or budget.max_tokens == 0:
+            return []
+        query = latest_user_text(request.request.messages)
+        if not query:
+            return []
+        attribution = request.attribution
+        try:
+            hits = self.engine.search(
+                query,
+                entity_id=attribution.entity_id,
+                process_id=attribution.process_id,
+                k=budget.k * 2,
+                min_score=budget.min_score,
+                deadline=budget.deadline,
+            )
+            if not hits:
+                return []
+            ids, texts = self._carried(request)
+        except Exception:
+            log.warning("memtap recall failed; the call goes on without recalled facts", exc_info=True)
+            return []
+        lines: list[str] = []
+        used = len(HEADER) // CHARS_PER_TOKEN
+        for hit in hits:
+            fact = hit.fact
+            if (fact.source_exchange_id and fact.source_exchange_id in ids) or _norm(fact.text) in texts:
+                continue
+            line = fact_line(fact)
+            cost = 1 + len(line) // CHARS_PER_TOKEN
+            if used + cost > budget.max_tokens:
+                continue
+            lines.append(line)
+            used += cost
+            if len(lines) >= budget.k:
+                break
+        if not lines:
+            return []
+        text = HEADER + "\n" + "\n".join(lines)
+        return [SystemBlock(text=text, slot="memory", priority=50, cache="per_turn", source="recall")]

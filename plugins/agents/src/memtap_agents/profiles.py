@@ -1,0 +1,152 @@
+"""The profiles: Markdown-sectioned prompts, XML-tagged prompts, and plain text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from memtap.anchors import Segment
+
+#: The key of the text before a prompt's first section (its persona, usually).
+PREAMBLE = "_preamble"
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+class MarkdownProfile:
+    """A prompt made of Markdown sections at one heading level (``#`` or ``##``).
+
+    Sections are keyed by heading text; the text before the first heading is
+    :data:`PREAMBLE`. Headings inside fenced code blocks do not start a section.
+    """
+
+    def __init__(
+        self, name: str, level: int, fingerprints: tuple[str, ...], slots: Mapping[str, str]
+    ) -> None:
+        self.name = name
+        self._heading = re.compile(r"^" + "#" * level + r" +(\S.*?)\s*$")
+        self._fingerprints = fingerprints
+        self._slots = dict(slots)
+
+    def detect(self, system_text: str) -> bool:
+        """Whether a fingerprint appears in the prompt's first 4 kB."""
+        head = system_text[:4096]
+        return any(f in head for f in self._fingerprints)
+
+    def split(self, system_text: str) -> list[Segment]:
+        """One segment per section (heading line included), the preamble first."""
+        segments: list[Segment] = []
+        current: list[str] = []
+        key: str | None = PREAMBLE
+        fenced = False
+        for line in system_text.splitlines(keepends=True):
+            if _FENCE.match(line):
+                fenced = not fenced
+            match = None if fenced else self._heading.match(line.rstrip("\r\n"))
+            if match is not None:
+                if current:
+                    segments.append(Segment("".join(current), key))
+                current, key = [], match.group(1)
+            current.append(line)
+        if current:
+            segments.append(Segment("".join(current), key))
+        return segments
+
+    def resolve(self, slot: str) -> str | None:
+        """The section heading for ``slot``."""
+        return self._slots.get(slot)
+
+
+class XmlProfile:
+    """A prompt made of top-level ``<tag>...</tag>`` blocks and text between them."""
+
+    _TAG = re.compile(r"<([A-Za-z_][\w-]*)>.*?</\1>", re.DOTALL)
+
+    def __init__(self, name: str, fingerprints: tuple[str, ...], slots: Mapping[str, str]) -> None:
+        self.name = name
+        self._fingerprints = fingerprints
+        self._slots = dict(slots)
+
+    def detect(self, system_text: str) -> bool:
+        """Whether a fingerprint appears in the prompt's first 4 kB."""
+        head = system_text[:4096]
+        return any(f in head for f in self._fingerprints)
+
+    def split(self, system_text: str) -> list[Segment]:
+        """Tag blocks keyed by tag name; the text around them unkeyed (the first such
+        text is the :data:`PREAMBLE`)."""
+        segments: list[Segment] = []
+        at = 0
+        for match in self._TAG.finditer(system_text):
+            if match.start() > at:
+                key = PREAMBLE if not segments else None
+                segments.append(Segment(system_text[at : match.start()], key))
+            segments.append(Segment(match.group(0), match.group(1)))
+            at = match.end()
+        if at < len(system_text):
+            segments.append(Segment(system_text[at:], PREAMBLE if not segments else None))
+        return segments
+
+    def resolve(self, slot: str) -> str | None:
+        """The tag name for ``slot``."""
+        return self._slots.get(slot)
+
+
+class PlainProfile:
+    """Any other agent: the prompt is one segment and no slot resolves, so every block
+    goes to its fallback point (what the wire protocols do by default)."""
+
+    def __init__(self, name: str = "generic") -> None:
+        self.name = name
+
+    def detect(self, system_text: str) -> bool:
+        """Never by fingerprint: the generic profile is the fallback."""
+        return False
+
+    def split(self, system_text: str) -> list[Segment]:
+        """The whole prompt."""
+        return [Segment(system_text)] if system_text else []
+
+    def resolve(self, slot: str) -> str | None:
+        """No slot has a place."""
+        return None
+
+
+CLAUDE_CODE = MarkdownProfile(
+    "claude-code",
+    level=1,
+    fingerprints=("You are Claude Code", "Claude Agent SDK"),
+    slots={
+        "persona": PREAMBLE,
+        "skills": "Session-specific guidance",
+        "memory": "Memory",
+        "knowledge": "Memory",
+        "rules": "Harness",
+        "task_context": "Environment",
+    },
+)
+CODEX = MarkdownProfile(
+    "codex",
+    level=2,
+    fingerprints=("You are Codex", "Codex CLI"),
+    slots={
+        "persona": PREAMBLE,
+        "rules": "AGENTS.md spec",
+        "memory": "AGENTS.md spec",
+        "task_context": "Task execution",
+        "tools": "Tool guidelines",
+    },
+)
+CODEBUDDY = XmlProfile(
+    "codebuddy",
+    fingerprints=("CodeBuddy",),
+    slots={
+        "persona": PREAMBLE,
+        "skills": "agent_skills",
+        "memory": "memory",
+        "knowledge": "knowledge",
+        "rules": "rules",
+        "tools": "tool_use",
+        "task_context": "user_info",
+    },
+)
+GENERIC = PlainProfile()

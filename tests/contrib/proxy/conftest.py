@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from proxy_support import make_memory
+
+import memtap
+from memtap.testing.server import ScriptedModelServer
+from memtap_proxy import Proxy, ProxyConfig, ProxyThread
+
+
+@pytest.fixture(scope="session")
+def upstream() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _clean_upstream(upstream: ScriptedModelServer) -> None:
+    upstream.clear()
+
+
+@pytest.fixture
+def mem() -> Iterator[memtap.Memory]:
+    memory = make_memory()
+    yield memory
+    memory.close()
+
+
+@pytest.fixture
+def proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[ProxyThread]:
+    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    with ProxyThread(Proxy(config, mem)) as thread:
+        yield thread
+
+
+@pytest.fixture
+def http(proxy: ProxyThread) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=proxy.url, timeout=10) as client:
+        yield client

@@ -1,0 +1,236 @@
+"""Lossless editing: the upstream gets the client's body plus the injected blocks, nothing
+else changed; with nothing to inject, the client's very bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lossless_support import MARK, injections, ordered, plan, strip
+from proxy_support import HAS_ANTHROPIC, make_memory, provider_plugins
+
+from memtap import HistoryBudget, hookimpl
+from memtap.testing.server import ScriptedModelServer
+from memtap_proxy import Proxy, ProxyConfig, ProxyThread
+from memtap_proxy.app import dump_body
+
+GOLDEN = Path(__file__).parent / "golden"
+PROTOCOLS = {p.name: p for group in (m.memtap_wire_protocols() for m in provider_plugins()) for p in group}
+
+# -- generated bodies -----------------------------------------------------------------------
+
+text = st.text(max_size=20).filter(lambda s: MARK not in s and "<memtap-memory>" not in s)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+extra = st.dictionaries(st.text(min_size=1, max_size=8).map(lambda k: "x_" + k), json_values, max_size=3)
+
+
+def with_extra(base: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.builds(lambda b, e: {**b, **e}, base, extra)
+
+
+chat_part = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, text),
+    st.builds(lambda u: {"type": "image_url", "image_url": {"url": "https://x/" + u, "detail": "low"}}, text),
+    with_extra(st.just({"type": "future_part"})),
+)
+chat_content = st.one_of(text, st.lists(chat_part, max_size=3))
+chat_message = st.one_of(
+    with_extra(
+        st.builds(
+            lambda r, c: {"role": r, "content": c}, st.sampled_from(["system", "developer"]), chat_content
+        )
+    ),
+    with_extra(st.builds(lambda c: {"role": "user", "content": c}, chat_content)),
+    with_extra(
+        st.builds(
+            lambda c, i: {
+                "role": "assistant",
+                "content": c,
+                "tool_calls": [{"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            st.none() | text,
+            text,
+        )
+    ),
+    with_extra(st.builds(lambda i, c: {"role": "tool", "tool_call_id": i, "content": c}, text, chat_content)),
+)
+chat_body = with_extra(
+    st.builds(
+        lambda m, msgs, s: {"model": m, "messages": msgs, **({"stream": s} if s is not None else {})},
+        text,
+        st.lists(chat_message, min_size=1, max_size=6),
+        st.none() | st.booleans(),
+    )
+)
+
+item = st.one_of(
+    with_extra(
+        st.builds(
+            lambda r, c: {"type": "message", "role": r, "content": c},
+            st.sampled_from(["user", "assistant", "system", "developer"]),
+            st.one_of(
+                text, st.lists(st.builds(lambda t: {"type": "input_text", "text": t}, text), max_size=2)
+            ),
+        )
+    ),
+    with_extra(
+        st.builds(lambda s: {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": s}, text)
+    ),
+    with_extra(
+        st.builds(lambda a: {"type": "function_call", "call_id": "c1", "name": "f", "arguments": a}, text)
+    ),
+    with_extra(st.builds(lambda o: {"type": "function_call_output", "call_id": "c1", "output": o}, text)),
+    with_extra(st.just({"type": "future_item"})),
+)
+responses_body = with_extra(
+    st.builds(
+        lambda m, i, ins: {"model": m, "input": i, **({"instructions": ins} if ins else {})},
+        text,
+        st.one_of(text, st.lists(item, max_size=5)),
+        st.none() | text,
+    )
+)
+
+block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, text),
+    st.builds(lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral"}}, text),
+    st.builds(
+        lambda d: {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": d}}, text
+    ),
+    st.builds(lambda t: {"type": "thinking", "thinking": t, "signature": "sig"}, text),
+    with_extra(st.just({"type": "future_block"})),
+)
+user_turn = st.builds(
+    lambda c: {"role": "user", "content": c}, st.one_of(text, st.lists(block, min_size=1, max_size=3))
+)
+assistant_turn = st.builds(
+    lambda c: {"role": "assistant", "content": c}, st.lists(block, min_size=1, max_size=3)
+)
+anthropic_body = with_extra(
+    st.builds(
+        lambda m, turns, system: {
+            "model": m,
+            "max_tokens": 1024,
+            **({"system": system} if system is not None else {}),
+            "messages": [t for pair in turns for t in pair],
+        },
+        text,
+        st.lists(st.tuples(user_turn, assistant_turn), min_size=1, max_size=3).map(
+            lambda pairs: [*pairs[:-1], (pairs[-1][0],)]
+        ),
+        st.none()
+        | text.filter(bool)
+        | st.lists(
+            st.builds(lambda t: {"type": "text", "text": t, "cache_control": {"type": "ephemeral"}}, text),
+            max_size=3,
+        ),
+    )
+)
+
+BODIES = {"openai.chat": chat_body, "openai.responses": responses_body, "anthropic.messages": anthropic_body}
+shapes = st.tuples(st.integers(0, 4), st.booleans(), st.booleans())
+
+
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_removing_the_injection_gives_back_the_client_body(name: str) -> None:
+    if name not in PROTOCOLS:
+        pytest.skip(f"{name} is not installed")
+    protocol = PROTOCOLS[name]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(body=BODIES[name], shape=shapes)
+    def check(body: dict[str, Any], shape: tuple[int, bool, bool]) -> None:
+        raw = json.dumps(body).encode()
+        client = json.loads(raw)
+        sent = json.loads(dump_body(protocol.inject(client, plan(*shape))))
+        assert ordered(client) == ordered(json.loads(raw)), "inject must not mutate its input"
+        assert ordered(strip(name, sent, client)) == ordered(client)
+
+    check()
+
+
+# -- through the proxy: golden agent bodies -------------------------------------------------
+
+
+class FixedInjector:
+    """Injects two history messages and one block of each cache strategy."""
+
+    @hookimpl
+    def memtap_request_injections(self, request: Any) -> list[Any]:
+        return injections(2, True, True)
+
+
+GOLDEN_CASES = [
+    ("anthropic_claude_code.json", "/v1/messages", "anthropic.messages"),
+    ("openai_chat_agent.json", "/v1/chat/completions", "openai.chat"),
+    ("openai_responses_codex.json", "/v1/responses", "openai.responses"),
+]
+
+
+@pytest.fixture
+def injecting_proxy(upstream: ScriptedModelServer):
+    memory = make_memory(plugins=[FixedInjector()], history=HistoryBudget(max_messages=0))
+    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    with ProxyThread(Proxy(config, memory)) as thread:
+        yield thread
+    memory.close()
+
+
+@pytest.fixture
+def quiet_proxy(upstream: ScriptedModelServer):
+    memory = make_memory(history=HistoryBudget(max_messages=0))
+    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    with ProxyThread(Proxy(config, memory)) as thread:
+        yield thread
+    memory.close()
+
+
+@pytest.mark.parametrize(("filename", "path", "name"), GOLDEN_CASES)
+def test_golden_agent_bodies_survive_injection(injecting_proxy, upstream, filename, path, name) -> None:
+    if name not in PROTOCOLS:
+        pytest.skip(f"{name} is not installed")
+    import httpx
+
+    raw = (GOLDEN / filename).read_bytes()
+    client = json.loads(raw)
+    r = httpx.post(injecting_proxy.url + path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    received = upstream.last_json()
+    assert ordered(received) != ordered(client)  # something was injected
+    if client.get("stream") and name == "openai.chat":
+        received.pop("stream_options")
+    assert ordered(strip(name, received, client)) == ordered(client)
+    dumped = json.dumps(received, ensure_ascii=False)
+    assert dumped.count(MARK) == 2 or name == "anthropic.messages"
+    assert "stable fact" in dumped and "per-turn fact" in dumped
+
+
+@pytest.mark.parametrize(("filename", "path", "name"), GOLDEN_CASES)
+def test_nothing_to_inject_forwards_the_client_bytes(quiet_proxy, upstream, filename, path, name) -> None:
+    import httpx
+
+    raw = (GOLDEN / filename).read_bytes()  # pretty-printed, \\u escapes: bytes must not change
+    body = json.loads(raw)
+    if body.get("stream") and name == "openai.chat":
+        pytest.skip("memtap asks a chat stream for usage")
+    httpx.post(quiet_proxy.url + path, content=raw, headers={"content-type": "application/json"})
+    assert upstream.requests[-1].body == raw
+
+
+def test_anthropic_is_covered_when_installed() -> None:
+    assert ("anthropic.messages" in PROTOCOLS) == HAS_ANTHROPIC

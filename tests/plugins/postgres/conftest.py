@@ -1,0 +1,56 @@
+"""Fixtures for the PostgreSQL backend: a fresh schema per test on MEMTAP_TEST_POSTGRES_URL."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+URL_ENV = "MEMTAP_TEST_POSTGRES_URL"
+SKIP_REASON = (
+    f"{URL_ENV} is not set: point it at a PostgreSQL server to run these tests, e.g. "
+    f"{URL_ENV}=postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def server_url() -> str:
+    """The test server's URL, or skip the test saying which variable to set."""
+    url = os.environ.get(URL_ENV)
+    if not url:
+        pytest.skip(SKIP_REASON)
+    return url
+
+
+def with_schema(url: str, schema: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema_url() -> Iterator[Callable[[], str]]:
+    """A factory of store URLs, each in a new schema dropped after the test."""
+    base = server_url()
+    made: list[str] = []
+
+    def make() -> str:
+        schema = f"memtap_test_{uuid.uuid4().hex[:12]}"
+        made.append(schema)
+        return with_schema(base, schema)
+
+    yield make
+    for schema in made:
+        drop_schema(base, schema)
+
+
+@pytest.fixture
+def pg_url(pg_schema_url: Callable[[], str]) -> str:
+    """A store URL in a fresh schema, dropped after the test."""
+    return pg_schema_url()

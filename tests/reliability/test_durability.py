@@ -1,0 +1,160 @@
+"""Durability: nothing accepted by the capture path is lost to a storage outage or a crash."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import openai
+import pytest
+from reliability_stores import FaultyStore
+from reliability_support import API_KEY, BACKENDS
+
+import memtap
+import memtap_openai
+from memtap.spool import Spool
+from memtap.testing.server import ScriptedModelServer
+from memtap_duckdb.store import DuckDBStore
+
+CHILD = Path(__file__).with_name("child_calls.py")
+
+
+def _client(mem: memtap.Memory, server: ScriptedModelServer) -> openai.OpenAI:
+    return mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY, max_retries=0))
+
+
+def _ask(client: openai.OpenAI, text: str) -> str:
+    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+    return reply.choices[0].message.content or ""
+
+
+def _segments(home: Path) -> list[Path]:
+    return sorted(home.glob("spool/*/*.jsonl"))
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_kill_9_right_after_the_calls_loses_nothing(
+    store_url: str, server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    env = {**os.environ, "MEMTAP_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), store_url, server.openai_base_url, "12", "crash"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "calls done" in proc.stdout
+    assert _segments(tmp_path / "home"), "the killed process left no spool"
+    with memtap.Memory(store_url) as mem:
+        assert mem.flush(30)
+        exchanges = list(mem.store.exchanges(entity_id="e-crash"))
+    ids = [ex.id for ex in exchanges]
+    assert len(ids) == len(set(ids)) == 12
+    texts = [ex.input[0].content for ex in exchanges]
+    assert texts == [f"crash {'stream' if i % 4 == 3 else 'call'} {i}" for i in range(12)]
+    assert all(ex.output and ex.output[0].content.startswith("You said:") for ex in exchanges)
+    assert _segments(tmp_path / "home") == []
+
+
+def test_outage_is_spooled_then_replayed_in_order_without_duplicates(
+    server: ScriptedModelServer, tmp_path: Path, counters: Callable[[], dict]
+) -> None:
+    store = FaultyStore(DuckDBStore(tmp_path / "m.duckdb"))
+    store.down.set()
+    mem = memtap.Memory(store, plugins=[memtap_openai], entry_points=False, spool=tmp_path / "spool")
+    client = _client(mem, server)
+    with mem.scope(entity_id="alice", session_id="s1"):
+        answers = [_ask(client, f"question {i}") for i in range(30)]
+    assert answers == [f"You said: question {i}" for i in range(30)]
+    assert not mem.flush(0.3)
+    assert mem.spool is not None and mem.spool.pending() == 30
+    store.down.clear()
+    assert mem.flush(30)
+    assert store.inner.stats()["exchanges"] == 30
+    stored = [ex.input[0].content for ex in store.inner.exchanges()]
+    assert stored == [f"question {i}" for i in range(30)]
+    assert len(store.written_ids) == len(set(store.written_ids)) == 30
+    assert mem.spool.pending() == 0
+    delta = counters()
+    assert delta[("memtap.exchanges.spooled", None)] == 30
+    assert delta[("memtap.exchanges.stored", None)] == 30
+    assert delta[("memtap.failures", "store_write")] >= 30
+    mem.close()
+    assert list((tmp_path / "spool").glob("*.jsonl")) == []
+
+
+def test_outage_across_a_restart_is_replayed_by_the_next_memory(
+    server: ScriptedModelServer, tmp_path: Path, counters: Callable[[], dict]
+) -> None:
+    inner = DuckDBStore(tmp_path / "m.duckdb")
+    store = FaultyStore(inner)
+    store.down.set()
+    mem = memtap.Memory(store, plugins=[memtap_openai], entry_points=False, spool=tmp_path / "spool")
+    client = _client(mem, server)
+    with mem.scope(entity_id="bob", session_id="s9"):
+        for i in range(10):
+            _ask(client, f"turn {i}")
+    mem.close(timeout=0.3)  # the store never came back in this process
+    assert len(list((tmp_path / "spool").glob("*.jsonl"))) >= 1
+    fresh = DuckDBStore(tmp_path / "m.duckdb")
+    with memtap.Memory(fresh, plugins=[memtap_openai], entry_points=False, spool=tmp_path / "spool") as again:
+        assert again.flush(30)
+        assert [m.content for m in again.history("s9", entity_id="bob")][::2] == [
+            f"turn {i}" for i in range(10)
+        ]
+    assert counters()[("memtap.exchanges.replayed", None)] == 10
+    assert list((tmp_path / "spool").glob("*.jsonl")) == []
+
+
+def test_replaying_calls_already_stored_duplicates_nothing(
+    server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    spool_dir = tmp_path / "spool"
+    mem = memtap.Memory(f"duckdb:///{tmp_path / 'm.duckdb'}", spool=spool_dir)
+    client = _client(mem, server)
+    for i in range(5):
+        _ask(client, f"q{i}")
+    assert mem.flush(30)
+    (current,) = spool_dir.glob("*.jsonl")
+    shutil.copy(current, spool_dir / ("0" + current.name))  # as if a crash came before cleanup
+    mem.close()
+    with memtap.Memory(f"duckdb:///{tmp_path / 'm.duckdb'}", spool=spool_dir) as again:
+        assert again.flush(30)
+        assert again.stats()["exchanges"] == 5
+    assert list(spool_dir.glob("*.jsonl")) == []
+
+
+def test_spool_bound_drops_the_oldest_counted_and_logged(
+    server: ScriptedModelServer,
+    tmp_path: Path,
+    counters: Callable[[], dict],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = FaultyStore(DuckDBStore(tmp_path / "m.duckdb"))
+    store.down.set()
+    spool = Spool(tmp_path / "spool", max_bytes=8_000, segment_bytes=2_000)
+    mem = memtap.Memory(store, plugins=[memtap_openai], entry_points=False, spool=spool)
+    client = _client(mem, server)
+    with caplog.at_level(logging.WARNING, logger="memtap.spool"):
+        for i in range(60):
+            _ask(client, f"message number {i}")
+    dropped = spool.stats.dropped
+    assert dropped > 0
+    assert any("dropped the" in r.getMessage() for r in caplog.records)
+    store.down.clear()
+    assert mem.flush(30)
+    stored = [ex.input[0].content for ex in store.inner.exchanges()]
+    assert len(stored) == 60 - dropped
+    assert stored == [f"message number {i}" for i in range(dropped, 60)]  # the oldest went
+    delta = counters()
+    assert delta[("memtap.exchanges.dropped", "spool_bound")] == dropped
+    assert sum(p.stat().st_size for p in (tmp_path / "spool").glob("*.jsonl")) <= 8_000
+    mem.close()
