@@ -33,7 +33,7 @@ def _packages(folder: str) -> dict[str, str]:
 PLUGINS = _packages("plugins")
 CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
 #: What the meta-distribution `memtap` installs.
-DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"]]
+DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"], PLUGINS["minilm"]]
 #: Local plugins a contrib package's tests use besides the defaults.
 CONTRIB_PLUGINS = {"proxy": ["anthropic", "agents"]}
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24"]
