@@ -69,16 +69,25 @@ def summarise(label: str, bare: list[float], tapped: list[float]) -> dict[str, f
     return {"scenario": label, "bare_ms": b, "memtap_ms": t, "added_ms": t - b, "ratio": t / b}
 
 
-def run(calls: int, store: str, history_messages: int) -> list[dict[str, float | str]]:
+#: Long-term memory switched off: what issue 2 measures (capture + history injection).
+NO_LONGTERM = {"embedder": False, "episodes": False, "recall": memtap.RecallBudget(k=0)}
+
+
+def run(
+    calls: int, store: str, history_messages: int, longterm: bool = False
+) -> list[dict[str, float | str]]:
     results = []
     budget = memtap.HistoryBudget(max_messages=history_messages, max_tokens=100_000)
+    options: dict[str, object] = {} if longterm else dict(NO_LONGTERM)
     with ScriptedModelServer() as server:
-        mem = memtap.Memory(store, history=budget)
+        mem = memtap.Memory(store, history=budget, **options)  # type: ignore[arg-type]
         bare = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
         tapped = mem.register(
             openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
         )
         label = f"history {history_messages} msgs" if history_messages else "capture only"
+        if longterm:
+            label += " + defaults (episodes, recall)"
         with mem.scope(entity_id="bench", session_id=f"bench-{history_messages}"):
             json_times = measure(bare, tapped, call_json, calls)
             stream_times = measure(bare, tapped, call_stream, calls // 2)
@@ -103,10 +112,17 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per client per scenario")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary DuckDB file)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="also measure Memory's defaults (episodic memory, recall with the installed embedder)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
         rows = run(args.calls, store, 0) + run(args.calls, store, 20)
+        if args.defaults:
+            rows += run(args.calls, store, 20, longterm=True)
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         return
