@@ -86,13 +86,16 @@ class StreamRelay:
         )
         try:
             async for chunk in self.upstream.aiter_raw():
+                # Events are recorded before their bytes go out, so that a stream's capture
+                # is queued before the client can see its terminal event (SDKs stop reading
+                # there and the app's next call must find this turn in the history).
                 if self.hide_usage:
                     out = self._visible(self.parser.feed(chunk))
                     if out:
                         await send({"type": "http.response.body", "body": out, "more_body": True})
                 else:
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     self._record(self.parser.feed(chunk))
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
             tail = self.parser.close()
             if self.hide_usage:
                 out = self._visible(tail)
@@ -117,6 +120,8 @@ class StreamRelay:
         for event in events:
             if event.data is not None and event.data != "[DONE]":
                 call.stream_item(event.data)
+            if _is_terminal(event):
+                self._finish()
 
     def _visible(self, events: list[SSEEvent]) -> bytes:
         out = bytearray()
@@ -127,6 +132,8 @@ class StreamRelay:
                 self.call.stream_item(data)
                 if '"usage"' in data and self.protocol.is_hidden_usage_event(json_or_none(data)):
                     continue
+            if _is_terminal(event):
+                self._finish()
             out += event.raw
         return bytes(out)
 
@@ -137,3 +144,12 @@ class StreamRelay:
             self.call.stream_finished(json_or_none, error=error, partial=partial or self.client_gone)
         except Exception:
             log.exception("memtap could not capture a streamed answer")
+
+
+#: Events after which a stream has said everything (OpenAI chat, Anthropic, Responses).
+TERMINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+
+
+def _is_terminal(event: SSEEvent) -> bool:
+    """Whether ``event`` ends its stream: clients stop reading there."""
+    return event.data == "[DONE]" or event.event in TERMINAL_EVENTS
