@@ -53,6 +53,11 @@ def test_store_down_from_the_start(
     store.down.set()
     mem = _mem(store, tmp_path)
     _calls(_client(mem, server), 10)
+    # The writer batches (it lingers before writing): let it meet the outage before it ends.
+    deadline = time.monotonic() + 10
+    while mem.writer.stats.write_failures == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mem.writer.stats.write_failures >= 1
     store.down.clear()
     assert mem.flush(30)
     assert store.inner.stats()["exchanges"] == 20
