@@ -8,7 +8,6 @@ readers never wait for writers and never share a cursor between threads.
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import json
 import os
 import threading
@@ -19,7 +18,17 @@ from typing import Any
 
 import duckdb
 
-from memtap.model import Attribution, Exchange, Fact, Message, SessionInfo, ToolCall, Usage
+from memtap.model import Exchange, Fact, Message, SessionInfo
+from memtap.sqlrows import EXCHANGE_SELECT as _EXCHANGE_SELECT
+from memtap.sqlrows import FACT_SELECT as _FACT_SELECT
+from memtap.sqlrows import MESSAGE_SELECT as _MESSAGE_SELECT
+from memtap.sqlrows import columns as _columns
+from memtap.sqlrows import exchange as _exchange
+from memtap.sqlrows import fact as _fact
+from memtap.sqlrows import message as _message
+from memtap.sqlrows import session_rows as _session_rows
+from memtap.sqlrows import unique as _unique
+from memtap.sqlrows import utc as _utc
 from memtap.storage import StoreError, exchange_messages
 
 from .migrations import apply_migrations
@@ -27,7 +36,6 @@ from .migrations import apply_migrations
 #: The path that opens a private in-memory database instead of a file.
 MEMORY = ":memory:"
 
-_UTC = _dt.timezone.utc
 _FETCH_ROWS = 2048
 
 _EXCHANGE_COLUMNS = (
@@ -116,91 +124,9 @@ FROM (SELECT unnest(?::VARCHAR[]) AS old_id, unnest(?::VARCHAR[]) AS new_id,
 WHERE facts.id = s.old_id AND facts.entity_id = s.entity_id AND facts.superseded_by IS NULL
 """
 
-_EXCHANGE_SELECT = """e.id, e.entity_id, e.session_id, e.process_id, e.provider, e.operation,
-    e.request_model, e.response_model, e.system, e.stream, e.status, e.error, e.finish_reasons,
-    e.input_tokens, e.output_tokens, e.cached_input_tokens, e.input_count, e.started_at,
-    e.ended_at, e.metadata"""
-_MESSAGE_SELECT = "m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.exchange_id, m.created_at"
-_FACT_SELECT = """id, entity_id, process_id, text, kind, source_exchange_id, supersedes,
-    superseded_by, created_at, metadata"""
-
-
-def _utc(value: _dt.datetime) -> _dt.datetime:
-    """``value`` as an aware UTC datetime (naive values are taken to be UTC already)."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=_UTC)
-    return value.astimezone(_UTC)
-
 
 def _dump(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else None
-
-
-def _columns(rows: Sequence[Sequence[Any]], width: int) -> list[list[Any]]:
-    if not rows:
-        return [[] for _ in range(width)]
-    return [list(column) for column in zip(*rows)]
-
-
-def _tool_calls(raw: str | None) -> tuple[ToolCall, ...]:
-    if not raw:
-        return ()
-    return tuple(ToolCall(**call) for call in json.loads(raw))
-
-
-def _message(row: Sequence[Any], *, stamped: bool) -> Message:
-    role, content, tool_calls, tool_call_id, name, exchange_id, created_at = row
-    return Message(
-        role=role,
-        content=content,
-        tool_calls=_tool_calls(tool_calls),
-        tool_call_id=tool_call_id,
-        name=name,
-        exchange_id=exchange_id if stamped else None,
-        created_at=_utc(created_at) if stamped else None,
-    )
-
-
-def _exchange(row: Sequence[Any], messages: list[Message]) -> Exchange:
-    (id_, entity_id, session_id, process_id, provider, operation, request_model, response_model,
-     system, stream, status, error, finish_reasons, input_tokens, output_tokens, cached,
-     input_count, started_at, ended_at, metadata) = row  # fmt: skip
-    return Exchange(
-        attribution=Attribution(entity_id=entity_id, session_id=session_id, process_id=process_id),
-        provider=provider,
-        operation=operation,
-        input=messages[:input_count],
-        output=messages[input_count:],
-        system=system,
-        request_model=request_model,
-        response_model=response_model,
-        usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached),
-        finish_reasons=finish_reasons,
-        stream=stream,
-        status=status,
-        error=error,
-        started_at=_utc(started_at),
-        ended_at=_utc(ended_at),
-        metadata=json.loads(metadata) if metadata else {},
-        id=id_,
-    )
-
-
-def _fact(row: Sequence[Any]) -> Fact:
-    (id_, entity_id, process_id, text, kind, source_exchange_id, supersedes, superseded_by,
-     created_at, metadata) = row  # fmt: skip
-    return Fact(
-        entity_id=entity_id,
-        text=text,
-        process_id=process_id,
-        kind=kind,
-        source_exchange_id=source_exchange_id,
-        supersedes=supersedes,
-        superseded_by=superseded_by,
-        created_at=_utc(created_at),
-        metadata=json.loads(metadata) if metadata else {},
-        id=id_,
-    )
 
 
 def _exchange_rows(batch: Sequence[Exchange], first_seq: int) -> list[tuple[Any, ...]]:
@@ -228,23 +154,6 @@ def _message_rows(batch: Sequence[Exchange], first_seq: int) -> list[tuple[Any, 
                 m.tool_call_id, m.name, _utc(ex.started_at),
             ))  # fmt: skip
     return rows
-
-
-def _session_rows(fresh: Sequence[Exchange]) -> list[tuple[Any, ...]]:
-    """One row per (entity, session) in ``fresh``: the earliest exchange's process id, the
-    first and last start times (one upsert per key: DuckDB can't update a row twice in one
-    statement)."""
-    found: dict[tuple[str, str], list[Any]] = {}
-    for ex in fresh:
-        a, at = ex.attribution, _utc(ex.started_at)
-        row = found.get((a.entity_id, a.session_id))
-        if row is None:
-            found[(a.entity_id, a.session_id)] = [a.entity_id, a.session_id, a.process_id, at, at]
-            continue
-        if at < row[3]:
-            row[2], row[3] = a.process_id, at
-        row[4] = max(row[4], at)
-    return [tuple(row) for row in found.values()]
 
 
 def _fact_rows(facts: Sequence[Fact], first_seq: int) -> list[tuple[Any, ...]]:
@@ -289,14 +198,6 @@ def _write_lock_for(path: str) -> threading.Lock:
         return threading.Lock()
     with _FILE_LOCKS_GUARD:
         return _FILE_LOCKS.setdefault(os.path.realpath(path), threading.Lock())
-
-
-def _unique(items: Sequence[Any]) -> list[Any]:
-    """``items`` without repeated ids; the first occurrence wins."""
-    seen: dict[str, Any] = {}
-    for item in items:
-        seen.setdefault(item.id, item)
-    return list(seen.values())
 
 
 class DuckDBStore:
