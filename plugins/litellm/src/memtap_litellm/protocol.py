@@ -17,6 +17,7 @@ from typing import Any
 
 from memtap.blocks import render_blocks
 from memtap.content import content_text
+from memtap.layout import layout_messages
 from memtap.model import Message, ToolCall, Usage
 from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
@@ -134,15 +135,9 @@ def read_usage(u: Any) -> Usage:
     )
 
 
-def _leading_system(messages: Sequence[Any]) -> int:
-    n = 0
-    for item in messages:
-        m = as_mapping(item)
-        if m is not None and m.get("role") in SYSTEM_ROLES:
-            n += 1
-        else:
-            break
-    return n
+def _is_system(item: Any) -> bool:
+    m = as_mapping(item)
+    return m is not None and m.get("role") in SYSTEM_ROLES
 
 
 def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
@@ -189,17 +184,14 @@ class LiteLLMChatProtocol:
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """The app's leading system messages, ``session_init`` blocks, the history,
         ``per_turn`` blocks, then the rest of the app's messages (objects kept as they are)."""
-        messages = list(body.get("messages") or ())
-        lead = _leading_system(messages)
-        stable = [b for b in plan.system_blocks if b.cache == "session_init"]
-        volatile = [b for b in plan.system_blocks if b.cache != "session_init"]
-        injected: list[Any] = messages[:lead]
-        injected += _system_message(stable)
-        injected += [write_message(m) for m in plan.history]
-        injected += _system_message(volatile)
-        injected += messages[lead:]
         out = dict(body)
-        out["messages"] = injected
+        out["messages"] = layout_messages(
+            list(body.get("messages") or ()),
+            plan,
+            is_system=_is_system,
+            write_message=write_message,
+            system_message=_system_message,
+        )
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

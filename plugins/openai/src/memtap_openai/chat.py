@@ -7,6 +7,7 @@ from typing import Any
 
 from memtap.blocks import render_blocks
 from memtap.content import content_text
+from memtap.layout import layout_messages
 from memtap.model import Message, ToolCall, Usage
 from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
@@ -68,16 +69,6 @@ def read_usage(u: Mapping[str, Any] | None) -> Usage:
     )
 
 
-def _leading_system(messages: Sequence[Any]) -> int:
-    n = 0
-    for m in messages:
-        if isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES:
-            n += 1
-        else:
-            break
-    return n
-
-
 class ChatCompletionsProtocol:
     """OpenAI Chat Completions, also spoken by many OpenAI-compatible servers."""
 
@@ -106,17 +97,14 @@ class ChatCompletionsProtocol:
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """The app's leading system messages, then ``session_init`` blocks, the history,
         ``per_turn`` blocks (late, so they do not break a cached prefix), then the rest."""
-        messages = list(body.get("messages") or ())
-        lead = _leading_system(messages)
-        stable = [b for b in plan.system_blocks if b.cache == "session_init"]
-        volatile = [b for b in plan.system_blocks if b.cache != "session_init"]
-        injected: list[Any] = messages[:lead]
-        injected += _system_message(stable)
-        injected += [write_message(m) for m in plan.history]
-        injected += _system_message(volatile)
-        injected += messages[lead:]
         out = dict(body)
-        out["messages"] = injected
+        out["messages"] = layout_messages(
+            list(body.get("messages") or ()),
+            plan,
+            is_system=_is_system,
+            write_message=write_message,
+            system_message=_system_message,
+        )
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -154,6 +142,10 @@ class ChatCompletionsProtocol:
     def new_accumulator(self) -> ChatStreamAccumulator:
         """A fresh accumulator for a ``chat.completion.chunk`` stream."""
         return ChatStreamAccumulator()
+
+
+def _is_system(m: Any) -> bool:
+    return isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES
 
 
 def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:

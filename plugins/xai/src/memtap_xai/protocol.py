@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.blocks import render_blocks
+from memtap.layout import layout_messages
 from memtap.model import Message, Role, ToolCall, Usage
 from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
@@ -92,14 +93,8 @@ def read_usage(u: Any) -> Usage:
     )
 
 
-def _leading_system(messages: Sequence[Any]) -> int:
-    n = 0
-    for m in messages:
-        if isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES:
-            n += 1
-        else:
-            break
-    return n
+def _is_system(m: Any) -> bool:
+    return isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES
 
 
 def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
@@ -135,19 +130,15 @@ class XaiChatProtocol:
         """The app's leading system messages, ``session_init`` blocks, history, ``per_turn``
         blocks, then the app's other messages. No history when the server holds the
         conversation (``previous_response_id``)."""
-        messages = list(body.get("messages") or ())
-        lead = _leading_system(messages)
-        stable = [b for b in plan.system_blocks if b.cache == "session_init"]
-        volatile = [b for b in plan.system_blocks if b.cache != "session_init"]
-        history = [] if body.get("previous_response_id") else [write_message(m) for m in plan.history]
         out = dict(body)
-        out["messages"] = [
-            *messages[:lead],
-            *_system_message(stable),
-            *history,
-            *_system_message(volatile),
-            *messages[lead:],
-        ]
+        out["messages"] = layout_messages(
+            list(body.get("messages") or ()),
+            plan,
+            is_system=_is_system,
+            write_message=write_message,
+            system_message=_system_message,
+            history=not body.get("previous_response_id"),
+        )
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

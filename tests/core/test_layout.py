@@ -1,0 +1,55 @@
+"""memtap.layout: where blocks and history go in a chat-style message list."""
+
+from __future__ import annotations
+
+from memtap.layout import layout_messages, leading_count
+from memtap.model import Message
+from memtap.wire import InjectionPlan, SystemBlock
+
+
+def is_system(m):
+    return m["role"] == "system"
+
+
+def write(m: Message):
+    return {"role": m.role, "content": m.content}
+
+
+def blocks(bs):
+    return [{"role": "system", "content": "+".join(b.text for b in bs)}] if bs else []
+
+
+APP = [
+    {"role": "system", "content": "rules"},
+    {"role": "system", "content": "more"},
+    {"role": "user", "content": "q"},
+]
+PLAN = InjectionPlan(
+    history=[Message(role="user", content="h1"), Message(role="assistant", content="a1")],
+    system_blocks=[
+        SystemBlock(text="turn", cache="per_turn"),
+        SystemBlock(text="stable", cache="session_init"),
+    ],
+)
+
+
+def test_order_is_app_system_stable_history_per_turn_rest():
+    out = layout_messages(APP, PLAN, is_system=is_system, write_message=write, system_message=blocks)
+    assert [m["content"] for m in out] == ["rules", "more", "stable", "h1", "a1", "turn", "q"]
+    assert out[0] is APP[0] and out[-1] is APP[-1], "the app's own items are passed through as they are"
+
+
+def test_history_can_be_left_out_and_nothing_added_without_a_plan():
+    out = layout_messages(
+        APP, PLAN, is_system=is_system, write_message=write, system_message=blocks, history=False
+    )
+    assert [m["content"] for m in out] == ["rules", "more", "stable", "turn", "q"]
+    assert (
+        layout_messages(APP, InjectionPlan(), is_system=is_system, write_message=write, system_message=blocks)
+        == APP
+    )
+
+
+def test_leading_count_stops_at_the_first_non_system_message():
+    assert leading_count(APP, is_system) == 2
+    assert leading_count([{"role": "user"}, {"role": "system"}], is_system) == 0
