@@ -15,6 +15,7 @@ import attrs
 
 from .metrics import count
 from .model import Exchange
+from .pending import PendingWork
 from .spool import Segment, Spool
 
 log = logging.getLogger("memtap.capture")
@@ -114,8 +115,8 @@ class CaptureWriter:
         self._flushing = 0
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._held: deque[tuple[Exchange, CapturedCall]] = deque()
-        self._done = threading.Condition()
-        self._unfinished = 0
+        self._pending = PendingWork()
+        self._flushing_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         self._closed = False
@@ -127,8 +128,7 @@ class CaptureWriter:
         if self._closed:
             log.warning("memtap writer is closed; a captured call was not stored")
             return
-        with self._done:
-            self._unfinished += 1
+        self._pending.add()
         self.stats.captured += 1
         self._queue.put(item)
         if self._thread is None:
@@ -141,29 +141,20 @@ class CaptureWriter:
                 self._thread.start()
 
     def _finish(self, n: int) -> None:
-        with self._done:
-            self._unfinished -= n
-            self._done.notify_all()
+        self._pending.done(n)
 
     def flush(self, timeout: float | None = 10.0) -> bool:
         """Wait until everything submitted so far is stored; ``False`` on timeout (for
         example while the store is down: the calls stay queued and are retried)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._done:
-            if self._unfinished == 0:
-                return True
+        if self._pending.count == 0:
+            return True
+        with self._flushing_lock:
             self._flushing += 1
         self._queue.put(_FLUSH)
         try:
-            with self._done:
-                while self._unfinished > 0:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    self._done.wait(remaining)
-            return True
+            return self._pending.wait(timeout)
         finally:
-            with self._done:
+            with self._flushing_lock:
                 self._flushing -= 1
 
     def close(self, timeout: float | None = 10.0) -> bool:
@@ -176,7 +167,7 @@ class CaptureWriter:
         if not ok:
             log.warning(
                 "memtap closed with %d captured call(s) not stored (store unavailable)",
-                self._unfinished,
+                self._pending.count,
             )
         return ok
 

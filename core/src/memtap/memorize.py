@@ -22,7 +22,6 @@ import os
 import queue
 import re
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,6 +30,7 @@ import attrs
 from .builtins import redact_text
 from .metrics import count
 from .model import Exchange, Fact, utcnow
+from .pending import PendingWork
 from .recall import RecallEngine
 from .scope import internal_calls
 from .storage import Store
@@ -299,8 +299,8 @@ class Memorizer:
         self.episodes = episodes
         self.stats = MemorizeStats()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._done = threading.Condition()
-        self._unfinished = 0
+        self._pending = PendingWork()
+        self._thread_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -316,26 +316,18 @@ class Memorizer:
         wanted = [ex for ex in exchanges if ex.status != "error" and any(m.role == "user" for m in ex.input)]
         if not wanted:
             return
-        with self._done:
-            self._unfinished += len(wanted)
+        self._pending.add(len(wanted))
         for ex in wanted:
             self._queue.put(ex)
         if self._thread is None:
-            with self._done:
+            with self._thread_lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="memtap-memorize", daemon=True)
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every queued exchange is processed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._done:
-            while self._unfinished > 0:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._done.wait(remaining)
-        return True
+        return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Process what is queued (up to ``timeout``), then stop."""
@@ -365,9 +357,7 @@ class Memorizer:
                 log.exception("memtap memorize failed for %d exchange(s)", len(batch))
                 count("failed", len(batch), reason="memorize")
             finally:
-                with self._done:
-                    self._unfinished -= len(batch)
-                    self._done.notify_all()
+                self._pending.done(len(batch))
 
     def _process(self, batch: list[Exchange]) -> None:
         episodes: list[Fact] = []

@@ -28,6 +28,7 @@ from .embedding import Embedder
 from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
 from .metrics import count
 from .model import Fact, ScoredFact
+from .pending import PendingWork
 from .storage import Store
 
 log = logging.getLogger("memtap.recall")
@@ -219,8 +220,8 @@ class EmbeddingWorker:
         self.batch_size = batch_size
         self.skip = skip
         self._queue: queue.SimpleQueue[Fact | None] = queue.SimpleQueue()
-        self._done = threading.Condition()
-        self._unfinished = 0
+        self._pending = PendingWork()
+        self._thread_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._failing = False
@@ -230,25 +231,17 @@ class EmbeddingWorker:
         if self._closed:
             return
         for fact in facts:
-            with self._done:
-                self._unfinished += 1
+            self._pending.add()
             self._queue.put(fact)
         if self._thread is None:
-            with self._done:
+            with self._thread_lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="memtap-embed", daemon=True)
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything queued is embedded (or failed)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._done:
-            while self._unfinished > 0:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._done.wait(remaining)
-        return True
+        return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish what is queued (up to ``timeout``), then stop: what is left is embedded
@@ -279,9 +272,7 @@ class EmbeddingWorker:
                 if not self._closed:
                     self._embed(batch)
             finally:
-                with self._done:
-                    self._unfinished -= len(batch)
-                    self._done.notify_all()
+                self._pending.done(len(batch))
 
     def _embed(self, batch: list[Fact]) -> None:
         if self.skip is not None:
