@@ -2,8 +2,9 @@
 question on every call (no query-cache hits), bare and registered clients interleaved
 against the local scripted server, medians.
 
-Scenarios: recall with the MiniLM embedder (hybrid: the query is embedded on the request
-path), recall with BM25 only (``embedder=False``), and capture only (no history, no recall)
+Scenarios: recall with the MiniLM embedder (hybrid: the query's vector is made on the
+request path, from the quick static table by default, or by the full model with
+``minilm-full``), recall with BM25 only (``embedder=False``), and capture only (no history, no recall)
 as the baseline of memtap's own cost. Facts are synthetic (see ``recall_scaling.py``).
 
     python benchmarks/recall_overhead.py [--calls 1000] [--facts 10000]
@@ -17,7 +18,7 @@ import time
 from typing import Any
 
 import openai
-from recall_scaling import SyntheticStore
+from recall_scaling import SyntheticStore, question
 
 import memtap
 from memtap.history import HistoryBudget
@@ -37,7 +38,7 @@ def measure(bare: Any, tapped: Any, calls: int, mem: memtap.Memory) -> tuple[flo
     t: list[float] = []
     injected = 0
     for i in range(calls + 50):
-        messages = [{"role": "user", "content": f"{QUESTIONS[i % len(QUESTIONS)]} ({i})"}]
+        messages = [{"role": "user", "content": f"{QUESTIONS[i % len(QUESTIONS)]} {question(i).split()[-1]}"}]
         order = ((b, bare), (t, tapped)) if i % 2 == 0 else ((t, tapped), (b, bare))
         for out, client in order:
             started = time.perf_counter()
@@ -77,6 +78,7 @@ def scenario(
         "searches": searches,
         "lexical_only": stats.lexical_only,
         "embed_timeouts": stats.embed_timeouts,
+        "escalations": stats.escalations,
     }
 
 
@@ -99,14 +101,24 @@ def main() -> None:
             (f"recall BM25 only, {args.facts} facts", scenario(server, args.facts, args.calls, None, True))
         )
         if minilm is not None:
-            label = f"recall hybrid (MiniLM), {args.facts} facts"
+            if hasattr(minilm, "prepare_quick_queries"):
+                minilm.prepare_quick_queries()
+            label = f"recall hybrid (MiniLM quick query), {args.facts} facts"
             rows.append((label, scenario(server, args.facts, args.calls, minilm, recall=True)))
+            if hasattr(minilm, "quick_queries"):
+                full = type(minilm)(quick_queries=False)
+                full.load()
+                label = f"recall hybrid (MiniLM full query), {args.facts} facts"
+                rows.append((label, scenario(server, args.facts, args.calls, full, recall=True)))
     print(f"{args.calls} calls per client, interleaved; medians")
-    print(f"{'scenario':42} {'bare ms':>8} {'memtap ms':>10} {'added ms':>9} {'lexical-only calls':>19}")
+    print(
+        f"{'scenario':50} {'bare ms':>8} {'memtap ms':>10} {'added ms':>9} "
+        f"{'lexical-only':>13} {'escalated':>11}"
+    )
     for label, r in rows:
         print(
-            f"{label:42} {r['bare_ms']:8.3f} {r['memtap_ms']:10.3f} {r['added_ms']:9.3f} "
-            f"{r['lexical_only']:>9d}/{r['searches']}"
+            f"{label:50} {r['bare_ms']:8.3f} {r['memtap_ms']:10.3f} {r['added_ms']:9.3f} "
+            f"{r['lexical_only']:>7d}/{r['searches']} {r['escalations']:>11d}"
         )
 
 

@@ -136,8 +136,58 @@ def test_vector_scan_in_chunks_matches_one_product(monkeypatch):
     q = vecs[7] + 0.1 * rng.normal(size=32).astype("float32")
     unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     expected = unit @ (q / np.linalg.norm(q))
-    assert np.allclose(index._vector_scores(q), expected, atol=1e-5)
+    assert np.allclose(index._vector_scores(q, np.zeros(3000)), expected, atol=1e-5)
     assert index.search("zzz", q, k=1)[0][0].id == facts[int(np.argmax(expected))].id
+
+
+def clustered_vectors(np, n, dim=384, clusters=200, seed=3):
+    """Vectors shaped like sentence embeddings: topics (clusters) plus noise, all sharing a
+    common direction (real embeddings are far from isotropic)."""
+    rng = np.random.default_rng(seed)
+    common = rng.normal(size=dim)
+    centres = rng.normal(size=(clusters, dim))
+    topic = rng.integers(0, clusters, n)
+    return (0.8 * common + centres[topic] + 0.9 * rng.normal(size=(n, dim))).astype("float32")
+
+
+def test_sketch_scan_finds_what_the_exact_scan_finds(monkeypatch):
+    np = pytest.importorskip("numpy")
+    n = 20_000
+    vecs = clustered_vectors(np, n)
+    facts = [fact(f"fact {i}", i) for i in range(n)]
+    index = EntityIndex()
+    index.add(facts, {f.id: v for f, v in zip(facts, vecs)})
+    assert index.vector_count >= EntityIndex.SKETCH_FROM  # the sketch path is taken
+    rng = np.random.default_rng(4)
+    overlap = []
+    for probe in rng.integers(0, n, 50):
+        q = vecs[probe] + 0.5 * rng.normal(size=384).astype("float32")
+        sketched = index.search("zzz", q, k=10)
+        with monkeypatch.context() as m:
+            m.setattr(EntityIndex, "SKETCH_FROM", 10**9)
+            exact = index.search("zzz", q, k=10)
+        overlap.append(len({f.id for f, _ in sketched} & {f.id for f, _ in exact}) / 10)
+    assert sum(overlap) / len(overlap) >= 0.97
+    # The scores of what is returned are exact cosines, not estimates.
+    q = vecs[11]
+    (best, score), *_ = index.search("zzz", q, k=1)
+    assert best.id == facts[11].id
+    assert score == pytest.approx(0.35 + 0.01 * 11 / (n - 1), abs=1e-4)  # vector weight + recency
+
+
+def test_sketch_estimates_follow_the_angle():
+    np = pytest.importorskip("numpy")
+    from memtap.index import sketch_cosines, sketch_of
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(1, 384)).astype("float32")
+    b = rng.normal(size=(2000, 384)).astype("float32")
+    mixes = np.linspace(0, 1, 2000, dtype="float32")[:, None]
+    rows = mixes * a + (1 - mixes) * b
+    exact = (rows / np.linalg.norm(rows, axis=1, keepdims=True)) @ (a[0] / np.linalg.norm(a))
+    estimate = sketch_cosines(sketch_of(rows), sketch_of(a)[:, 0])
+    assert np.abs(estimate - exact).mean() < 0.06
+    assert np.corrcoef(estimate, exact)[0, 1] > 0.97
 
 
 # -- Memory.recall -----------------------------------------------------------------------
@@ -532,3 +582,65 @@ def test_memorize_never_blocks_concurrent_calls(store):
 
 def test_exchange_helper_is_frozen():
     assert attrs.has(Exchange)
+
+
+class QuickGroupEmbedder(GroupEmbedder):
+    """A GroupEmbedder with a quick query path (recording what it was asked)."""
+
+    name = "groups-v1"
+
+    def __init__(self, quick: str = "ready") -> None:
+        super().__init__()
+        self.quick = quick
+        self.quick_calls: list[tuple[str, str]] = []
+        self.embedded: list[str] = []
+
+    def embed(self, texts):
+        self.embedded.extend(texts)
+        return super().embed(texts)
+
+    def quick_query(self, text):
+        self.quick_calls.append((text, threading.current_thread().name))
+        if self.quick == "fail":
+            raise RuntimeError("table broken")
+        if self.quick == "not ready":
+            return None
+        return super().embed([text])[0]
+
+
+def test_recall_uses_the_quick_query_path_in_the_calling_thread(store):
+    emb = QuickGroupEmbedder()
+    mem = memory(store, embedder=emb)
+    mem.remember("I adopted a beagle", entity_id="alice")
+    mem.remember("I work as an engineer", entity_id="alice")
+    mem.flush()
+    assert [s.text for s in mem.recall("the beagle I adopted", entity_id="alice", k=1)] == [
+        "I adopted a beagle"
+    ]
+    assert "the beagle I adopted" not in emb.embedded  # the full model was not asked for the query
+    assert emb.quick_calls == [("the beagle I adopted", threading.current_thread().name)]
+    stats = mem.longterm.engine.stats
+    assert (stats.quick_queries, stats.escalations) == (1, 0)
+    # "pet" occurs in no fact: meaning must bridge it, so the full model is asked too.
+    assert [s.text for s in mem.recall("what pet do I have?", entity_id="alice", k=1)] == [
+        "I adopted a beagle"
+    ]
+    assert "what pet do I have?" in emb.embedded
+    assert (stats.quick_queries, stats.escalations) == (2, 1)
+    mem.close()
+
+
+@pytest.mark.parametrize("state", ["not ready", "fail"])
+def test_recall_falls_back_to_the_full_query_embedding(store, state, caplog):
+    emb = QuickGroupEmbedder(quick=state)
+    mem = memory(store, embedder=emb)
+    mem.remember("I adopted a beagle", entity_id="alice")
+    mem.remember("I work as an engineer", entity_id="alice")
+    mem.flush()
+    for _ in range(2):
+        found = mem.recall("what pet do I have?", entity_id="alice", k=1)
+        assert [s.text for s in found] == ["I adopted a beagle"]
+    assert emb.embedded.count("what pet do I have?") == 1  # the second time from the query cache
+    warnings = [r for r in caplog.records if "quick query" in r.getMessage()]
+    assert len(warnings) == (1 if state == "fail" else 0)
+    mem.close()

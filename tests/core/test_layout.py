@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from placement_support import Sections
+
 from memtap.layout import layout_messages, leading_count
 from memtap.model import Message
 from memtap.wire import InjectionPlan, SystemBlock
@@ -53,3 +55,37 @@ def test_history_can_be_left_out_and_nothing_added_without_a_plan():
 def test_leading_count_stops_at_the_first_non_system_message():
     assert leading_count(APP, is_system) == 2
     assert leading_count([{"role": "user"}, {"role": "system"}], is_system) == 0
+
+
+def test_a_known_agents_blocks_go_inside_its_leading_system_messages():
+    app = [
+        {"role": "system", "content": "You are helpful.\n"},
+        {"role": "developer", "content": [{"type": "text", "text": "[mem]\nnotes"}, {"type": "image"}]},
+        {"role": "user", "content": "q"},
+    ]
+    plan = InjectionPlan(system_blocks=[SystemBlock(text="fact", cache="session_init")], profile=Sections())
+    out = layout_messages(
+        app, plan, is_system=lambda m: m["role"] != "user", write_message=write, system_message=blocks
+    )
+    assert len(out) == 3 and out[0] is app[0] and out[2] is app[2]
+    parts = out[1]["content"]
+    assert list(out[1]) == ["role", "content"] and parts[1] is app[1]["content"][1]
+    assert parts[0]["text"].startswith("[mem]\nnotes\n<memtap-memory>") and "fact" in parts[0]["text"]
+    assert app[1]["content"][0] == {"type": "text", "text": "[mem]\nnotes"}  # the input is not mutated
+
+
+def test_with_the_prompt_cache_per_turn_blocks_come_last():
+    out = layout_messages(
+        APP, PLAN, is_system=is_system, write_message=write, system_message=blocks, cached=True
+    )
+    assert [m["content"] for m in out] == ["rules", "more", "stable", "h1", "a1", "q", "turn"]
+    tail = layout_messages(
+        APP,
+        PLAN,
+        is_system=is_system,
+        write_message=write,
+        system_message=blocks,
+        cached=True,
+        tail_message=lambda bs: [{"role": "user", "content": "+".join(b.text for b in bs)}],
+    )
+    assert tail[-1] == {"role": "user", "content": "turn"}

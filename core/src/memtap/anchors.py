@@ -12,8 +12,9 @@ fallback is recorded on the current span (event ``memtap.anchor.fallback``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+import functools
+from collections.abc import Hashable, Sequence
+from typing import Protocol, cast, runtime_checkable
 
 import attrs
 from opentelemetry import trace
@@ -42,10 +43,16 @@ PRIORITY = {"system": 0, "memory": 100, "skill": 200, "wiki": 300, "custom": 100
 @attrs.frozen
 class Segment:
     """A piece of a system prompt: ``key`` names it (a heading, a tag; ``None`` for text
-    outside any named part); ``text`` is its exact text, line breaks included."""
+    outside any named part); ``text`` is its exact text, line breaks included.
+
+    ``inner`` is the span of its content inside ``text`` (where ``inside_prepend`` and
+    ``inside_append`` insert: between an XML element's tags, say); ``None`` means after its
+    first line and before its trailing line breaks (a Markdown section).
+    """
 
     text: str
     key: str | None = None
+    inner: tuple[int, int] | None = None
 
 
 @attrs.frozen
@@ -101,19 +108,35 @@ def detect_profile(
     return None
 
 
-def _insert(segment: Segment, relation: str, text: str) -> list[Segment]:
+def _offset(segment: Segment, relation: str) -> int:
+    """Where, inside ``segment.text``, a block with ``relation`` goes."""
     if relation == "before":
-        return [Segment(text + "\n\n"), segment]
+        return 0
     if relation == "after":
-        body = segment.text
-        sep = "" if body.endswith("\n") else "\n"
-        return [segment, Segment(sep + text + "\n")]
+        return len(segment.text)
+    if segment.inner is not None:
+        return segment.inner[0] if relation == "inside_prepend" else segment.inner[1]
+    text = segment.text
     if relation == "inside_prepend":
-        head, newline, rest = segment.text.partition("\n")
-        return [Segment(head + newline + text + "\n" + rest, segment.key)]
-    body = segment.text.rstrip("\n")
-    tail = segment.text[len(body) :] or "\n"
-    return [Segment(body + "\n" + text + tail, segment.key)]
+        newline = text.find("\n")
+        return len(text) if newline < 0 else newline + 1
+    return len(text.rstrip("\r\n"))
+
+
+def _insert_all(text: str, inserts: list[tuple[int, int, str]]) -> str:
+    """``text`` with each ``(position, order, block)`` inserted as its own line: the block
+    and a line break at the start of a line, else a line break and the block. Either way
+    the app's text around it is unchanged, and removing the block (with the line break
+    after it when one follows, else the one before it) gives ``text`` back."""
+    pieces: list[str] = []
+    at = 0
+    for position, _, block in sorted(inserts, key=lambda i: (i[0], i[1])):
+        pieces.append(text[at:position])
+        line_start = position == 0 or text[position - 1] == "\n"
+        pieces.append(block + "\n" if line_start else "\n" + block)
+        at = position
+    pieces.append(text[at:])
+    return "".join(pieces)
 
 
 @attrs.frozen
@@ -124,23 +147,72 @@ class Placed:
     fallback: tuple[tuple[Anchor, str], ...] = ()
 
 
-def place(profile: AgentProfile, system_text: str, blocks: Sequence[tuple[Anchor, str]]) -> Placed:
-    """Put each ``(anchor, text)`` at its slot in ``system_text`` (by priority); the blocks
-    whose slot the profile cannot resolve (or whose segment is absent) are returned in
-    :attr:`Placed.fallback` and traced. The app's text is kept byte for byte: only new
-    text is inserted between or inside its segments."""
-    segments = profile.split(system_text)
+@attrs.frozen
+class PlacedTexts:
+    """What :func:`place_texts` did: the new texts (one per text given, the same string
+    where nothing was placed) and the blocks left for their points (the very tuples
+    given)."""
+
+    texts: tuple[str, ...]
+    fallback: tuple[tuple[Anchor, str], ...] = ()
+
+
+@functools.lru_cache(maxsize=64)
+def _split_cached(profile: Hashable, text: str) -> tuple[Segment, ...]:
+    return tuple(cast(AgentProfile, profile).split(text))
+
+
+def _split(profile: AgentProfile, text: str) -> tuple[Segment, ...]:
+    """``profile.split(text)``, remembered: an agent sends the same long system prompt
+    every turn, and splitting it costs more than the rest of the request path."""
+    try:
+        return _split_cached(cast(Hashable, profile), text)
+    except TypeError:  # an unhashable profile object
+        return tuple(profile.split(text))
+
+
+def place_texts(
+    profile: AgentProfile, texts: Sequence[str], blocks: Sequence[tuple[Anchor, str]]
+) -> PlacedTexts:
+    """Put each ``(anchor, text)`` at its slot in a system prompt made of several texts
+    (an Anthropic ``system`` block list, several system messages), in priority order.
+
+    Each text is split by ``profile`` on its own; a slot resolves to the first segment with
+    its key, whichever text holds it. Blocks whose slot the profile cannot resolve (or
+    whose segment is absent) are returned in :attr:`PlacedTexts.fallback`, each recorded as
+    a ``memtap.anchor.fallback`` event on the current span. The app's text is kept byte for
+    byte: blocks are only inserted between or inside its segments.
+    """
+    located: list[tuple[int, int, Segment]] = []
+    for index, text in enumerate(texts):
+        at = 0
+        for segment in _split(profile, text):
+            located.append((index, at, segment))
+            at += len(segment.text)
+    inserts: list[list[tuple[int, int, str]]] = [[] for _ in texts]
     fallback: list[tuple[Anchor, str]] = []
     span = trace.get_current_span()
-    for anchor, text in sorted(blocks, key=lambda b: b[0].priority):
+    for order, block in enumerate(sorted(blocks, key=lambda b: b[0].priority)):
+        anchor, text = block
         key = profile.resolve(anchor.slot)
-        index = next((i for i, s in enumerate(segments) if key is not None and s.key == key), None)
-        if index is None:
-            fallback.append((anchor, text))
+        hit = None if key is None else next((loc for loc in located if loc[2].key == key), None)
+        if hit is None:
+            fallback.append(block)  # the very tuple given: callers may look it up
             span.add_event(
                 "memtap.anchor.fallback",
                 {"memtap.agent": profile.name, "memtap.slot": anchor.slot, "memtap.point": anchor.point},
             )
             continue
-        segments[index : index + 1] = _insert(segments[index], anchor.relation, text)
-    return Placed(rebuild(segments), tuple(fallback))
+        index, start, segment = hit
+        inserts[index].append((start + _offset(segment, anchor.relation), order, text))
+    placed = tuple(_insert_all(t, i) if i else t for t, i in zip(texts, inserts))
+    return PlacedTexts(placed, tuple(fallback))
+
+
+def place(profile: AgentProfile, system_text: str, blocks: Sequence[tuple[Anchor, str]]) -> Placed:
+    """Put each ``(anchor, text)`` at its slot in ``system_text`` (by priority); the blocks
+    whose slot the profile cannot resolve (or whose segment is absent) are returned in
+    :attr:`Placed.fallback` and traced. The app's text is kept byte for byte: only new
+    text is inserted between or inside its segments (see :func:`place_texts`)."""
+    placed = place_texts(profile, [system_text], blocks)
+    return Placed(placed.texts[0], placed.fallback)

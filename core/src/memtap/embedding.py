@@ -36,7 +36,11 @@ class Embedder(Protocol):
     name: str
 
     def embed(self, texts: Sequence[str]) -> Any:
-        """One vector per text, in order (a 2-D array-like of floats)."""
+        """One vector per text, in order (a 2-D array-like of floats).
+
+        An embedder may also have ``quick_query(text)``: a cheap vector for a short query
+        in the same space (or ``None`` when it has none at the moment). Recall then uses
+        it instead of :meth:`embed` for queries, on the request path and off it."""
 
 
 EmbedderOption = Embedder | str | bool | None

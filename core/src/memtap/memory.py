@@ -105,6 +105,11 @@ class Memory:
     sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off);
     ``episodes`` keeps the user's own turns as recallable episodes (default: when there is
     no ``llm``).
+
+    ``agent`` names the agent profile (hook ``memtap_agent_profiles``, e.g. ``"claude-code"``
+    from memtap-agents) whose system-prompt slots injected blocks are placed at; by default
+    the profile is recognised from each request's system prompt, and ``"generic"`` puts
+    every block at its fallback point.
     """
 
     def __init__(
@@ -122,6 +127,7 @@ class Memory:
         recall: RecallBudget | None = None,
         llm: LLMOption = None,
         episodes: bool | None = None,
+        agent: str | None = None,
     ) -> None:
         self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
         if store is None:
@@ -158,6 +164,7 @@ class Memory:
             writer=self.writer,
             register_client=self._register_inner,
             spool=self.spool,
+            agent=agent,
         )
         if self.spool is not None:
             replay_orphans(self.spool, self.writer, self.pm)
@@ -381,6 +388,7 @@ class Memory:
             raise ValueError("forget() needs the entity_id whose data to delete")
         self.flush()
         self.histories.drop(entity_id=entity_id)
+        self.tap.session_blocks.drop(entity_id=entity_id)
         self.longterm.forget(entity_id)
         try:
             return self.store.forget(entity_id=entity_id)

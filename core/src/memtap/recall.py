@@ -46,6 +46,10 @@ class RecallStats:
     load_failures: int = 0
     facts_embedded: int = 0
     index_loads: int = 0
+    #: Searches that used the embedder's quick query vector.
+    quick_queries: int = 0
+    #: Of those, searches whose best hit was weak, so the full model was asked too.
+    escalations: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -314,17 +318,36 @@ class EmbeddingWorker:
 
 
 class QueryVectors:
-    """Query embeddings with a deadline: one worker thread, an LRU of recent queries."""
+    """Query embeddings: the embedder's quick path when it has one (:meth:`quick`, in the
+    calling thread), and the full model with a deadline (:meth:`vector`: one worker
+    thread, an LRU of recent queries)."""
 
     def __init__(self, embedder: Embedder, *, cache_size: int = 512) -> None:
         self.embedder = embedder
+        quick = getattr(embedder, "quick_query", None)
+        self._quick: Callable[[str], Any] | None = quick if callable(quick) else None
+        self._quick_failing = False
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
 
+    def quick(self, text: str) -> Any:
+        """The embedder's quick vector for ``text``, or ``None`` (no quick path, not ready,
+        or failing: logged once)."""
+        if self._quick is None:
+            return None
+        try:
+            return self._quick(text)
+        except Exception as exc:
+            if not self._quick_failing:
+                log.warning("memtap's quick query embedding failed (%s); using the full model", exc)
+                self._quick_failing = True
+            return None
+
     def vector(self, text: str, timeout: float | None) -> Any:
-        """The query's vector, or raise ``TimeoutError`` past ``timeout`` seconds."""
+        """The query's vector from the full model, or raise ``TimeoutError`` past
+        ``timeout`` seconds."""
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
@@ -360,9 +383,11 @@ class RecallEngine:
         fusion: Fusion | None = None,
         max_entities: int = 256,
         refresh_after: float | None = 60.0,
+        escalate_below: float = 0.2,
     ) -> None:
         self.store = store
         self.embedder = embedder
+        self.escalate_below = escalate_below
         self.indexes = FactIndexes(
             store,
             model=embedder.name if embedder is not None else None,
@@ -421,7 +446,12 @@ class RecallEngine:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
         embedding later than the deadline falls back to lexical recall. Without one,
-        everything is waited for."""
+        everything is waited for.
+
+        The query's vector comes from the embedder's quick path when it has one; when a
+        query term occurs in none of the entity's facts, or the best hit scores below
+        ``escalate_below`` (the question is asked in other words than the facts), the
+        full model embeds the query and the search is made again with that vector."""
         started = time.monotonic()
         self.stats.searches += 1
         entry = self.indexes.get(entity_id, wait=deadline is None)
@@ -430,25 +460,54 @@ class RecallEngine:
             return None
         if deadline is None and self.embedder is not None and entry.index is not None:
             self._embed_missing(entity_id, entry)
-        qvec = None
-        if self.queries is not None and query.strip():
-            remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
-            try:
-                qvec = self.queries.vector(query, remaining)
-            except TimeoutError:
-                self.stats.embed_timeouts += 1
-            except Exception as exc:
-                self.stats.embed_failures += 1
-                count("failed", reason="embed_query")
-                log.warning("memtap could not embed a recall query (%s); recalling by words only", exc)
+
+        def search_with(qvec: Any) -> tuple[list[tuple[Fact, float]], bool] | None:
+            with entry.lock:
+                index = entry.index
+                if index is None:
+                    return None
+                hits = index.search(
+                    query, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude
+                )
+                return hits, bool(index.unseen_terms(query))
+
+        wanted = self.queries is not None and bool(query.strip())
+        quick = self.queries.quick(query) if self.queries is not None and wanted else None
+        if quick is not None:
+            self.stats.quick_queries += 1
+            found = search_with(quick)
+            if found is None:
+                return None
+            hits, unseen = found
+            # The quick vector bridges meaning weakly. It is enough when words carry the
+            # question: every query term occurs in the entity's facts and the best hit is
+            # convincing. A word no fact uses ("dog" for "I adopted a beagle") or a weak
+            # best hit is where meaning must bridge: ask the full model.
+            if not unseen and hits and hits[0][1] >= self.escalate_below:
+                return [ScoredFact(fact=f, score=s) for f, s in hits]
+            self.stats.escalations += 1
+        qvec = self._full_vector(query, deadline, started) if wanted else None
+        if qvec is None:
+            qvec = quick  # the full model is late or failing: the quick answer stands
         if qvec is None:
             self.stats.lexical_only += 1
-        with entry.lock:
-            index = entry.index
-            if index is None:
-                return None
-            hits = index.search(query, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude)
-        return [ScoredFact(fact=f, score=s) for f, s in hits]
+        found = search_with(qvec)
+        return None if found is None else [ScoredFact(fact=f, score=s) for f, s in found[0]]
+
+    def _full_vector(self, query: str, deadline: float | None, started: float) -> Any:
+        """The query's vector from the full model within what is left of ``deadline``,
+        or ``None`` (late or failing: counted)."""
+        assert self.queries is not None
+        remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
+        try:
+            return self.queries.vector(query, remaining)
+        except TimeoutError:
+            self.stats.embed_timeouts += 1
+        except Exception as exc:
+            self.stats.embed_failures += 1
+            count("failed", reason="embed_query")
+            log.warning("memtap could not embed a recall query (%s); recalling by words only", exc)
+        return None
 
     def _embed_missing(self, entity_id: str, entry: Any) -> None:
         """Without a deadline recall waits for vectors: embed what the background worker

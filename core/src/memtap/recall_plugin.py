@@ -117,6 +117,7 @@ class RecallPlugin:
             log.warning("memtap recall failed; the call goes on without recalled facts", exc_info=True)
             return []
         lines: list[str] = []
+        line_ids: list[str] = []
         used = len(HEADER) // CHARS_PER_TOKEN
         for hit in hits:
             fact = hit.fact
@@ -127,10 +128,17 @@ class RecallPlugin:
             if used + cost > budget.max_tokens:
                 continue
             lines.append(line)
+            line_ids.append(fact.id)
             used += cost
             if len(lines) >= budget.k:
                 break
         if not lines:
             return []
         text = HEADER + "\n" + "\n".join(lines)
-        return [SystemBlock(text=text, slot="memory", priority=50, cache="per_turn", source="recall")]
+        # Fact ids per line let a session's kept block leave out what it already holds.
+        ids_per_line = ("",) * len(HEADER.splitlines()) + tuple(line_ids)
+        return [
+            SystemBlock(
+                text=text, slot="memory", priority=50, cache="per_turn", source="recall", fact_ids=ids_per_line
+            )
+        ]

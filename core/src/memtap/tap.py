@@ -18,16 +18,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import telemetry
+from .anchors import AgentProfile, detect_profile
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .scope import current_attribution, in_internal_call
+from .sessionblocks import SessionBlocks
 from .spool import Spool, journal_call, response_json
 from .storage import exchange_messages
 from .wire import (
@@ -86,6 +89,7 @@ class Tap:
         writer: CaptureWriter,
         register_client: Callable[[Any], Callable[[], None]] | None = None,
         spool: Spool | None = None,
+        agent: str | None = None,
     ) -> None:
         self.hook = hook
         self.default_attribution = default_attribution
@@ -94,6 +98,26 @@ class Tap:
         self._register_client = register_client
         #: The durable spool every finished call is journaled to (``None``: not durable).
         self.spool = spool
+        #: The agent profile named for every call (``None``: recognised by system prompt).
+        self.agent = agent
+        #: The ``session_init`` blocks kept per session.
+        self.session_blocks = SessionBlocks()
+        self._profiles: list[AgentProfile] | None = None
+
+    @property
+    def profiles(self) -> list[AgentProfile]:
+        """The agent profiles of every plugin (``memtap_agent_profiles``), read once."""
+        if self._profiles is None:
+            self._profiles = [p for group in self.hook.memtap_agent_profiles() for p in group or ()]
+        return self._profiles
+
+    def profile(self, name: str | None, system: str | None) -> AgentProfile | None:
+        """The profile named ``name`` (else :attr:`agent`), else the one whose fingerprint
+        ``system`` matches, else ``None``."""
+        profiles = self.profiles
+        if not profiles:
+            return None
+        return detect_profile(profiles, system, name=name or self.agent)
 
     def register_client(self, client: Any) -> Callable[[], None]:
         """Register another client with the same Memory (for adapters of objects that wrap
@@ -113,7 +137,11 @@ class Tap:
 
 
 class Call:
-    """One intercepted LLM call."""
+    """One intercepted LLM call.
+
+    ``agent`` names the agent profile placing blocks in the system prompt (the proxy's URL
+    prefix); without it the tap's own, else the one recognised by the system prompt.
+    """
 
     def __init__(
         self,
@@ -121,8 +149,11 @@ class Call:
         protocol: WireProtocol,
         attribution: Attribution,
         fallback_body: Mapping[str, Any] | None,
+        *,
+        agent: str | None = None,
     ) -> None:
         self.tap = tap
+        self.agent = agent
         self.protocol = protocol
         self.attribution = attribution
         self.id = new_id()
@@ -188,8 +219,21 @@ class Call:
             self.span.update_name(f"{self.protocol.operation} {view.model}")
             self.span.set_attribute("gen_ai.request.model", view.model)
         with telemetry.tracer().start_as_current_span("memtap.inject") as span:
-            request = InjectionRequest(attribution=self.attribution, protocol=self.protocol, request=view)
-            plan = merge_injections(self.tap.hook.memtap_request_injections(request=request))
+            tap = self.tap
+            profile = tap.profile(self.agent, view.system)
+            if profile is not None:
+                span.set_attribute("memtap.agent", profile.name)
+            request = InjectionRequest(
+                attribution=self.attribution,
+                protocol=self.protocol,
+                request=view,
+                agent=profile.name if profile is not None else None,
+                cached_sources=tap.session_blocks.sources(self.attribution),
+            )
+            plan = merge_injections(tap.hook.memtap_request_injections(request=request))
+            plan = tap.session_blocks.apply(self.attribution, plan)
+            if profile is not None:
+                plan = attrs.evolve(plan, profile=profile)
             self.already_present = plan.already_present
             self.injected_messages = len(plan.history)
             span.set_attribute("memtap.injected.messages", len(plan.history))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from .anchors import INJECTION_POINTS, RELATIONS, AgentProfile, Anchor
 from .model import Attribution, Message, Usage, as_messages, as_strings
 
 if TYPE_CHECKING:
@@ -60,20 +61,58 @@ class HistoryInjection:
     already_present: int = 0
 
 
+#: How a block relates to the provider's prompt cache (see :class:`SystemBlock`).
+CACHE_STRATEGIES = ("per_turn", "session_init", "hybrid")
+
+
+def _as_ids(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _line_count(text: str) -> int:
+    return text.count("\n") + 1
+
+
 @attrs.frozen
 class SystemBlock:
     """Text for the place the provider reads system text, labelled as data.
 
-    ``slot`` is the semantic slot (``"memory"``, ``"knowledge"``, ...), ``priority`` orders
-    blocks in the same slot (lower first), ``cache`` is the cache strategy (``"per_turn"``
-    or ``"session_init"``).
+    ``slot`` is the semantic slot (``"memory"``, ``"knowledge"``, ...) and ``relation``
+    where the block goes relative to it (:data:`memtap.anchors.RELATIONS`) in a known
+    agent's system prompt; ``point`` is where it goes otherwise (one of
+    :data:`memtap.anchors.INJECTION_POINTS`; ``system.suffix``: the end of the system
+    text). ``priority`` orders blocks (lower first). ``source`` names the injector.
+
+    ``cache`` is the cache strategy: ``"per_turn"`` (computed for every request),
+    ``"session_init"`` (computed once per session, then the same bytes every turn: memtap
+    keeps the first one of each ``source`` + ``slot`` for the session) or ``"hybrid"``
+    (both: the session's first block stays, and each turn's block adds only what that one
+    lacks). ``fact_ids`` optionally names the fact on each line of ``text`` (``""`` for a
+    line that is not a fact, such as a header), so the per-turn part of ``hybrid`` leaves
+    out facts by id; without them it compares list-item lines.
     """
 
     text: str
     slot: str = "memory"
     priority: int = 100
-    cache: str = "per_turn"
+    cache: str = attrs.field(default="per_turn", validator=attrs.validators.in_(CACHE_STRATEGIES))
     source: str = ""
+    relation: str = attrs.field(default="inside_append", validator=attrs.validators.in_(RELATIONS))
+    point: str = attrs.field(default="system.suffix", validator=attrs.validators.in_(INJECTION_POINTS))
+    fact_ids: tuple[str, ...] = attrs.field(default=(), converter=_as_ids)
+
+    @fact_ids.validator
+    def _check_fact_ids(self, _attribute: Any, value: tuple[str, ...]) -> None:
+        if value and len(value) != _line_count(self.text):
+            raise ValueError(
+                f"SystemBlock.fact_ids needs one id per line of text ({_line_count(self.text)}), "
+                f"got {len(value)}"
+            )
+
+    @property
+    def anchor(self) -> Anchor:
+        """Where the block asks to go, as an :class:`memtap.anchors.Anchor`."""
+        return Anchor(slot=self.slot, relation=self.relation, point=self.point, priority=self.priority)
 
 
 Injection = HistoryInjection | SystemBlock
@@ -85,20 +124,34 @@ def _as_blocks(value: Iterable[SystemBlock]) -> tuple[SystemBlock, ...]:
 
 @attrs.frozen
 class InjectionRequest:
-    """One outgoing request, as the injection hooks see it."""
+    """One outgoing request, as the injection hooks see it.
+
+    ``agent`` names the agent profile placing blocks in this request's system prompt
+    (``None``: none is known); ``cached_sources`` are the sources whose ``session_init``
+    block this session already has: an injector may skip computing those (the kept block
+    is injected either way; a ``hybrid`` one still computes what is new this turn).
+    """
 
     attribution: Attribution
     protocol: WireProtocol
     request: RequestView
+    agent: str | None = None
+    cached_sources: frozenset[str] = frozenset()
 
 
 @attrs.frozen
 class InjectionPlan:
-    """Everything to inject into one request, merged from all injectors."""
+    """Everything to inject into one request, merged from all injectors.
+
+    ``profile`` is the agent profile whose slots the blocks are placed at (``None``: every
+    block goes to its fallback point); protocols place blocks with
+    :func:`memtap.placement.arrange`.
+    """
 
     history: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=_as_blocks)
     already_present: int = 0
+    profile: AgentProfile | None = attrs.field(default=None, eq=False)
 
     @property
     def empty(self) -> bool:

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import memtap_agents
-from memtap.anchors import INJECTION_POINTS, Anchor, detect_profile, place, rebuild
+from memtap.anchors import INJECTION_POINTS, Anchor, detect_profile, place, place_texts, rebuild
 from memtap.plugins import make_plugin_manager
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC
 
@@ -76,7 +76,7 @@ def test_placement_relations_keep_the_app_text() -> None:
         text.index("# Memory\nFIRST\n") < text.index("MEM") < text.index("CTX") < text.index("# Environment")
     )
     stripped = text
-    for piece in ("PERSONA\n", "FIRST\n", "MEM\n", "CTX\n\n"):
+    for piece in ("PERSONA\n", "FIRST\n", "MEM\n", "CTX\n"):
         stripped = stripped.replace(piece, "", 1)
     assert stripped == CLAUDE_PROMPT
 
@@ -101,3 +101,54 @@ def test_anchor_validation() -> None:
         Anchor(relation="beside")
     with pytest.raises(ValueError, match="point"):
         Anchor(point="system.middle")
+
+
+def unplace(text: str, pieces: list[str]) -> str:
+    """Undo placements: each piece went in as its own line (with the line break after it,
+    else the one before it)."""
+    for piece in pieces:
+        at = text.index(piece)
+        end = at + len(piece)
+        text = text[:at] + text[end + 1 :] if text[end : end + 1] == "\n" else text[: at - 1] + text[end:]
+    return text
+
+
+@given(
+    st.text(alphabet=st.sampled_from(list("ab #<>/\n\r`")), max_size=120),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["persona", "memory", "rules", "skills", "task_context", "tools"]),
+            st.sampled_from(["before", "after", "inside_prepend", "inside_append"]),
+        ),
+        max_size=5,
+    ),
+)
+def test_any_placement_comes_off_cleanly(text: str, anchors: list[tuple[str, str]]) -> None:
+    prompts = {
+        CLAUDE_CODE: "# Memory\n" + text + "\n# Harness\n" + text,
+        CODEX: text + "\n## AGENTS.md spec\n" + text,
+        CODEBUDDY: text + "<memory>" + text + "</memory><rules>\n" + text + "\n</rules>",
+    }
+    for profile, prompt in prompts.items():
+        blocks = [(Anchor(slot=s, relation=r), f"[block {i}]") for i, (s, r) in enumerate(anchors)]
+        placed = place(profile, prompt, blocks)
+        kept = [b for b in blocks if b not in placed.fallback]
+        assert all(piece in placed.text for _, piece in kept)
+        assert unplace(placed.text, [piece for _, piece in kept]) == prompt
+
+
+def test_several_texts_keep_their_boundaries() -> None:
+    texts = ["You are Claude Code, Anthropic's official CLI for Claude.", "Intro.\n\n# Memory\nnotes\n"]
+    placed = place_texts(CLAUDE_CODE, texts, [(Anchor(slot="memory"), "MEM"), (Anchor(slot="persona"), "ME")])
+    assert placed.texts == (texts[0] + "\nME", "Intro.\n\n# Memory\nnotes\nMEM\n")
+    assert not placed.fallback
+    assert place_texts(CLAUDE_CODE, [], [(Anchor(slot="memory"), "MEM")]).fallback
+
+
+def test_xml_inside_relations_stay_between_the_tags() -> None:
+    blocks = [
+        (Anchor(slot="skills", relation="inside_prepend"), "FIRST"),
+        (Anchor(slot="skills", relation="inside_append"), "LAST"),
+    ]
+    text = place(CODEBUDDY, CODEBUDDY_PROMPT, blocks).text
+    assert "<agent_skills>\nFIRST\n- lint\nLAST\n</agent_skills>" in text

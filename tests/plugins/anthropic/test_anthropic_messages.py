@@ -138,17 +138,50 @@ def test_memory_block_is_appended_to_a_string_system_keeping_its_type(recalled, 
     assert block.startswith(OPEN_TAG) and "Alice lives in Tokyo" in block
 
 
-def test_memory_block_goes_after_the_last_cache_breakpoint_of_a_block_list(recalled, server):
+CACHED_SYSTEM = [
+    {"type": "text", "text": "You are a support bot.", "cache_control": {"type": "ephemeral"}},
+    {"type": "text", "text": "Long policy text.", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+]
+
+
+def test_session_block_goes_after_the_last_cache_breakpoint_of_a_block_list(server, store):
+    memory = memtap.Memory(
+        store,
+        plugins=[memtap_anthropic, Recall("Alice lives in Tokyo", cache="session_init")],
+        entry_points=False,
+    )
+    client = memory.register(
+        anthropic.Anthropic(base_url=server.anthropic_base_url, api_key=API_KEY, max_retries=0)
+    )
+    create(client, [user("hi")], system=CACHED_SYSTEM)
+    sent = server.last_json()
+    assert sent["system"][:2] == CACHED_SYSTEM
+    assert len(sent["system"]) == 3 and set(sent["system"][2]) == {"type", "text"}
+    assert sent["system"][2]["type"] == "text" and "Alice lives in Tokyo" in sent["system"][2]["text"]
+    assert sent["messages"] == [user("hi")]
+    memory.close()
+
+
+def test_per_turn_block_goes_to_the_latest_user_message_when_the_prompt_is_cached(recalled, server):
     _memory, client = recalled
-    system = [
-        {"type": "text", "text": "You are a support bot.", "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": "Long policy text.", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
-    ]
+    turn = [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]
+    create(client, [{"role": "user", "content": turn}], system=CACHED_SYSTEM)
+    sent = server.last_json()
+    assert sent["system"] == CACHED_SYSTEM  # the cached prefix is untouched
+    (message,) = sent["messages"]
+    assert message["content"][0] == turn[0]  # the app's block and its breakpoint, as they were
+    assert len(message["content"]) == 2 and set(message["content"][1]) == {"type", "text"}
+    assert message["content"][1]["text"].startswith(OPEN_TAG)
+    assert "Alice lives in Tokyo" in message["content"][1]["text"]
+
+
+def test_per_turn_block_stays_in_the_system_without_prompt_caching(recalled, server):
+    _memory, client = recalled
+    system = [{"type": "text", "text": "You are a support bot."}]
     create(client, [user("hi")], system=system)
-    sent = server.last_json()["system"]
-    assert sent[:2] == system
-    assert len(sent) == 3 and set(sent[2]) == {"type", "text"} and sent[2]["type"] == "text"
-    assert "Alice lives in Tokyo" in sent[2]["text"]
+    sent = server.last_json()
+    assert sent["system"][0] == system[0] and "Alice lives in Tokyo" in sent["system"][1]["text"]
+    assert sent["messages"] == [user("hi")]
 
 
 def test_memory_block_becomes_the_system_when_the_app_sent_none(recalled, server):

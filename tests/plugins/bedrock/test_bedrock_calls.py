@@ -57,9 +57,12 @@ def stored(mem, session):
 class Remembers:
     """A tiny injector plugin: one memory block for every request."""
 
+    def __init__(self, cache="per_turn"):
+        self.cache = cache
+
     @memtap.hookimpl
     def memtap_request_injections(self, request):
-        return [SystemBlock(text="Alice lives in Tokyo")]
+        return [SystemBlock(text="Alice lives in Tokyo", cache=self.cache)]
 
 
 # -- Stubber: exactly what botocore is asked to send ------------------------------------------
@@ -155,12 +158,35 @@ def remembering(store):
 
 def test_converse_system_blocks_are_appended(remembering, bedrock_server):
     client = remembering.register(make_bedrock(bedrock_server.base_url))
+    system = [{"text": "You are terse."}]
+    client.converse(modelId=MODEL, messages=[text_message("user", "hi")], system=system)
+    sent = bedrock_server.last_json()
+    assert sent["system"][:1] == system and len(sent["system"]) == 2
+    assert (
+        sent["system"][1]["text"].startswith(OPEN_TAG) and "Alice lives in Tokyo" in sent["system"][1]["text"]
+    )
+    assert sent["messages"] == [text_message("user", "hi")]
+    assert system == [{"text": "You are terse."}]  # the app's list
+
+
+@pytest.mark.parametrize("cache", ["session_init", "per_turn"])
+def test_converse_with_cache_points_keeps_the_cached_prefix(store, bedrock_server, cache):
+    memory = memtap.Memory(store, plugins=[memtap_bedrock, Remembers(cache)], entry_points=False)
+    client = memory.register(make_bedrock(bedrock_server.base_url))
     system = [{"text": "You are terse."}, {"cachePoint": {"type": "default"}}]
     client.converse(modelId=MODEL, messages=[text_message("user", "hi")], system=system)
-    sent = bedrock_server.last_json()["system"]
-    assert sent[:2] == system and len(sent) == 3
-    assert sent[2]["text"].startswith(OPEN_TAG) and "Alice lives in Tokyo" in sent[2]["text"]
-    assert system == [{"text": "You are terse."}, {"cachePoint": {"type": "default"}}]  # the app's list
+    sent = bedrock_server.last_json()
+    if cache == "session_init":  # stable: after the app's cache point, in the system
+        assert sent["system"][:2] == system and len(sent["system"]) == 3
+        assert "Alice lives in Tokyo" in sent["system"][2]["text"]
+        assert sent["messages"] == [text_message("user", "hi")]
+    else:  # per turn: after the latest user message's blocks, never in the cached prefix
+        assert sent["system"] == system
+        (message,) = sent["messages"]
+        assert message["content"][0] == {"text": "hi"} and len(message["content"]) == 2
+        assert message["content"][1]["text"].startswith(OPEN_TAG)
+        assert "Alice lives in Tokyo" in message["content"][1]["text"]
+    memory.close()
 
 
 @pytest.mark.parametrize(
@@ -168,7 +194,7 @@ def test_converse_system_blocks_are_appended(remembering, bedrock_server):
     [
         None,
         "You are terse.",
-        [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
+        [{"type": "text", "text": "You are terse."}],
     ],
 )
 def test_anthropic_system_injection(remembering, bedrock_server, system):
@@ -184,11 +210,28 @@ def test_anthropic_system_injection(remembering, bedrock_server, system):
     sent = bedrock_server.last_json()
     assert "modelId" not in sent and "stream" not in sent
     if isinstance(system, list):
-        assert sent["system"][0] == system[0]  # cache_control stays where the app put it
+        assert sent["system"][0] == system[0]
         assert "Alice lives in Tokyo" in sent["system"][1]["text"]
     else:
         assert isinstance(sent["system"], str) and "Alice lives in Tokyo" in sent["system"]
         assert sent["system"].startswith(system or OPEN_TAG)
+
+
+def test_anthropic_per_turn_block_leaves_the_cached_system_alone(remembering, bedrock_server):
+    client = remembering.register(make_bedrock(bedrock_server.base_url))
+    system = [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
+    body = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 9,
+        "system": system,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    client.invoke_model(modelId=MODEL, body=json.dumps(body))
+    sent = bedrock_server.last_json()
+    assert sent["system"] == system  # cache_control stays where the app put it, nothing added
+    (message,) = sent["messages"]
+    head, block = message["content"].split("\n\n", 1)  # a string stays a string
+    assert head == "x" and block.startswith(OPEN_TAG) and "Alice lives in Tokyo" in block
 
 
 # -- streams ---------------------------------------------------------------------------------

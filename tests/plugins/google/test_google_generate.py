@@ -143,6 +143,33 @@ def test_system_instruction_forms_at_the_wire_level():
     assert as_string.startswith("rules\n\n" + OPEN_TAG)
 
 
+def test_a_request_on_cached_content_gets_memory_in_its_latest_user_turn(recalled, server):
+    """Gemini refuses a system instruction next to ``cachedContent``: the block becomes one
+    more text part of the latest user Content instead."""
+    _memory, client = recalled
+    config = types.GenerateContentConfig(cached_content="cachedContents/abc123")
+    client.models.generate_content(model=MODEL, contents="where do I live?", config=config)
+    body = server.last_json()
+    assert "systemInstruction" not in body and body["cachedContent"] == "cachedContents/abc123"
+    (turn,) = body["contents"]
+    assert turn["role"] == "user" and turn["parts"][0] == {"text": "where do I live?"}
+    assert len(turn["parts"]) == 2 and turn["parts"][1]["text"].startswith(OPEN_TAG)
+    assert "Alice lives in Tokyo" in turn["parts"][1]["text"]
+
+
+def test_cached_content_at_the_wire_level_never_gets_a_system_instruction():
+    protocol = memtap_google.GenerateContentProtocol()
+    blocks = [SystemBlock(text="stable", cache="session_init"), SystemBlock(text="turn")]
+    plan = InjectionPlan(system_blocks=blocks)
+    answer = {"role": "model", "parts": [{"text": "ok"}]}
+    body = {"cached_content": "cachedContents/x", "contents": [answer]}
+    out = protocol.inject(body, plan)
+    assert "system_instruction" not in out and "systemInstruction" not in out
+    assert out["contents"][0] == answer  # no user turn: memory comes as a new one after it
+    (part,) = out["contents"][1]["parts"]
+    assert out["contents"][1]["role"] == "user" and part["text"].index("stable") < part["text"].index("turn")
+
+
 # -- chats ---------------------------------------------------------------------------------
 
 

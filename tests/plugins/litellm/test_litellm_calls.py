@@ -15,7 +15,9 @@ import pytest
 
 import memtap
 import memtap_litellm
+from memtap.blocks import OPEN_TAG
 from memtap.testing.server import Reply
+from memtap.wire import SystemBlock
 
 KEY = "sk-test-0123456789abcdefghijklmnop"
 
@@ -175,6 +177,38 @@ def test_wire_body_and_provider_name(mem, server, memtap_spans):
     assert first.provider == "openai"
     spans = [s for s in memtap_spans.get_finished_spans() if s.attributes.get("gen_ai.operation.name")]
     assert spans and {s.attributes["gen_ai.provider.name"] for s in spans} == {"openai"}
+
+
+class Recalls:
+    @memtap.hookimpl
+    def memtap_request_injections(self, request):
+        return [SystemBlock(text="Alice likes tea")]
+
+
+def test_cached_prompt_gets_per_turn_memory_as_a_trailing_user_turn(server, store):
+    """litellm moves system messages into an Anthropic ``system``; with ``cache_control`` in
+    use the per-turn block is a user message at the end (merged into the latest user turn,
+    after its breakpoint, by litellm's Anthropic transform), never a system message."""
+    memory = memtap.Memory(
+        store,
+        plugins=[memtap_litellm, Recalls()],
+        entry_points=False,
+        history=memtap.HistoryBudget(max_messages=0),
+    )
+    memory.register(litellm)
+    part = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+    system = {"role": "system", "content": "Be brief."}
+    wire = {"api_base": server.openai_base_url, "api_key": KEY}
+    try:
+        litellm.completion(model="openai/m", messages=[system, {"role": "user", "content": [part]}], **wire)
+        sent = server.last_json()["messages"]
+        assert sent[0] == system and [m["role"] for m in sent] == ["system", "user", "user"]
+        assert sent[2]["content"].startswith(OPEN_TAG) and "Alice likes tea" in sent[2]["content"]
+        litellm.completion(model="openai/m", messages=[user("hi")], **wire)
+        sent = server.last_json()["messages"]  # no caching: the default place, before the turn
+        assert [m["role"] for m in sent] == ["system", "user"] and "Alice likes tea" in sent[0]["content"]
+    finally:
+        memory.close()
 
 
 def test_api_key_is_never_stored(mem, server, store):

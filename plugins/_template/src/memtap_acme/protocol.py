@@ -7,13 +7,14 @@ code serves an SDK registered in-process and memtap's HTTP proxy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.blocks import render_blocks
 from memtap.content import content_text
+from memtap.layout import layout_messages
 from memtap.model import Message, ToolCall, Usage
-from memtap.wire import InjectionPlan, RequestView, ResponseView
+from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
 
 def _calls(raw: Any) -> tuple[ToolCall, ...]:
@@ -25,6 +26,15 @@ def _calls(raw: Any) -> tuple[ToolCall, ...]:
         )
         for c in raw or ()
     )
+
+
+def _is_system(m: Any) -> bool:
+    return isinstance(m, Mapping) and m.get("role") == "system"
+
+
+def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+    """Memory blocks as one system message (``render_blocks`` labels and escapes them)."""
+    return [{"role": "system", "content": render_blocks(blocks)}] if blocks else []
 
 
 def read_message(m: Mapping[str, Any]) -> Message:
@@ -78,18 +88,18 @@ class AcmeChatProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """A new body: the app's leading system messages, memory blocks as one more system
-        message, the history, then the app's other messages. Nothing else changes."""
-        messages = list(body.get("messages") or ())
-        lead = 0
-        while lead < len(messages) and messages[lead].get("role") == "system":
-            lead += 1
-        blocks = (
-            [{"role": "system", "content": render_blocks(plan.system_blocks)}] if plan.system_blocks else []
-        )
-        history = [write_message(m) for m in plan.history]
+        """A new body: the app's leading system messages, memory blocks, the history, then
+        the app's other messages. ``memtap.layout`` does the ordering, places blocks at a
+        known agent's slots, and keeps them out of a prompt-cached prefix (pass ``cached``
+        when Acme requests say they use one). Nothing else changes."""
         out = dict(body)
-        out["messages"] = messages[:lead] + blocks + history + messages[lead:]
+        out["messages"] = layout_messages(
+            list(body.get("messages") or ()),
+            plan,
+            is_system=_is_system,
+            write_message=write_message,
+            system_message=_system_message,
+        )
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

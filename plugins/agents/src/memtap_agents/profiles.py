@@ -72,15 +72,19 @@ class XmlProfile:
         return any(f in head for f in self._fingerprints)
 
     def split(self, system_text: str) -> list[Segment]:
-        """Tag blocks keyed by tag name; the text around them unkeyed (the first such
-        text is the :data:`PREAMBLE`)."""
+        """Tag blocks keyed by tag name (their content, between the tags, is where
+        ``inside_*`` blocks go); the text around them unkeyed (the first such text is the
+        :data:`PREAMBLE`)."""
         segments: list[Segment] = []
         at = 0
         for match in self._TAG.finditer(system_text):
             if match.start() > at:
                 key = PREAMBLE if not segments else None
                 segments.append(Segment(system_text[at : match.start()], key))
-            segments.append(Segment(match.group(0), match.group(1)))
+            element, tag = match.group(0), match.group(1)
+            start = len(tag) + 2  # after <tag>, and after the line break that follows it
+            start += element.startswith("\n", start)
+            segments.append(Segment(element, tag, inner=(start, len(element) - len(tag) - 3)))
             at = match.end()
         if at < len(system_text):
             segments.append(Segment(system_text[at:], PREAMBLE if not segments else None))

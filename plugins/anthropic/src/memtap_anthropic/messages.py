@@ -6,9 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
 from memtap.model import Message, ToolCall, Usage
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.placement import inject_blocks, marks
+from memtap.wire import InjectionPlan, RequestView, ResponseView
 
 #: Block types that hold the model's private reasoning: never stored as conversation text.
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
@@ -208,13 +208,12 @@ class AnthropicMessagesProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """History before the app's messages; system blocks at the end of ``system``.
-
-        A block list gets the rendered blocks as one more text block at its end, after the
-        app's last ``cache_control`` breakpoint, every existing block kept as it was. A
-        string ``system`` stays a string (its type is kept and the app's text stays an
-        unchanged prefix): the rendered blocks follow a blank line. No ``system`` at all
-        becomes the rendered string.
+        """History before the app's messages; system blocks where
+        :func:`memtap.placement.inject_blocks` puts them: anchored inside a known agent's
+        system text, else at the end of ``system`` (one more text block after the app's
+        last ``cache_control`` breakpoint for a block list, after a blank line for a string,
+        which stays a string); with prompt caching in use (:func:`uses_prompt_cache`),
+        per-turn blocks at the end of the latest user message, never in the cached prefix.
         """
         out = dict(body)
         messages = list(body.get("messages") or ())
@@ -222,7 +221,7 @@ class AnthropicMessagesProtocol:
         if history:
             out["messages"] = history + messages
         if plan.system_blocks:
-            out["system"] = _with_blocks(body.get("system"), plan.system_blocks)
+            inject_blocks(out, body, plan, cached=uses_prompt_cache(body))
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -249,15 +248,12 @@ class AnthropicMessagesProtocol:
         return MessagesStreamAccumulator(self)
 
 
-def _with_blocks(system: Any, blocks: Sequence[SystemBlock]) -> Any:
-    stable = [b for b in blocks if b.cache == "session_init"]
-    volatile = [b for b in blocks if b.cache != "session_init"]
-    texts = [render_blocks(group) for group in (stable, volatile) if group]
-    if isinstance(system, list):
-        return [*system, *({"type": "text", "text": t} for t in texts)]
-    if isinstance(system, str) and system:
-        return "\n\n".join([system, *texts])
-    return "\n\n".join(texts)
+def uses_prompt_cache(body: Mapping[str, Any]) -> bool:
+    """Whether an Anthropic request uses prompt caching: ``cache_control`` on the request,
+    a system block, a tool, or a message's content block."""
+    return "cache_control" in body or marks(
+        "cache_control", body.get("system"), body.get("tools"), body.get("messages")
+    )
 
 
 class MessagesStreamAccumulator:

@@ -5,7 +5,8 @@ The body memtap reads is the parsed JSON plus the call's ``modelId`` (Bedrock pu
 model in the URL; the adapter strips ``modelId`` again before re-serialising). Content is a
 string or a list of blocks: ``text``, ``tool_use`` (assistant), ``tool_result`` (user), and
 others kept as ``[type]`` markers. ``cache_control`` stays where the app put it: memory goes
-after the app's system text.
+after the app's system text (per-turn memory after the latest user message's blocks when
+the request uses prompt caching).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
 from memtap.content import content_text
 from memtap.model import Message, ToolCall, Usage
+from memtap.placement import inject_blocks, marks
 from memtap.wire import InjectionPlan, RequestView, ResponseView
 
 from .converse import PROVIDER
@@ -134,20 +135,18 @@ class BedrockAnthropicProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """History before the messages; memory after the app's system text (a string stays
-        a string, a list of blocks gets one more text block)."""
+        """History before the messages; system blocks as in the Anthropic API: anchored in
+        a known agent's system text, else after the app's system text (a string stays a
+        string, a list of blocks gets one more text block); with ``cache_control`` in use,
+        per-turn blocks at the end of the latest user message instead."""
         out = dict(body)
         if plan.history:
             out["messages"] = write_messages(plan.history) + list(body.get("messages") or ())
         if plan.system_blocks:
-            stable = [b for b in plan.system_blocks if b.cache == "session_init"]
-            volatile = [b for b in plan.system_blocks if b.cache != "session_init"]
-            texts = [render_blocks(group) for group in (stable, volatile) if group]
-            system = body.get("system")
-            if isinstance(system, list):
-                out["system"] = [*system, *({"type": "text", "text": t} for t in texts)]
-            else:
-                out["system"] = "\n\n".join([system, *texts] if system else texts)
+            cached = "cache_control" in body or marks(
+                "cache_control", body.get("system"), body.get("tools"), body.get("messages")
+            )
+            inject_blocks(out, body, plan, cached=cached)
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

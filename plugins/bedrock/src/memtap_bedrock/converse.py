@@ -13,11 +13,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
 from memtap.model import Message, ToolCall, Usage
+from memtap.placement import inject_blocks, marks
 from memtap.wire import InjectionPlan, RequestView, ResponseView
 
 PROVIDER = "aws.bedrock"
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"text": text}
 
 
 def _block_text(blocks: Any) -> str:
@@ -144,16 +148,22 @@ class ConverseProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """History before the app's messages; memory blocks appended to ``system`` (after
-        the app's own blocks and cache points: a cached prefix stays cached)."""
+        """History before the app's messages; memory blocks anchored in a known agent's
+        system text, else appended to ``system`` (after the app's own blocks and cache
+        points: a cached prefix stays cached); with ``cachePoint`` blocks in use, per-turn
+        blocks go at the end of the latest user message instead."""
         out = dict(body)
         if plan.history:
             out["messages"] = write_messages(plan.history) + list(body.get("messages") or ())
         if plan.system_blocks:
-            stable = [b for b in plan.system_blocks if b.cache == "session_init"]
-            volatile = [b for b in plan.system_blocks if b.cache != "session_init"]
-            added = [{"text": render_blocks(group)} for group in (stable, volatile) if group]
-            out["system"] = list(body.get("system") or ()) + added
+            tools = body.get("toolConfig")
+            cached = marks(
+                "cachePoint",
+                body.get("system"),
+                body.get("messages"),
+                tools.get("tools") if isinstance(tools, Mapping) else None,
+            )
+            inject_blocks(out, body, plan, cached=cached, part=_text_block, system_as_list=True)
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

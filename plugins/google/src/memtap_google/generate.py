@@ -11,12 +11,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
 from memtap.model import Message, ToolCall, Usage
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.placement import arrange, content_texts, last_index, with_system
+from memtap.wire import InjectionPlan, RequestView, ResponseView
 
 #: Keys of the system instruction: the SDK sends camelCase; the REST API also takes snake_case.
 SYSTEM_KEYS = ("systemInstruction", "system_instruction")
+#: Keys naming an explicit context cache: the request may then carry no system instruction.
+CACHED_CONTENT_KEYS = ("cachedContent", "cached_content")
 
 
 def _get(obj: Mapping[str, Any], camel: str, snake: str) -> Any:
@@ -251,16 +253,37 @@ class GenerateContentProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """History as Contents before the app's; system blocks as one more part of the
-        system instruction (a string one stays a string, the text after a blank line)."""
+        """History as Contents before the app's; system blocks anchored in a known agent's
+        system instruction, else as one more part of it (a string one stays a string, the
+        text after a blank line). A request on ``cachedContent`` may not set a system
+        instruction: its blocks go into the latest user Content as one more text part."""
         out = dict(body)
         own = _contents(body.get("contents"))
         history = write_history(plan.history, own[0] if own else None)
-        if history:
-            out["contents"] = history + own
+        contents = history + own if history else None
         if plan.system_blocks:
+            on_cache = any(body.get(k) for k in CACHED_CONTENT_KEYS)
             key = next((k for k in SYSTEM_KEYS if k in body), SYSTEM_KEYS[0])
-            out[key] = _with_blocks(body.get(key), plan.system_blocks)
+            system = body.get(key)
+            parts = system if isinstance(system, str) or system is None else _parts(system)
+            arranged = arrange(plan, content_texts(parts), system=not on_cache)
+            tail = arranged.tail_text()
+            if tail is not None:
+                turns = contents if contents is not None else own
+                index = last_index(turns, _is_user_content)
+                if index is None and not on_cache:
+                    arranged = arranged.tail_in_system()
+                elif index is None:
+                    contents = [*turns, {"role": "user", "parts": [_text_part(tail)]}]
+                else:
+                    contents = list(turns)
+                    turn = contents[index]
+                    contents[index] = {**turn, "parts": [*_parts(turn), _text_part(tail)]}
+            placed = with_system(parts, arranged, _text_part, as_list=True)
+            if placed is not parts:
+                out[key] = {**system, "parts": placed} if isinstance(system, Mapping) else _as_system(placed)
+        if contents is not None:
+            out["contents"] = contents
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -291,16 +314,17 @@ class GenerateContentProtocol:
         return GenerateContentAccumulator(self)
 
 
-def _with_blocks(system: Any, blocks: Sequence[SystemBlock]) -> Any:
-    stable = [b for b in blocks if b.cache == "session_init"]
-    volatile = [b for b in blocks if b.cache != "session_init"]
-    texts = [render_blocks(group) for group in (stable, volatile) if group]
-    if isinstance(system, str):
-        return "\n\n".join([system, *texts]) if system else "\n\n".join(texts)
-    added = [{"text": t} for t in texts]
-    if isinstance(system, Mapping):
-        return {**system, "parts": [*_parts(system), *added]}
-    return {"parts": added}
+def _text_part(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+def _as_system(placed: Any) -> Any:
+    """A new system instruction: a string as it is, parts as a Content."""
+    return placed if isinstance(placed, str) else {"parts": placed}
+
+
+def _is_user_content(content: Any) -> bool:
+    return isinstance(content, Mapping) and content.get("role", "user") in ("user", None)
 
 
 class GenerateContentAccumulator:

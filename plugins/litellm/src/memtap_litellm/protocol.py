@@ -19,6 +19,7 @@ from memtap.blocks import render_blocks
 from memtap.content import content_text
 from memtap.layout import layout_messages
 from memtap.model import Message, ToolCall, Usage
+from memtap.placement import marks
 from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -144,6 +145,18 @@ def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
     return [{"role": "system", "content": render_blocks(blocks)}] if blocks else []
 
 
+def _user_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": render_blocks(blocks)}] if blocks else []
+
+
+def uses_prompt_cache(body: Mapping[str, Any]) -> bool:
+    """Whether a ``completion`` call uses prompt caching: ``cache_control`` on a message or
+    one of its content parts or on a tool, or a ``prompt_cache_key``."""
+    if "prompt_cache_key" in body or "prompt_cache_retention" in body:
+        return True
+    return marks("cache_control", body.get("messages"), body.get("tools"))
+
+
 class LiteLLMChatProtocol:
     """litellm ``completion``/``acompletion``: OpenAI-shaped messages, any provider behind.
 
@@ -182,8 +195,13 @@ class LiteLLMChatProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """The app's leading system messages, ``session_init`` blocks, the history,
-        ``per_turn`` blocks, then the rest of the app's messages (objects kept as they are)."""
+        """The app's leading system messages (a known agent's anchored blocks inside),
+        ``session_init`` blocks, the history, ``per_turn`` blocks, then the rest of the
+        app's messages (objects kept as they are). With prompt caching in use
+        (:func:`uses_prompt_cache`), per-turn blocks are one more *user* message at the end
+        instead: litellm moves system messages into an Anthropic request's ``system`` (where
+        text that changes every turn would break the cached prefix) but merges a trailing
+        user message into the latest user turn, after its cache breakpoint."""
         out = dict(body)
         out["messages"] = layout_messages(
             list(body.get("messages") or ()),
@@ -191,6 +209,9 @@ class LiteLLMChatProtocol:
             is_system=_is_system,
             write_message=write_message,
             system_message=_system_message,
+            cached=uses_prompt_cache(body),
+            tail_message=_user_message,
+            as_dict=as_mapping,
         )
         return out
 

@@ -45,14 +45,21 @@ def tokenizer_path() -> Path:
 
 class MiniLMEmbedder:
     """A memtap embedder running MiniLM locally. Loads lazily (first :meth:`embed` or
-    :meth:`load`); thread-safe. ``threads`` is onnxruntime's intra-op thread count."""
+    :meth:`load`); thread-safe. ``threads`` is onnxruntime's intra-op thread count.
+
+    With ``quick_queries`` (the default) it also offers :meth:`quick_query`, the ~50 µs
+    approximation of a query's vector that recall uses on request paths
+    (:mod:`memtap_minilm.quick`); ``False`` makes every query run the full model.
+    """
 
     name = MODEL_NAME
     dim = DIM
 
-    def __init__(self, *, threads: int = 1, batch_size: int = 32) -> None:
+    def __init__(self, *, threads: int = 1, batch_size: int = 32, quick_queries: bool = True) -> None:
         self.threads = threads
         self.batch_size = batch_size
+        self.quick_queries = quick_queries
+        self._quick: Any = None
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -93,6 +100,44 @@ class MiniLMEmbedder:
             out[chunk] = self._embed_batch([texts[i] or " " for i in chunk])
         return out
 
+    def quick_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+        """A query's vector from the static token table (same space as :meth:`embed`,
+        a little less precise), or ``None`` when there is none yet (the table is built
+        in the background on first use) or ``quick_queries`` is off."""
+        if not self.quick_queries:
+            return None
+        ids = self._tokenizer_or_load().encode(text, add_special_tokens=False).ids
+        vector: np.ndarray[Any, np.dtype[np.float32]] | None = self._quick_table().vector(ids)
+        return vector
+
+    def prepare_quick_queries(self, timeout: float | None = None) -> bool:
+        """Load the quick query table, building it first if this machine has none (~45 s
+        of one core, once per machine); ``True`` when it is ready. Call it at start-up or
+        when building an image, so that the first requests do not use the full model."""
+        return bool(self._quick_table().wait(timeout))
+
+    def _tokenizer_or_load(self) -> Any:
+        self.load()
+        return self._tokenizer
+
+    def _quick_table(self) -> Any:
+        if self._quick is None:
+            from .quick import table_for
+
+            tok = self._tokenizer_or_load()
+            special = (tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"))
+            self._quick = table_for(model_path(), tok.get_vocab_size(), DIM, self._pooled, special)
+        return self._quick
+
+    def _pooled(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Mean-pooled (not normalised) model output of a padded id batch."""
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)  # type: ignore[no-any-return]
+
     def _embed_batch(self, texts: list[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         encodings = self._tokenizer.encode_batch(texts)
         width = max(len(e.ids) for e in encodings)
@@ -101,12 +146,7 @@ class MiniLMEmbedder:
         for row, enc in enumerate(encodings):
             ids[row, : len(enc.ids)] = enc.ids
             mask[row, : len(enc.ids)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        pooled = self._pooled(ids, mask)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out: np.ndarray[Any, np.dtype[np.float32]] = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return out

@@ -95,8 +95,10 @@ class ChatCompletionsProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """The app's leading system messages, then ``session_init`` blocks, the history,
-        ``per_turn`` blocks (late, so they do not break a cached prefix), then the rest."""
+        """The app's leading system messages (a known agent's anchored blocks inside), then
+        ``session_init`` blocks, the history, ``per_turn`` blocks, then the rest. With a
+        prompt cache key (:func:`uses_prompt_cache`) the per-turn blocks are one system
+        message at the very end instead, after everything the cache can hold."""
         out = dict(body)
         out["messages"] = layout_messages(
             list(body.get("messages") or ()),
@@ -104,6 +106,7 @@ class ChatCompletionsProtocol:
             is_system=_is_system,
             write_message=write_message,
             system_message=_system_message,
+            cached=uses_prompt_cache(body),
         )
         return out
 
@@ -142,6 +145,13 @@ class ChatCompletionsProtocol:
     def new_accumulator(self) -> ChatStreamAccumulator:
         """A fresh accumulator for a ``chat.completion.chunk`` stream."""
         return ChatStreamAccumulator()
+
+
+def uses_prompt_cache(body: Mapping[str, Any]) -> bool:
+    """Whether an OpenAI request says it relies on the (automatic) prompt cache: it names a
+    ``prompt_cache_key`` or a ``prompt_cache_retention``, as agents such as Codex do. Then
+    text that changes every turn must come after the conversation, not before it."""
+    return "prompt_cache_key" in body or "prompt_cache_retention" in body
 
 
 def _is_system(m: Any) -> bool:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memtap.blocks import render_blocks
 from memtap.content import content_text
 from memtap.model import Message, ToolCall, Usage
+from memtap.placement import arrange, with_system
 from memtap.wire import InjectionPlan, RequestView, ResponseView
+
+from .chat import uses_prompt_cache
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 #: Body keys that make the server hold the conversation itself: no history is injected.
@@ -99,19 +101,31 @@ class ResponsesProtocol:
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """History before the input items (not when the server keeps the conversation:
-        ``previous_response_id`` or ``conversation``); system blocks after ``instructions``.
-        A string ``input`` becomes the equivalent one-item list when history goes before it.
+        ``previous_response_id`` or ``conversation``); system blocks anchored in a known
+        agent's ``instructions``, else after them (``session_init`` blocks first); with a
+        prompt cache key, per-turn blocks as one system message after the last input item.
+        A string ``input`` becomes the equivalent one-item list when items go with it.
         """
         out = dict(body)
+        items = body.get("input")
+        own = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or ())
+        added: list[dict[str, Any]] = []
         server_state = any(body.get(k) for k in SERVER_STATE_KEYS)
         if plan.history and not server_state:
-            items = body.get("input")
-            own = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or ())
-            out["input"] = [i for m in plan.history for i in write_items(m)] + own
+            added = [i for m in plan.history for i in write_items(m)]
+        tail: list[dict[str, Any]] = []
         if plan.system_blocks:
-            block = render_blocks(plan.system_blocks)
             instructions = body.get("instructions")
-            out["instructions"] = f"{instructions}\n\n{block}" if instructions else block
+            texts = [instructions] if isinstance(instructions, str) else []
+            arranged = arrange(plan, texts, cached=uses_prompt_cache(body))
+            text = arranged.tail_text()
+            if text is not None:
+                tail = [{"role": "system", "content": text}]
+            placed = with_system(instructions if texts else None, arranged)
+            if placed is not (instructions if texts else None):
+                out["instructions"] = placed
+        if added or tail:
+            out["input"] = [*added, *own, *tail]
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,209 @@
+"""The quick query table: built in the background in chunks that survive the process,
+shared between processes, loaded once ready; its vectors live in MiniLM's own space."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import memtap
+import memtap_minilm
+from memtap.storage import InMemoryStore
+from memtap_minilm import quick
+from memtap_minilm.embedder import DIM, MiniLMEmbedder
+from memtap_minilm.quick import QuickQueryTable
+
+# -- the build machinery, on a small vocabulary and a deterministic model stand-in -------
+
+
+class TokenModel:
+    """A deterministic stand-in for the model run: row = f(middle token id). Records the
+    token ids it was run on; ``gate`` (optional) blocks each run until set."""
+
+    def __init__(self, dim: int = 8, pause_after: int | None = None) -> None:
+        self.dim = dim
+        self.seen: list[int] = []
+        self.pause_after = pause_after
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        assert ids.shape[1] == 3 and mask.all()
+        assert (ids[:, 0] == 101).all() and (ids[:, 2] == 102).all()
+        if self.pause_after is not None and len(self.seen) >= self.pause_after:
+            self.paused.set()
+            self.resume.wait(10)
+        with self.lock:
+            self.seen.extend(int(i) for i in ids[:, 1])
+        rows = np.zeros((len(ids), self.dim), np.float32)
+        rows[:, 0] = 1.0
+        rows[np.arange(len(ids)), 1 + ids[:, 1] % (self.dim - 1)] = 2.0
+        return rows
+
+
+CHUNK = 64
+
+
+@pytest.fixture
+def small(tmp_path):
+    def make(model: TokenModel | None = None, vocab: int = 300) -> tuple[QuickQueryTable, TokenModel]:
+        model = model or TokenModel()
+        table = QuickQueryTable(
+            tmp_path / "table", vocab, model.dim, model, (101, 102), chunk_tokens=CHUNK, batch_tokens=16
+        )
+        return table, model
+
+    return make
+
+
+def test_not_ready_until_built_then_every_token_has_a_row(small):
+    table, model = small()
+    assert table.vector([5, 6]) is None  # starts the build, answers nothing yet
+    assert table.wait(30)
+    assert sorted(model.seen) == list(range(300))  # each token run once
+    assert table.table_path.is_file()
+    assert not list(table.directory.glob("chunk-*"))  # chunks merged, then removed
+    v = table.vector([5, 6])
+    assert v is not None and v.dtype == np.float32 and np.isclose(np.linalg.norm(v), 1.0)
+    assert table.vector([]) is None
+
+
+def test_query_vector_is_the_centred_mean_of_its_token_rows(small):
+    table, _ = small()
+    assert table.wait(30)
+    rows = np.load(table.table_path).astype(np.float32)
+    expected = rows[[5, 6, 6]].mean(axis=0) - quick.CENTERING * rows.mean(axis=0)
+    assert np.allclose(table.vector([5, 6, 6]), expected / np.linalg.norm(expected), atol=1e-6)
+
+
+def test_a_finished_table_is_loaded_without_running_the_model(small):
+    first, _ = small()
+    assert first.wait(30)
+    second, model = small()
+    assert second.wait(5)
+    assert model.seen == []
+    assert np.allclose(second.vector([7]), first.vector([7]))
+
+
+def test_a_stopped_build_keeps_its_finished_chunks_and_a_later_one_resumes(small):
+    table, model = small(TokenModel(pause_after=2 * CHUNK + 16))
+    table.start()
+    assert model.paused.wait(10)  # in the middle of the third chunk
+    table.stop(timeout=0)  # asks the build to stop...
+    model.resume.set()
+    table.stop()  # ...and waits for it
+    kept = len(list(table.directory.glob("chunk-[0-9][0-9][0-9].npy")))
+    assert kept == 2 and not table.ready.is_set()
+    assert not list(table.directory.glob("*.lock"))
+    resumed, again = small()
+    assert resumed.wait(30)
+    assert len(again.seen) <= 300 - kept * CHUNK  # finished chunks not redone
+    assert resumed.vector([1]) is not None
+
+
+def test_a_chunk_another_process_is_making_is_waited_for(small, monkeypatch):
+    table, model = small()
+    table.directory.mkdir(parents=True)
+    lock = table.directory / "chunk-001.lock"
+    lock.touch()  # fresh: someone else is on it
+    table.start()
+    while len(model.seen) < 300 - CHUNK:
+        threading.Event().wait(0.01)
+    assert not table.ready.wait(0.3)  # still waiting for chunk 1
+    assert not set(range(64, 128)) & set(model.seen)
+    other, _ = small()
+    np.save(table.directory / "chunk-001.npy", other._make_chunk(1))
+    lock.unlink()
+    assert table.wait(30)
+    assert table.vector([70]) is not None
+
+
+def test_a_stale_lock_is_taken_over(small):
+    import os
+
+    table, model = small()
+    table.directory.mkdir(parents=True)
+    lock = table.directory / "chunk-000.lock"
+    lock.touch()
+    os.utime(lock, (0, 0))  # abandoned long ago
+    assert table.wait(30)
+    assert sorted(model.seen) == list(range(300))
+
+
+def test_a_failing_build_is_reported_not_raised(small, caplog):
+    def broken(ids, mask):
+        raise RuntimeError("model gone")
+
+    table = QuickQueryTable(small()[0].directory, 300, 8, broken, (101, 102), chunk_tokens=CHUNK)
+    assert table.wait(30) is False
+    assert isinstance(table.error, RuntimeError)
+    assert table.vector([1]) is None
+    assert "quick query table" in caplog.text
+
+
+# -- the real table, built once for this module ------------------------------------------
+
+FACTS = [
+    "I adopted a beagle called Mochi last week.",
+    "I work as a nurse at the city hospital.",
+    "My sister lives in Lisbon.",
+    "I'm allergic to peanuts.",
+    "We went hiking in the Alps in June.",
+    "I drive a red Toyota.",
+    "My favourite band is Radiohead.",
+]
+PARAPHRASES = [
+    ("what dog do I have?", 0),
+    ("what's my job?", 1),
+    ("where does my sibling live?", 2),
+    ("what can't I eat?", 3),
+    ("where did we go on holiday?", 4),
+    ("what car do I own?", 5),
+    ("which music do I like?", 6),
+]
+
+
+@pytest.fixture(scope="module")
+def ready_embedder(quick_table_cache):
+    e = MiniLMEmbedder()
+    assert e.prepare_quick_queries(timeout=900)  # the real build: ~45 s of one core
+    assert str(e._quick.directory).startswith(str(quick_table_cache))
+    return e
+
+
+def test_quick_vectors_find_facts_by_meaning_like_the_full_model(ready_embedder):
+    facts = ready_embedder.embed(FACTS)
+    questions = [q for q, _ in PARAPHRASES]
+    full = ready_embedder.embed(questions)
+    for i, (question, answer) in enumerate(PARAPHRASES):
+        q = ready_embedder.quick_query(question)
+        assert q is not None and q.shape == (DIM,)
+        assert int(np.argmax(facts @ q)) == answer, question
+        assert float(full[i] @ q) > 0.2  # the same space as the full model's vector
+
+
+def test_recall_by_meaning_with_the_quick_table(ready_embedder):
+    mem = memtap.Memory(InMemoryStore(), entry_points=False, embedder=ready_embedder)
+    for text in FACTS:
+        mem.remember(text, entity_id="alice")
+    for question, answer in PARAPHRASES:
+        assert mem.recall(question, entity_id="alice", k=1)[0].text == FACTS[answer], question
+    stats = mem.longterm.engine.stats
+    assert stats.quick_queries == len(PARAPHRASES) and stats.lexical_only == 0
+    # Every question has a word no fact uses ("dog", "job", "sibling"...): meaning must
+    # bridge it, so the full model was asked too.
+    assert stats.escalations == len(PARAPHRASES)
+    # A question in the facts' own words is answered from the quick vector alone.
+    assert mem.recall("my sister in Lisbon", entity_id="alice", k=1)[0].text == FACTS[2]
+    assert "my sister in Lisbon" not in mem.longterm.engine.queries._cache
+    assert stats.escalations == len(PARAPHRASES)
+    mem.close()
+
+
+def test_minilm_full_spec_turns_quick_queries_off():
+    assert memtap_minilm.memtap_embedder(spec="minilm-full").quick_queries is False
+    assert memtap_minilm.memtap_embedder(spec="minilm").quick_queries is True
+    assert MiniLMEmbedder(quick_queries=False).quick_query("anything") is None
