@@ -137,8 +137,5 @@ class RecallPlugin:
         text = HEADER + "\n" + "\n".join(lines)
         # Fact ids per line let a session's kept block leave out what it already holds.
         ids_per_line = ("",) * len(HEADER.splitlines()) + tuple(line_ids)
-        return [
-            SystemBlock(
-                text=text, slot="memory", priority=50, cache="per_turn", source="recall", fact_ids=ids_per_line
-            )
-        ]
+        block = SystemBlock(text=text, slot="memory", priority=50, cache="per_turn", source="recall")
+        return [attrs.evolve(block, fact_ids=ids_per_line)]

@@ -1,14 +1,17 @@
 """Undoing an injection: what the upstream got, minus memtap's blocks, for the lossless tests.
 
 Injected history carries the marker ``INJECTED-HISTORY`` and injected system text is inside
-``<memtap-memory>``: removing exactly those must give back the client's body."""
+``<memtap-memory>``: removing exactly those must give back the client's body. A memory
+element is found as a message or part of its own, appended to a text after a blank line,
+or placed inside an agent's system text at an anchor (as a line of its own: the element
+and the line break after it, or the line break before it)."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from memtap.blocks import OPEN_TAG
 from memtap.model import Message
 from memtap.wire import HistoryInjection, InjectionPlan, SystemBlock
 
@@ -40,21 +43,58 @@ def _injected(item: Any) -> bool:
     return MARK in json.dumps(item, ensure_ascii=False)
 
 
+ELEMENT = r"<memtap-memory>(?:(?!</memtap-memory>).)*</memtap-memory>"
+_ONLY = re.compile(rf"{ELEMENT}(?:\n\n{ELEMENT})*", re.S)
+_SUFFIX = re.compile(rf"(?:\n\n{ELEMENT})+\Z", re.S)
+_ANCHORED = re.compile(ELEMENT, re.S)
+
+
+def is_element(value: Any) -> bool:
+    """Whether ``value`` is nothing but memtap elements."""
+    return isinstance(value, str) and _ONLY.fullmatch(value) is not None
+
+
 def _cut_text(text: str) -> str | None:
-    """A system text without the memtap element appended to it (None: it was all memtap)."""
-    if text.startswith(OPEN_TAG):
+    """A text without the memtap elements appended to it or placed inside it (None: it
+    was all memtap)."""
+    if is_element(text):
         return None
-    head, _, _ = text.partition("\n\n" + OPEN_TAG)
-    return head
+    text = _SUFFIX.sub("", text)
+    while (match := _ANCHORED.search(text)) is not None:
+        start, end = match.span()
+        # the element and the line break after it, else the one before it
+        end, start = (end + 1, start) if text[end : end + 1] == "\n" else (end, start - 1)
+        text = text[:start] + text[end:]
+    return text
+
+
+def _cut_content(content: Any) -> Any:
+    """Message content without memtap's parts, appended text or placed elements."""
+    if isinstance(content, str):
+        kept = _cut_text(content)
+        return "" if kept is None else kept
+    if isinstance(content, list):
+        out = []
+        for part in content:
+            if isinstance(part, dict) and is_element(part.get("text")):
+                continue
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                part = {**part, "text": _cut_text(part["text"])}
+            out.append(part)
+        return out
+    return content
+
+
+def _memtap_message(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("role") == "system" and is_element(m.get("content"))
 
 
 def strip_chat(body: dict[str, Any]) -> dict[str, Any]:
     out = dict(body)
     out["messages"] = [
-        m
+        {**m, "content": _cut_content(m["content"])} if m.get("role") in ("system", "developer") else m
         for m in body["messages"]
-        if not _injected(m)
-        and not (m.get("role") == "system" and str(m.get("content", "")).startswith(OPEN_TAG))
+        if not _injected(m) and not _memtap_message(m)
     ]
     return out
 
@@ -62,7 +102,7 @@ def strip_chat(body: dict[str, Any]) -> dict[str, Any]:
 def strip_responses(body: dict[str, Any], original_input_was_str: bool) -> dict[str, Any]:
     out = dict(body)
     if isinstance(body.get("input"), list):
-        items = [i for i in body["input"] if not _injected(i)]
+        items = [i for i in body["input"] if not _injected(i) and not _memtap_message(i)]
         if original_input_was_str and len(items) == 1:
             out["input"] = items[0]["content"]  # the documented str -> one-item list
         else:
@@ -78,11 +118,17 @@ def strip_responses(body: dict[str, Any], original_input_was_str: bool) -> dict[
 
 def strip_anthropic(body: dict[str, Any]) -> dict[str, Any]:
     out = dict(body)
-    out["messages"] = [m for m in body["messages"] if not _injected(m)]
+    out["messages"] = [
+        {**m, "content": _cut_content(m["content"])} if m.get("role") == "user" else m
+        for m in body["messages"]
+        if not _injected(m)
+    ]
     system = body.get("system")
     if isinstance(system, list):
         out["system"] = [
-            b for b in system if not (isinstance(b, dict) and str(b.get("text", "")).startswith(OPEN_TAG))
+            {**b, "text": _cut_text(b["text"])} if isinstance(b.get("text"), str) else b
+            for b in system
+            if not (isinstance(b, dict) and is_element(b.get("text")))
         ]
     elif isinstance(system, str):
         kept = _cut_text(system)

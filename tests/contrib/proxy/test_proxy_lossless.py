@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 from lossless_support import MARK, injections, ordered, plan, strip
 from proxy_support import HAS_ANTHROPIC, make_memory, provider_plugins
 
+import memtap_agents
 from memtap import HistoryBudget, hookimpl
+from memtap.anchors import INJECTION_POINTS, RELATIONS, SLOTS
 from memtap.testing.server import ScriptedModelServer
+from memtap.wire import CACHE_STRATEGIES, InjectionPlan, SystemBlock
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 from memtap_proxy.app import dump_body
 
@@ -164,6 +167,90 @@ def test_removing_the_injection_gives_back_the_client_body(name: str) -> None:
     check()
 
 
+# -- anchored in an agent's prompt, and after the cached prefix ------------------------------
+
+section = st.sampled_from(["Memory", "Environment", "Harness", "Tone and style", "Session-specific guidance"])
+prompt = (
+    st.lists(st.one_of(text, section.map(lambda name: f"# {name}\n")), min_size=1, max_size=6)
+    .map("".join)
+    .filter(bool)
+)
+anchored_blocks = st.lists(
+    st.builds(
+        lambda n, slot, relation, point, cache: SystemBlock(
+            text=f"fact {n}", slot=slot, relation=relation, point=point, cache=cache
+        ),
+        st.integers(0, 99),
+        st.sampled_from(SLOTS),
+        st.sampled_from(RELATIONS),
+        st.sampled_from(INJECTION_POINTS),
+        st.sampled_from(CACHE_STRATEGIES),
+    ),
+    min_size=1,
+    max_size=5,
+)
+cached_system = st.lists(
+    st.builds(
+        lambda t, cached: {
+            "type": "text",
+            "text": t,
+            **({"cache_control": {"type": "ephemeral"}} if cached else {}),
+        },
+        prompt,
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=3,
+)
+PROMPTED = {
+    "anthropic.messages": st.builds(
+        lambda body, system: {**body, "system": system}, anthropic_body, prompt | cached_system
+    ),
+    "openai.chat": st.builds(
+        lambda body, system, key: {
+            **body,
+            "messages": [{"role": "system", "content": system}, *body["messages"]],
+            **({"prompt_cache_key": "k"} if key else {}),
+        },
+        chat_body,
+        prompt | st.lists(st.builds(lambda t: {"type": "text", "text": t}, prompt), max_size=2),
+        st.booleans(),
+    ),
+    "openai.responses": st.builds(
+        lambda body, system, key: {
+            **body,
+            "instructions": system,
+            **({"prompt_cache_key": "k"} if key else {}),
+        },
+        responses_body,
+        prompt,
+        st.booleans(),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROMPTED))
+def test_removing_anchored_and_late_blocks_gives_back_the_client_body(name: str) -> None:
+    """Blocks placed inside an agent's system text (every slot, relation, point and cache
+    strategy), at the end of it, and after the cached prefix all come off cleanly."""
+    if name not in PROTOCOLS:
+        pytest.skip(f"{name} is not installed")
+    protocol = PROTOCOLS[name]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(body=PROMPTED[name], blocks=anchored_blocks)
+    def check(body: dict[str, Any], blocks: list[SystemBlock]) -> None:
+        client = json.loads(json.dumps(body))
+        plan = InjectionPlan(system_blocks=blocks, profile=memtap_agents.CLAUDE_CODE)
+        sent = json.loads(dump_body(protocol.inject(client, plan)))
+        assert ordered(client) == ordered(body), "inject must not mutate its input"
+        assert ordered(strip(name, sent, client)) == ordered(client)
+        dumped = json.dumps(sent)
+        assert all(block.text in dumped for block in blocks), "no block is lost"
+
+    check()
+
+
 # -- through the proxy: golden agent bodies -------------------------------------------------
 
 
@@ -182,9 +269,10 @@ GOLDEN_CASES = [
 ]
 
 
-@pytest.fixture
-def injecting_proxy(upstream: ScriptedModelServer):
-    memory = make_memory(plugins=[FixedInjector()], history=HistoryBudget(max_messages=0))
+@pytest.fixture(params=[False, True], ids=["no-profiles", "agent-profiles"])
+def injecting_proxy(upstream: ScriptedModelServer, request: pytest.FixtureRequest):
+    profiles = [memtap_agents] if request.param else []
+    memory = make_memory(plugins=[*profiles, FixedInjector()], history=HistoryBudget(max_messages=0))
     config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
     with ProxyThread(Proxy(config, memory)) as thread:
         yield thread

@@ -1,25 +1,22 @@
-"""Streams through the proxy against a raw upstream whose reads we control."""
+"""Streams through the proxy against a raw upstream whose bytes and pauses we script."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
+from proxy_raw_upstream import CLOSE, SSE_HEAD, RawUpstream, chunk, sse_answer
 from proxy_support import make_memory
 
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
-UP = "http://upstream.test"
 
-
-def chunk(content: str | None = None, finish: str | None = None, usage: bool = False) -> dict[str, Any]:
+def chunk_event(content: str | None = None, finish: str | None = None, usage: bool = False) -> dict[str, Any]:
     delta = {"content": content} if content is not None else {}
     out: dict[str, Any] = {
         "id": "c1",
@@ -41,58 +38,13 @@ USAGE = {
 }
 
 
-class RawStream(httpx.AsyncByteStream):
-    def __init__(
-        self,
-        pieces: list[bytes],
-        *,
-        fail: bool = False,
-        gate: threading.Event | None = None,
-        delay: float = 0,
-    ) -> None:
-        self.pieces = pieces
-        self.fail = fail
-        self.gate = gate
-        self.delay = delay
-        self.closed = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for i, piece in enumerate(self.pieces):
-            if i == 1 and self.gate is not None:
-                while not self.gate.is_set():
-                    await asyncio.sleep(0.005)
-            if i and self.delay:
-                await asyncio.sleep(self.delay)
-            yield piece
-        if self.fail:
-            raise httpx.ReadError("upstream connection reset")
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-class Upstream:
-    """A scripted raw SSE upstream: records request bodies, answers with given pieces."""
-
-    def __init__(self) -> None:
-        self.bodies: list[bytes] = []
-        self.next: Callable[[], RawStream] = lambda: RawStream([])
-        self.streams: list[RawStream] = []
-
-    def handler(self, request: httpx.Request) -> httpx.Response:
-        self.bodies.append(request.content)
-        stream = self.next()
-        self.streams.append(stream)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
-
-
 @pytest.fixture
 def raw():
-    upstream = Upstream()
     memory = make_memory()
-    proxy = Proxy(ProxyConfig(openai_upstream=UP), memory, transport=httpx.MockTransport(upstream.handler))
-    with ProxyThread(proxy) as thread:
-        yield upstream, thread, memory
+    with RawUpstream() as upstream:
+        proxy = Proxy(ProxyConfig(openai_upstream=upstream.url), memory)
+        with ProxyThread(proxy) as thread:
+            yield upstream, thread, memory
     memory.close()
 
 
@@ -111,18 +63,18 @@ def test_odd_reads_crlf_no_space_and_eof_without_done_are_forwarded_and_captured
     upstream, thread, memory = raw
     stream = (
         b"data:"
-        + json.dumps(chunk("Hel", usage=True)).encode()
+        + json.dumps(chunk_event("Hel", usage=True)).encode()
         + b"\r\n\r\n"
-        + events_bytes(chunk("lo", usage=True), eol=b"\r\n")
-        + events_bytes(chunk(None, "stop", usage=True), USAGE)
+        + events_bytes(chunk_event("lo", usage=True), eol=b"\r\n")
+        + events_bytes(chunk_event(None, "stop", usage=True), USAGE)
         + b": comment\n\n"
     )
     cuts = [0, 3, 17, 60, 61, len(stream) - 5, len(stream)]
-    upstream.next = lambda: RawStream([stream[a:b] for a, b in itertools.pairwise(cuts)])
+    upstream.script = lambda seen: sse_answer([stream[a:b] for a, b in itertools.pairwise(cuts)], pause=0.003)
     r = post(thread, BODY)
     usage_event = events_bytes(USAGE)
     assert r.content == stream.replace(usage_event, b"")  # exactly the usage event's bytes dropped
-    assert json.loads(upstream.bodies[-1])["stream_options"] == {"include_usage": True}
+    assert upstream.requests[-1].json["stream_options"] == {"include_usage": True}
     memory.flush()
     (exchange,) = list(memory.store.exchanges())
     assert exchange.status == "ok"
@@ -132,19 +84,24 @@ def test_odd_reads_crlf_no_space_and_eof_without_done_are_forwarded_and_captured
 
 def test_done_split_across_reads_and_client_usage_kept(raw) -> None:
     upstream, thread, _ = raw
-    stream = events_bytes(chunk("a"), chunk(None, "stop"), USAGE) + b"data: [DO"
-    upstream.next = lambda: RawStream([stream, b"NE]\n", b"\n"])
+    stream = events_bytes(chunk_event("a"), chunk_event(None, "stop"), USAGE) + b"data: [DO"
+    upstream.script = lambda seen: sse_answer([stream, b"NE]\n", b"\n"], pause=0.003)
     body = {**BODY, "stream_options": {"include_usage": True}}
     r = post(thread, body)
     assert r.content == stream + b"NE]\n\n"
-    assert json.loads(upstream.bodies[-1]) == body
+    assert upstream.requests[-1].json == body
 
 
 def test_upstream_failure_mid_stream_is_captured_as_error(raw) -> None:
     upstream, thread, memory = raw
-    upstream.next = lambda: RawStream([events_bytes(chunk("partial answer"))], fail=True)
-    with pytest.raises(httpx.HTTPError):
-        post(thread, BODY)
+    # The upstream hangs up in the middle of its chunked answer.
+    upstream.script = lambda seen: [SSE_HEAD, chunk(events_bytes(chunk_event("partial answer"))), 0.01, CLOSE]
+    with httpx.stream("POST", thread.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
+        got = b""
+        with pytest.raises(httpx.HTTPError):
+            for piece in r.iter_raw():
+                got += piece
+    assert b"partial answer" in got  # what came before the failure was forwarded
     memory.flush()
     (exchange,) = list(memory.store.exchanges())
     assert exchange.status == "error"
@@ -153,8 +110,8 @@ def test_upstream_failure_mid_stream_is_captured_as_error(raw) -> None:
 def test_first_chunk_is_not_held_back(raw) -> None:
     upstream, thread, _ = raw
     gate = threading.Event()
-    upstream.next = lambda: RawStream(
-        [events_bytes(chunk("first")), events_bytes(chunk("second"))], gate=gate
+    upstream.script = lambda seen: sse_answer(
+        [events_bytes(chunk_event("first")), events_bytes(chunk_event("second"))], gate=gate
     )
     with httpx.stream("POST", thread.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
         reads = r.iter_raw()
@@ -165,19 +122,63 @@ def test_first_chunk_is_not_held_back(raw) -> None:
     assert b"second" in rest
 
 
-def test_client_disconnect_is_captured_as_partial(raw) -> None:
-    upstream, thread, memory = raw
-    pieces = [events_bytes(chunk(f"w{i} ")) for i in range(200)]
-    upstream.next = lambda: RawStream(pieces, delay=0.01)
-    with httpx.stream("POST", thread.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
-        next(r.iter_raw())
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+def test_passed_through_stream_is_not_held_back(raw) -> None:
+    upstream, thread, _ = raw
+    gate = threading.Event()
+    upstream.script = lambda seen: sse_answer([b"data: one\n\n", b"data: two\n\n"], gate=gate)
+    with httpx.stream("POST", thread.url + "/v1/other/stream", json={}, timeout=10) as r:
+        reads = r.iter_raw()
+        assert b"one" in next(reads)
+        gate.set()
+        assert b"two" in b"".join(reads)
+
+
+def _exchanges(memory, deadline: float = 5.0) -> list:
+    end = time.monotonic() + deadline
+    while True:
         memory.flush()
         exchanges = list(memory.store.exchanges())
-        if exchanges:
-            break
+        if exchanges or time.monotonic() > end:
+            return exchanges
         time.sleep(0.05)
-    (exchange,) = exchanges
+
+
+def test_client_disconnect_is_captured_as_partial(raw) -> None:
+    upstream, thread, memory = raw
+    pieces = [events_bytes(chunk_event(f"w{i} ")) for i in range(200)]
+    upstream.script = lambda seen: sse_answer(pieces, pause=0.01)
+    with httpx.stream("POST", thread.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
+        next(r.iter_raw())
+    (exchange,) = _exchanges(memory)
     assert exchange.status == "partial"
-    assert upstream.streams[-1].closed
+    deadline = time.monotonic() + 5
+    while not upstream.peer_closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert upstream.peer_closed == 1  # the proxy hung up on the upstream, which stopped sending
+
+
+def test_client_disconnect_while_the_upstream_is_silent(raw) -> None:
+    upstream, thread, memory = raw
+    gate = threading.Event()  # never set: the upstream thinks for ever after its first event
+    upstream.script = lambda seen: sse_answer([events_bytes(chunk_event("thinking")), b"never"], gate=gate)
+    with httpx.stream("POST", thread.url + "/v1/chat/completions", json=BODY, timeout=10) as r:
+        next(r.iter_raw())
+    (exchange,) = _exchanges(memory)
+    assert exchange.status == "partial"
+    deadline = time.monotonic() + 5
+    while not upstream.peer_closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert upstream.peer_closed == 1
+
+
+def test_streams_reuse_the_upstream_connection(raw) -> None:
+    upstream, thread, _ = raw
+    upstream.script = lambda seen: sse_answer(
+        [events_bytes(chunk_event("ok"), chunk_event(None, "stop")), b"data: [DONE]\n\n"]
+    )
+    with httpx.Client(timeout=10) as client:
+        for _ in range(3):
+            r = client.post(thread.url + "/v1/chat/completions", json=BODY)
+            assert r.content.endswith(b"data: [DONE]\n\n")
+    assert len(upstream.requests) == 3 and upstream.connections == 1
+    assert upstream.pipelined == 0

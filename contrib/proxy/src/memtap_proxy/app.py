@@ -9,20 +9,15 @@ client's original bytes.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+import ssl
+from collections.abc import Mapping
 from typing import Any
 
-import anyio.to_thread
 import attrs
-import httpx
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route as StarletteRoute
 
 from memtap import Memory
 from memtap.anchors import AgentProfile, detect_profile
@@ -31,22 +26,30 @@ from memtap.tap import Call
 from memtap.wire import WireProtocol
 
 from . import synth
+from .asgi import (
+    ClientDisconnected,
+    RawHeaders,
+    Receive,
+    RequestTooLarge,
+    Scope,
+    Send,
+    content_type,
+    lifespan,
+    read_body,
+    send_response,
+)
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import ProxyConfig
-from .headers import client_response_headers, header, upstream_request_headers
+from .headers import MEMTAP_PREFIX, client_response_headers, header, upstream_request_headers
 from .relay import StreamRelay, json_or_none
 from .routing import UPSTREAM_FLAGS, Route, route, upstream_url
+from .upstream import UpstreamError, UpstreamPool, UpstreamResponse
 
 log = logging.getLogger("memtap.proxy")
 
-METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 #: Agents whose URL prefix (``/claude-code/v1/messages``) the proxy recognises.
 DEFAULT_AGENTS = frozenset({"claude-code", "codex", "codebuddy", "generic"})
 _MAX_ATTRIBUTION = 200
-
-
-class RequestTooLarge(Exception):
-    """The request body exceeds the configured limit."""
 
 
 def dump_body(body: Mapping[str, Any]) -> bytes:
@@ -74,10 +77,10 @@ class ProxyStats:
 
 
 class Proxy:
-    """The memtap proxy: an ASGI app (:attr:`app`) over one :class:`memtap.Memory`.
+    """The memtap proxy, an ASGI application (:attr:`app`) over one :class:`memtap.Memory`.
 
-    ``memory`` is used as given (the caller closes it); ``transport`` replaces httpx's
-    network transport (tests).
+    ``memory`` is used as given (the caller closes it). ``ssl_context`` verifies
+    ``https://`` upstreams (default: the system's CAs plus certifi's).
     """
 
     def __init__(
@@ -85,7 +88,7 @@ class Proxy:
         config: ProxyConfig,
         memory: Memory,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.config = config
         self.memory = memory
@@ -97,119 +100,118 @@ class Proxy:
             p for group in memory.pm.hook.memtap_agent_profiles() for p in group or ()
         ]
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
-        self._warned: set[str] = set()
-        self.app = Starlette(
-            routes=[StarletteRoute("/{path:path}", self.handle, methods=METHODS)],
-            lifespan=self._lifespan,
+        #: Pooled HTTP/1.1 keep-alive connections to the upstreams.
+        self.upstream = UpstreamPool(
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            max_connections=config.max_connections,
+            ssl_context=ssl_context,
         )
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        yield
-        await self.aclose()
+        self._warned: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
-    def client(self) -> httpx.AsyncClient:
-        """The pooled upstream client (HTTP/1.1 keep-alive), created on first use."""
-        if self._client is None:
-            c = self.config
-            self._client = httpx.AsyncClient(
-                transport=self._transport,
-                timeout=httpx.Timeout(c.read_timeout, connect=c.connect_timeout),
-                limits=httpx.Limits(max_connections=c.max_connections, max_keepalive_connections=64),
-                follow_redirects=False,
-                trust_env=False,
-            )
-        return self._client
+    def app(self) -> Proxy:
+        """The ASGI application: the proxy itself."""
+        return self
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point: HTTP requests and the server's lifespan."""
+        if scope["type"] == "http":
+            await self.handle(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            self._loop = asyncio.get_running_loop()
+            await lifespan(receive, send, self.aclose)
 
     async def aclose(self) -> None:
-        """Close the upstream connection pool."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        """Close the upstream connections."""
+        self._loop = None
+        await self.upstream.aclose()
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The serving event loop (known from the lifespan: ``asyncio.get_running_loop()``
+        makes a ``getpid()`` syscall per call on Python 3.11)."""
+        return self._loop if self._loop is not None else asyncio.get_running_loop()
 
     # -- request path ----------------------------------------------------------------------
 
-    async def handle(self, request: Request) -> Response | StreamRelay:
-        """Serve one request (Starlette endpoint)."""
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one HTTP request."""
         self.stats.requests += 1
-        raw_headers = request.scope["headers"]
-        r = route(request.method, request.url.path, raw_headers, self.agents)
+        method: str = scope["method"]
+        raw_headers: RawHeaders = scope["headers"]
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else scope["path"]
+        r = route(method, path, raw_headers, self.agents)
         token = self.config.token
         if token and not hmac.compare_digest(
             (header(raw_headers, b"x-memtap-token") or "").encode(), token.encode()
         ):
-            return self._error(r.family, 401, "memtap proxy: missing or wrong x-memtap-token header")
+            return await self._error(
+                send, r.family, 401, "memtap proxy: missing or wrong x-memtap-token header"
+            )
         try:
-            body = await self._read_body(request)
+            body = await read_body(receive, raw_headers, self.config.max_body)
         except RequestTooLarge:
             limit = self.config.max_body
-            return self._error(
+            return await self._error(
+                send,
                 r.family,
                 413,
                 f"memtap proxy: request body larger than the limit of {limit} bytes "
                 f"(raise it with --max-body or MEMTAP_PROXY_MAX_BODY)",
             )
+        except ClientDisconnected:
+            return
         base = self.config.upstream(r.family)
         if base is None:
             flag, env = UPSTREAM_FLAGS[r.family]
-            return self._error(
+            return await self._error(
+                send,
                 r.family,
                 502,
                 f"memtap proxy: no {r.family} upstream configured; start it with {flag} URL (or set {env})",
             )
-        url = upstream_url(base, r.path, request.scope.get("query_string", b""))
-        if r.protocol is not None and request.method == "POST":
+        url = upstream_url(base, r.path, scope.get("query_string", b""))
+        if r.protocol is not None and method == "POST":
             protocol = self.protocols.get(r.protocol)
             if protocol is not None:
-                return await self._intercept(request, r, protocol, body, url)
+                return await self._intercept(scope, receive, send, r, protocol, body, url)
             self._warn_once(r.protocol)
-        return await self._forward(request, url, body, identity=False)
+        await self._forward(scope, receive, send, url, body, identity=False)
 
-    async def _read_body(self, request: Request) -> bytes:
-        limit = self.config.max_body
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise RequestTooLarge
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise RequestTooLarge
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    def attribution(self, headers: list[tuple[bytes, bytes]], body: Mapping[str, Any]) -> Attribution:
+    def attribution(self, headers: RawHeaders, body: Mapping[str, Any]) -> Attribution:
         """``x-memtap-entity`` / ``-session`` / ``-process``, else the configured defaults
         (the session falls back to the one Claude Code names in ``metadata.user_id``)."""
         c = self.config
-
-        def value(name: bytes) -> str | None:
-            raw = header(headers, name)
-            return raw.strip()[:_MAX_ATTRIBUTION] or None if raw is not None else None
-
+        found: dict[bytes, str] = {}
+        for name, raw in headers:  # one pass; the first of each header counts
+            if name[:9].lower() == MEMTAP_PREFIX and name.lower() not in found:
+                found[name.lower()] = raw.decode("latin-1").strip()[:_MAX_ATTRIBUTION]
         return Attribution(
-            entity_id=value(b"x-memtap-entity") or c.entity_id,
-            session_id=value(b"x-memtap-session") or _session_from_body(body) or c.session_id,
-            process_id=value(b"x-memtap-process") or c.process_id,
+            entity_id=found.get(b"x-memtap-entity") or c.entity_id,
+            session_id=found.get(b"x-memtap-session") or _session_from_body(body) or c.session_id,
+            process_id=found.get(b"x-memtap-process") or c.process_id,
         )
 
     async def _intercept(
-        self, request: Request, r: Route, protocol: WireProtocol, body: bytes, url: str
-    ) -> Response | StreamRelay:
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        r: Route,
+        protocol: WireProtocol,
+        body: bytes,
+        url: str,
+    ) -> None:
         try:
             parsed = json.loads(body)
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):  # not ours to judge: the upstream answers it
-            return await self._forward(request, url, body, identity=False)
+            return await self._forward(scope, receive, send, url, body, identity=False)
         self.stats.intercepted += 1
-        raw_headers = request.scope["headers"]
+        raw_headers = scope["headers"]
         call: Call | None = None
         sent = body
         try:
@@ -218,8 +220,8 @@ class Proxy:
             agent = self.agent(r, view.system)
             command = parse_command(view)
             if command is not None:
-                return await self._command(command, attribution, protocol, agent, parsed)
-            call = Call(self.memory.tap, protocol, attribution, None)
+                return await self._command(send, command, attribution, protocol, agent, parsed)
+            call = Call(self.memory.tap, protocol, attribution, None, agent=r.agent)
             call.span.set_attribute("memtap.agent", agent)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
             # more than the work (and its GIL hand-offs add milliseconds under load).
@@ -230,7 +232,7 @@ class Proxy:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
             sent = body
-        return await self._forward(request, url, sent, identity=True, call=call, protocol=protocol)
+        await self._forward(scope, receive, send, url, sent, identity=True, call=call, protocol=protocol)
 
     def agent(self, r: Route, system: str | None) -> str:
         """The agent of a request: its URL prefix, else its system prompt's fingerprint,
@@ -240,71 +242,81 @@ class Proxy:
 
     async def _command(
         self,
+        send: Send,
         command: Command,
         attribution: Attribution,
         protocol: WireProtocol,
         agent: str,
         body: dict[str, Any],
-    ) -> Response:
+    ) -> None:
         self.stats.commands += 1
         ctx = CommandContext(self.memory, attribution, protocol.name, agent)
-        text = await anyio.to_thread.run_sync(run_command, command, ctx)
-        data, content_type, _ = synth.answer(protocol.name, text, body)
-        return Response(data, 200, media_type=content_type)
+        text = await asyncio.to_thread(run_command, command, ctx)
+        data, media_type, _ = synth.answer(protocol.name, text, body)
+        await send_response(send, 200, [content_type(media_type)], data)
 
     async def _forward(
         self,
-        request: Request,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
         url: str,
         body: bytes,
         *,
         identity: bool,
         call: Call | None = None,
         protocol: WireProtocol | None = None,
-    ) -> Response | StreamRelay:
-        headers = upstream_request_headers(request.scope["headers"], identity=identity)
-        upstream_request = self.client.build_request(request.method, url, headers=headers, content=body)
+    ) -> None:
+        headers = upstream_request_headers(scope["headers"], identity=identity)
+        family = "anthropic" if protocol is not None and protocol.provider == "anthropic" else "openai"
         try:
-            upstream = await self.client.send(upstream_request, stream=True)
-        except httpx.HTTPError as exc:
+            upstream = await self.upstream.request(scope["method"], url, headers, body)
+        except UpstreamError as exc:
             if call is not None:
                 call.failed(exc)
-            family = "anthropic" if protocol is not None and protocol.provider == "anthropic" else "openai"
-            return self._error(
-                family, 502, f"memtap proxy: upstream {url.split('?')[0]} unreachable ({type(exc).__name__})"
+            return await self._error(
+                send,
+                family,
+                502,
+                f"memtap proxy: upstream {url.split('?')[0]} unreachable ({type(exc).__name__})",
             )
-        if call is None:  # passed through: streamed as is, whatever it is
-            return StreamRelay(upstream, client_response_headers(upstream.headers.raw, keep_length=True))
-        if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-            return StreamRelay(
+        if call is None:  # passed through: relayed as is, whatever it is
+            relay = StreamRelay(upstream, client_response_headers(upstream.headers, keep_length=True))
+            return await relay(receive, send, self.loop())
+        if (upstream.header(b"content-type") or b"").startswith(b"text/event-stream"):
+            relay = StreamRelay(
                 upstream,
-                client_response_headers(upstream.headers.raw, keep_length=False),
+                client_response_headers(upstream.headers, keep_length=False),
                 call=call,
                 protocol=protocol,
                 hide_usage=call.hide_usage_event,
             )
+            return await relay(receive, send, self.loop())
+        await self._relay_whole(send, upstream, call, family)
+
+    async def _relay_whole(self, send: Send, upstream: UpstreamResponse, call: Call, family: str) -> None:
+        """A non-streamed answer: read it whole, send it, then capture it."""
         try:
-            data = b"".join([chunk async for chunk in upstream.aiter_raw()])
-        except httpx.HTTPError as exc:
+            data = await upstream.read()
+        except UpstreamError as exc:
             call.failed(exc)
-            return self._error("openai", 502, f"memtap proxy: upstream answer cut ({type(exc).__name__})")
+            return await self._error(
+                send, family, 502, f"memtap proxy: upstream answer cut ({type(exc).__name__})"
+            )
         finally:
-            await upstream.aclose()
-        if 200 <= upstream.status_code < 300:
-            call.succeeded(data, json_or_none)
-        else:
-            call.failed(UpstreamError(upstream.status_code))
-        response = Response(data, upstream.status_code)
-        response.raw_headers = [
-            *client_response_headers(upstream.headers.raw, keep_length=False),
-            (b"content-length", str(len(data)).encode()),
-        ]
-        return response
+            upstream.close()
+        status = upstream.status
+        await send_response(send, status, client_response_headers(upstream.headers, keep_length=False), data)
+        # Captured once the answer's bytes are written (the server writes a body at once,
+        # its head with it), before the loop reads anything else: off the answer's path,
+        # yet in the history before the client's next request is read.
+        _capture_whole(call, status, data)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _error(self, family: str, status: int, message: str) -> Response:
-        return Response(synth.error_body(family, status, message), status, media_type="application/json")
+    async def _error(self, send: Send, family: str, status: int, message: str) -> None:
+        body = synth.error_body(family, status, message)
+        await send_response(send, status, [content_type("application/json")], body)
 
     def _warn_once(self, protocol: str) -> None:
         if protocol not in self._warned:
@@ -318,7 +330,18 @@ class Proxy:
             )
 
 
-class UpstreamError(Exception):
+def _capture_whole(call: Call, status: int, data: bytes) -> None:
+    """Capture a non-streamed answer (errors are logged, never raised: it is sent)."""
+    try:
+        if 200 <= status < 300:
+            call.succeeded(data, json_or_none)
+        else:
+            call.failed(UpstreamStatusError(status))
+    except Exception:
+        log.exception("memtap could not capture an answer")
+
+
+class UpstreamStatusError(Exception):
     """The upstream answered with an error status (recorded on the call's span)."""
 
     def __init__(self, status: int) -> None:

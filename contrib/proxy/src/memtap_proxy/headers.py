@@ -23,8 +23,9 @@ HOP_BY_HOP = frozenset(
         b"upgrade",
     }
 )
-#: Request headers the proxy sets itself (httpx computes them for the upstream).
-_REQUEST_OWN = frozenset({b"host", b"content-length"})
+#: Request headers the proxy sets itself for the upstream (``expect``: the proxy already
+#: has the whole body).
+_REQUEST_OWN = frozenset({b"host", b"content-length", b"expect"})
 #: Response headers recomputed by the server side (length may change, e.g. a hidden event).
 _RESPONSE_OWN = frozenset({b"content-length", b"date", b"server"})
 MEMTAP_PREFIX = b"x-memtap-"

@@ -9,19 +9,18 @@ without the stream's terminator, as the upstream's failure would have done).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
-
-import anyio
-import httpx
-from starlette.types import Message, Receive, Scope, Send
+from collections.abc import Coroutine, Mapping
+from typing import Any, cast
 
 from memtap.tap import Call
 from memtap.wire import WireProtocol
 
+from .asgi import Message, RawHeaders, Receive, Send
 from .sse import SSEEvent, SSEParser
+from .upstream import ReaderGone, UpstreamError, UpstreamResponse
 
 log = logging.getLogger("memtap.proxy")
 
@@ -36,17 +35,24 @@ def json_or_none(raw: Any) -> Mapping[str, Any] | None:
 
 
 class StreamRelay:
-    """ASGI response relaying one upstream SSE stream to the client.
+    """Relays one upstream answer to the client as it arrives (SSE, or anything passed
+    through).
 
-    ``call`` is ``None`` for a stream memtap only passes through. With ``hide_usage``, the
+    ``call`` is ``None`` for an answer memtap only passes through. With ``hide_usage``, the
     usage-only event memtap asked for (``protocol.is_hidden_usage_event``) is dropped: the
     bytes of an unfinished event are then held until the event is complete.
+
+    The client going away is noticed by a waiting ``receive()`` (a bare task, no task
+    group); the upstream answer is then abandoned and the capture marked ``partial``.
+    A stream's capture is queued right after its terminal event is handed to the server,
+    before the relay yields to the event loop, so the client's next request always finds
+    the turn in the history.
     """
 
     def __init__(
         self,
-        upstream: httpx.Response,
-        headers: list[tuple[bytes, bytes]],
+        upstream: UpstreamResponse,
+        headers: RawHeaders,
         *,
         call: Call | None = None,
         protocol: WireProtocol | None = None,
@@ -59,89 +65,108 @@ class StreamRelay:
         self.hide_usage = hide_usage and protocol is not None and call is not None
         self.parser = SSEParser()
         self.client_gone = False
+        self._ended = False
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Serve the stream; watch for the client going away meanwhile."""
+    async def __call__(self, receive: Receive, send: Send, loop: asyncio.AbstractEventLoop) -> None:
+        """Serve the answer; watch for the client going away meanwhile (a task on ``loop``)."""
+        # (ASGI servers' receive() is a coroutine function)
+        watch: asyncio.Task[Message] = loop.create_task(cast("Coroutine[Any, Any, Message]", receive()))
+        watch.add_done_callback(self._on_message)
         try:
-            async with anyio.create_task_group() as group:
-
-                async def watch() -> None:
-                    while True:
-                        message: Message = await receive()
-                        if message["type"] == "http.disconnect":
-                            self.client_gone = True
-                            group.cancel_scope.cancel()
-                            return
-
-                group.start_soon(watch)
-                await self._pump(send)
-                group.cancel_scope.cancel()
+            await self._pump(send)
         finally:
-            with anyio.CancelScope(shield=True):
-                await self.upstream.aclose()
+            watch.remove_done_callback(self._on_message)
+            watch.cancel()
+            self.upstream.close()
+
+    def _on_message(self, watch: asyncio.Future[Message]) -> None:
+        if watch.cancelled() or watch.exception() is not None:
+            return
+        if watch.result()["type"] == "http.disconnect":
+            self.client_gone = True
+            self.upstream.abort(ReaderGone("the client went away"))
 
     async def _pump(self, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.upstream.status_code, "headers": self.headers}
-        )
+        upstream, call = self.upstream, self.call
+        await send({"type": "http.response.start", "status": upstream.status, "headers": self.headers})
         try:
-            async for chunk in self.upstream.aiter_raw():
-                # Events are recorded before their bytes go out, so that a stream's capture
-                # is queued before the client can see its terminal event (SDKs stop reading
-                # there and the app's next call must find this turn in the history).
-                if self.hide_usage:
-                    out = self._visible(self.parser.feed(chunk))
-                    if out:
-                        await send({"type": "http.response.body", "body": out, "more_body": True})
-                else:
-                    self._record(self.parser.feed(chunk))
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            tail = self.parser.close()
-            if self.hide_usage:
-                out = self._visible(tail)
+            while chunk := await upstream.next_chunk():
+                # When the upstream has said everything, this write also ends the answer:
+                # one write, not two.
+                last = upstream.done
+                out, ended = chunk, False
+                if call is not None:
+                    out, ended = self._read(self.parser.feed(chunk))
+                    if last:
+                        tail, tail_ended = self._read(self.parser.close())
+                        out, ended = out + tail, ended or tail_ended
+                    if not self.hide_usage:
+                        out = chunk  # every byte as it came: an unfinished event is not held
+                if last:
+                    await send({"type": "http.response.body", "body": out, "more_body": False})
+                    self._ended_after_send()
+                    return
                 if out:
                     await send({"type": "http.response.body", "body": out, "more_body": True})
-            else:
-                self._record(tail)
-        except httpx.HTTPError as exc:
+                if ended:
+                    self._ended_after_send()
+            if call is not None:
+                out, _ = self._read(self.parser.close())
+                if out and self.hide_usage:
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+        except UpstreamError as exc:
+            if self.client_gone:
+                self._finish(partial=True)
+                return
             log.warning("upstream stream failed: %s", type(exc).__name__)
             self._finish(error=exc)
             return  # no terminator: the client sees the stream cut, as the upstream cut it
         except BaseException:
-            self._finish(partial=True)  # the client went away (or we are shutting down)
+            self._finish(partial=True)  # shutting down
             raise
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        self._finish()
+        self._ended_after_send()
 
-    def _record(self, events: list[SSEEvent]) -> None:
-        call = self.call
-        if call is None:
-            return
-        for event in events:
-            if event.data is not None and event.data != "[DONE]":
-                call.stream_item(event.data)
-            if _is_terminal(event):
-                self._finish()
+    def _ended_after_send(self) -> None:
+        """The stream's end went out: capture it once, right away. The server has written
+        the bytes by now (off the answer's path), and this runs before the loop reads the
+        client's next request (clients stop reading at the terminal event)."""
+        if self.call is not None and not self._ended:
+            self._ended = True
+            self._finish(ended=True)
 
-    def _visible(self, events: list[SSEEvent]) -> bytes:
-        out = bytearray()
+    def _read(self, events: list[SSEEvent]) -> tuple[bytes, bool]:
+        """Record ``events`` on the call; the bytes to forward (when hiding the usage
+        event), and whether the stream's terminal event was among them."""
+        call, protocol = self.call, self.protocol
+        assert call is not None
+        hide = self.hide_usage
+        out = []
+        ended = False
         for event in events:
             data = event.data
             if data is not None and data != "[DONE]":
-                assert self.call is not None and self.protocol is not None
-                self.call.stream_item(data)
-                if '"usage"' in data and self.protocol.is_hidden_usage_event(json_or_none(data)):
-                    continue
+                call.stream_item(data)
+                if hide and '"usage"' in data:
+                    assert protocol is not None
+                    if protocol.is_hidden_usage_event(json_or_none(data)):
+                        continue
             if _is_terminal(event):
-                self._finish()
-            out += event.raw
-        return bytes(out)
+                ended = True
+            if hide:
+                out.append(event.raw)
+        return b"".join(out), ended
 
-    def _finish(self, *, error: BaseException | None = None, partial: bool = False) -> None:
-        if self.call is None:
+    def _finish(
+        self, *, error: BaseException | None = None, partial: bool = False, ended: bool = False
+    ) -> None:
+        """Report the stream's end (the call keeps only the first report; once the terminal
+        event went out, the stream counts as complete whatever follows)."""
+        if self.call is None or (self._ended and not ended):
             return
         try:
-            self.call.stream_finished(json_or_none, error=error, partial=partial or self.client_gone)
+            partial = partial or (self.client_gone and not ended)
+            self.call.stream_finished(json_or_none, error=error, partial=partial)
         except Exception:
             log.exception("memtap could not capture a streamed answer")
 

@@ -16,6 +16,7 @@ import uvicorn
 from memtap import HistoryBudget, Memory
 
 from .app import Proxy
+from .coalesce import HeadHoldingHttpToolsProtocol
 from .config import ProxyConfig, check_bind
 
 log = logging.getLogger("memtap.proxy")
@@ -31,10 +32,12 @@ def _uvicorn_config(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Co
         log_level=log_level,
         access_log=False,
         lifespan="on",
+        http=HeadHoldingHttpToolsProtocol,  # one write per answer that is ready at once
         server_header=False,
         date_header=False,
         timeout_keep_alive=30,
         h11_max_incomplete_event_size=64 * 1024,
+        proxy_headers=False,  # clients talk to the proxy directly: no forwarded-for to trust
     )
 
 
