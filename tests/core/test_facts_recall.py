@@ -644,3 +644,32 @@ def test_recall_falls_back_to_the_full_query_embedding(store, state, caplog):
     warnings = [r for r in caplog.records if "quick query" in r.getMessage()]
     assert len(warnings) == (1 if state == "fail" else 0)
     mem.close()
+
+
+def test_unseen_terms_are_words_no_fact_uses_numbers_aside():
+    index = EntityIndex()
+    index.add([fact("I adopted a beagle in March", 1)])
+    assert index.unseen_terms("when did I adopt my beagle?") == []  # stemmed, stopwords dropped
+    assert index.unseen_terms("what pet do I have?") == ["pet"]
+    assert index.unseen_terms("ticket 4711 from 2023") == ["ticket"]  # numbers have no paraphrase
+
+
+def test_background_workers_run_at_lower_priority(store):
+    import os
+
+    from memtap.background import lower_priority
+
+    seen = {}
+
+    def probe():
+        seen["before"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        seen["lowered"] = lower_priority(5)
+        seen["after"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    assert seen["lowered"] is True
+    assert seen["after"] == min(19, seen["before"] + 5)
+    # The caller's own thread kept its priority (Linux: per thread).
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == os.getpriority(os.PRIO_PROCESS, 0)

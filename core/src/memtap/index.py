@@ -282,8 +282,10 @@ class EntityIndex:
         return scores
 
     def unseen_terms(self, query: str) -> list[str]:
-        """The query's terms that no indexed fact uses (words search cannot see)."""
-        return [t for t in term_counts(query) if t not in self.postings]
+        """The query's words that no indexed fact uses (words search cannot see). Terms
+        with digits (numbers, ids, dates) are left out: they have no paraphrase for a
+        vector to find."""
+        return [t for t in term_counts(query) if t not in self.postings and not any(c.isdigit() for c in t)]
 
     def _vector_scores(self, qvec: Any, lex_score: Any) -> Any:
         """Cosine of every slot with ``qvec`` (``-1`` where unknown).

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from .background import lower_priority
 from .builtins import redact_text
 from .metrics import count
 from .model import Exchange, Fact, utcnow
@@ -337,6 +338,7 @@ class Memorizer:
             self._queue.put(_STOP)
 
     def _run(self) -> None:
+        lower_priority()
         while True:
             item = self._queue.get()
             if item is _STOP:

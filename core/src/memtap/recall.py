@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from .background import lower_priority
 from .embedding import Embedder
 from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
 from .metrics import count
@@ -258,6 +259,7 @@ class EmbeddingWorker:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        lower_priority()
         while True:
             first = self._queue.get()
             if first is None:
@@ -458,6 +460,8 @@ class RecallEngine:
         if entry is None:
             self.stats.cold_skips += 1
             return None
+        if entry.index is not None and not len(entry.index):
+            return []  # nothing to recall: no query vector needed
         if deadline is None and self.embedder is not None and entry.index is not None:
             self._embed_missing(entity_id, entry)
 

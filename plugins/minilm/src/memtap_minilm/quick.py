@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from memtap.background import lower_priority
+
 log = logging.getLogger("memtap.minilm")
 
 CACHE_ENV = "MEMTAP_CACHE"
@@ -166,6 +168,7 @@ class QuickQueryTable:
         self.ready.set()
 
     def _build(self) -> None:
+        lower_priority()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             for index in range(self.chunks):
