@@ -673,3 +673,26 @@ def test_background_workers_run_at_lower_priority(store):
     assert seen["after"] == min(19, seen["before"] + 5)
     # The caller's own thread kept its priority (Linux: per thread).
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_late_query_embeddings_that_never_started_are_dropped(store):
+    class Slow(GroupEmbedder):
+        def __init__(self) -> None:
+            super().__init__(delay=0.3)
+            self.texts: list[str] = []
+
+        def embed(self, texts):
+            self.texts.extend(texts)
+            return super().embed(texts)
+
+    slow = Slow()
+    mem = memory(store, embedder=slow, recall=RecallBudget(deadline=0.02))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    questions = [f"anything about the beagle number {w}?" for w in ("one", "two", "three", "four", "five")]
+    for q in questions:
+        inject(mem, q)  # each gives up on its query vector after 20 ms
+    time.sleep(1.0)
+    # The first one was already running; the ones queued behind it were cancelled.
+    assert sum(t in questions for t in slow.texts) <= 2
+    mem.close()

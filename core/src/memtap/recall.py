@@ -359,6 +359,9 @@ class QueryVectors:
         try:
             return future.result(timeout=timeout)
         except FutureTimeout as exc:
+            # Not started yet: nobody will use it (under load, late queries would pile up
+            # and keep the embedder busy long after their calls went on).
+            future.cancel()
             raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
 
     def _embed(self, text: str) -> Any:
