@@ -108,6 +108,8 @@ class EntityIndex:
         self._alive = np.zeros(cap, bool)
         self._has_vec = np.zeros(cap, bool)
         self._created = np.zeros(cap, np.float64)
+        #: Oldest and newest ``created_at`` ever indexed (the recency scale).
+        self._created_range = (math.inf, -math.inf)
         self._process = np.zeros(cap, np.int32)
         self._process_codes: dict[str | None, int] = {None: 0}
         self._vecs: Any = None
@@ -167,7 +169,9 @@ class EntityIndex:
             self._doclen[slot] = length
             self.total_len += length
             self._alive[slot] = True
-            self._created[slot] = fact.created_at.timestamp()
+            created = fact.created_at.timestamp()
+            self._created[slot] = created
+            self._created_range = (min(self._created_range[0], created), max(self._created_range[1], created))
             code = self._process_codes.setdefault(fact.process_id, len(self._process_codes))
             self._process[slot] = code
             self.alive_count += 1
@@ -287,8 +291,9 @@ class EntityIndex:
         vector to find."""
         return [t for t in term_counts(query) if t not in self.postings and not any(c.isdigit() for c in t)]
 
-    def _vector_scores(self, qvec: Any, lex_score: Any) -> Any:
-        """Cosine of every slot with ``qvec`` (``-1`` where unknown).
+    def _vector_scores(self, qvec: Any, lex_score: Any, eligible: Any) -> tuple[Any, Any]:
+        """Cosine of every slot with ``qvec`` (``-1`` where unknown), and the slots worth
+        ranking (``None``: all eligible ones).
 
         Up to :attr:`SKETCH_FROM` vectors: an exact scan, in chunks of
         :attr:`CHUNK_ROWS`. Beyond, reading every float32 vector is what costs (100k
@@ -296,16 +301,16 @@ class EntityIndex:
         256-bit sign sketches instead (random hyperplanes: the share of differing bits
         estimates the angle, 3 MB at 100k), fuses the estimates with ``lex_score`` as
         :meth:`search` will, and computes the exact cosine of the best
-        :attr:`SKETCH_RESCORE` slots. Slots left with an estimate rank below those.
+        :attr:`SKETCH_RESCORE` ``eligible`` slots, which are the only ones ranked.
         """
         np = _np()
         n = len(self.facts)
         out = np.full(n, -1.0, np.float32)
         if self._vecs is None or qvec is None:
-            return out
+            return out, None
         q = np.asarray(qvec, dtype=np.float32).ravel()
         if len(q) != self.dim:
-            return out
+            return out, None
         qn = float(np.linalg.norm(q))
         q = q / qn if qn else q
         valid = self._has_vec[:n] & self._alive[:n]
@@ -316,19 +321,34 @@ class EntityIndex:
                 stop = min(start + step, n)
                 np.matmul(self._vecs[start:stop], q, out=exact[start:stop])
             out[valid] = exact[valid]
-            return out
+            return out, None
         estimate = sketch_cosines(self._sketch[:, :n], sketch_of(q[None, :])[:, 0])
-        out[valid] = estimate[valid]
         f = self.fusion
         rough = f.lexical_weight * lex_score + (1 - f.lexical_weight) * np.clip(
-            (out - f.cos_floor) / (1 - f.cos_floor), 0, 1
+            (estimate - f.cos_floor) / (1 - f.cos_floor), 0, 1
         )
-        rough[~valid] = -1.0
+        rough[~valid] = f.lexical_weight * lex_score[~valid]  # no vector: words only
+        rough[~eligible] = -1.0
         take = min(self.SKETCH_RESCORE, n)
         best = np.argpartition(-rough, take - 1)[:take]
-        best = best[valid[best]]
-        out[best] = self._vecs[best] @ q
-        return out
+        best = best[eligible[best]]
+        with_vec = best[valid[best]]
+        out[with_vec] = self._vecs[with_vec] @ q
+        return out, best
+
+    def _eligible(self, n: int, process_id: str | None, exclude: Sequence[str]) -> Any:
+        """Live slots a search may return (of ``process_id`` or of no process; not
+        ``exclude``d)."""
+        eligible = self._alive[:n].copy()
+        if process_id is not None:
+            # Facts with no process belong to every process of the entity.
+            code = self._process_codes.get(process_id, -1)
+            eligible &= (self._process[:n] == code) | (self._process[:n] == 0)
+        for fact_id in exclude:
+            slot = self.slot_of.get(fact_id)
+            if slot is not None:
+                eligible[slot] = False
+        return eligible
 
     def search(
         self,
@@ -350,36 +370,32 @@ class EntityIndex:
         f = self.fusion
         lex = self.bm25(query)
         lex_score = lex / (lex + f.bm25_half)
-        cos = self._vector_scores(qvec, lex_score) if qvec is not None else None
-        if cos is not None and (cos > -1).any():
-            vec_score = np.clip((cos - f.cos_floor) / (1 - f.cos_floor), 0, 1)
-            fused = f.lexical_weight * lex_score + (1 - f.lexical_weight) * vec_score
-        else:
-            fused = lex_score
-        mask = self._alive[:n] & (fused > 0)
-        if process_id is not None:
-            # Facts with no process belong to every process of the entity.
-            code = self._process_codes.get(process_id, -1)
-            mask &= (self._process[:n] == code) | (self._process[:n] == 0)
-        for fact_id in exclude:
-            slot = self.slot_of.get(fact_id)
-            if slot is not None:
-                mask[slot] = False
-        fused = np.where(mask, fused, -1.0)
-        if f.recency_weight:
-            created = self._created[:n]
-            span = float(created.max() - created.min()) or 1.0
-            fused = fused + np.where(mask, f.recency_weight * (created - created.min()) / span, 0.0)
-        hits = int(mask.sum())
-        take = min(k, hits)
+        eligible = self._eligible(n, process_id, exclude)
+        cos, slots = self._vector_scores(qvec, lex_score, eligible) if qvec is not None else (None, None)
+        use_vectors = cos is not None and bool((cos > -1).any())
+        if slots is None:
+            # Without vectors only facts sharing a word can score: rank those alone.
+            slots = np.flatnonzero(eligible if use_vectors else eligible & (lex > 0))
+        fused = lex_score[slots]
+        if use_vectors:
+            assert cos is not None
+            vec_score = np.clip((cos[slots] - f.cos_floor) / (1 - f.cos_floor), 0, 1)
+            fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+        keep = fused > 0
+        slots, fused = slots[keep], fused[keep]
+        if f.recency_weight and len(slots):
+            oldest, newest = self._created_range
+            span = (newest - oldest) or 1.0
+            fused = fused + f.recency_weight * (self._created[slots] - oldest) / span
+        take = min(k, len(slots))
         if take <= 0:
             return []
         top = np.argpartition(-fused, take - 1)[:take]
         top = top[np.argsort(-fused[top], kind="stable")]
         out: list[tuple[Fact, float]] = []
-        for slot in top:
-            score = float(min(1.0, fused[slot]))
-            fact = self.facts[int(slot)]
+        for i in top:
+            score = float(min(1.0, fused[i]))
+            fact = self.facts[int(slots[i])]
             if fact is not None and score >= min_score:
                 out.append((fact, score))
         return out
