@@ -12,7 +12,26 @@ PREAMBLE = "_preamble"
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-class MarkdownProfile:
+class _FingerprintedProfile:
+    """What the Markdown and XML profiles share: a name, recognition by fingerprints in
+    the prompt's head, and a slot -> section key table."""
+
+    def __init__(self, name: str, fingerprints: tuple[str, ...], slots: Mapping[str, str]) -> None:
+        self.name = name
+        self._fingerprints = fingerprints
+        self._slots = dict(slots)
+
+    def detect(self, system_text: str) -> bool:
+        """Whether a fingerprint appears in the prompt's first 4 kB."""
+        head = system_text[:4096]
+        return any(f in head for f in self._fingerprints)
+
+    def resolve(self, slot: str) -> str | None:
+        """The section key (heading text, tag name) for ``slot``."""
+        return self._slots.get(slot)
+
+
+class MarkdownProfile(_FingerprintedProfile):
     """A prompt made of Markdown sections at one heading level (``#`` or ``##``).
 
     Sections are keyed by heading text; the text before the first heading is
@@ -22,15 +41,8 @@ class MarkdownProfile:
     def __init__(
         self, name: str, level: int, fingerprints: tuple[str, ...], slots: Mapping[str, str]
     ) -> None:
-        self.name = name
+        super().__init__(name, fingerprints, slots)
         self._heading = re.compile(r"^" + "#" * level + r" +(\S.*?)\s*$")
-        self._fingerprints = fingerprints
-        self._slots = dict(slots)
-
-    def detect(self, system_text: str) -> bool:
-        """Whether a fingerprint appears in the prompt's first 4 kB."""
-        head = system_text[:4096]
-        return any(f in head for f in self._fingerprints)
 
     def split(self, system_text: str) -> list[Segment]:
         """One segment per section (heading line included), the preamble first."""
@@ -51,25 +63,11 @@ class MarkdownProfile:
             segments.append(Segment("".join(current), key))
         return segments
 
-    def resolve(self, slot: str) -> str | None:
-        """The section heading for ``slot``."""
-        return self._slots.get(slot)
 
-
-class XmlProfile:
+class XmlProfile(_FingerprintedProfile):
     """A prompt made of top-level ``<tag>...</tag>`` blocks and text between them."""
 
     _TAG = re.compile(r"<([A-Za-z_][\w-]*)>.*?</\1>", re.DOTALL)
-
-    def __init__(self, name: str, fingerprints: tuple[str, ...], slots: Mapping[str, str]) -> None:
-        self.name = name
-        self._fingerprints = fingerprints
-        self._slots = dict(slots)
-
-    def detect(self, system_text: str) -> bool:
-        """Whether a fingerprint appears in the prompt's first 4 kB."""
-        head = system_text[:4096]
-        return any(f in head for f in self._fingerprints)
 
     def split(self, system_text: str) -> list[Segment]:
         """Tag blocks keyed by tag name (their content, between the tags, is where
@@ -89,10 +87,6 @@ class XmlProfile:
         if at < len(system_text):
             segments.append(Segment(system_text[at:], PREAMBLE if not segments else None))
         return segments
-
-    def resolve(self, slot: str) -> str | None:
-        """The tag name for ``slot``."""
-        return self._slots.get(slot)
 
 
 class PlainProfile:
