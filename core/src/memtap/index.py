@@ -17,6 +17,7 @@ unrelated query gets low scores rather than a re-normalised "best of the bad".
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -262,18 +263,26 @@ class EntityIndex:
 
     # -- search --------------------------------------------------------------------------
 
-    def bm25(self, query: str) -> Any:
-        """BM25 score of every slot for ``query`` (0 where no term matches)."""
+    def bm25(self, query: str | Mapping[str, int]) -> Any:
+        """BM25 score of every slot for ``query`` (its text or its :func:`term_counts`);
+        0 where no term matches and for dead slots."""
+        return self._lexical(query)[0]
+
+    def _lexical(self, query: str | Mapping[str, int]) -> tuple[Any, Any]:
+        """:meth:`bm25`'s scores and the live slots sharing a term with the query (sorted)."""
         np = _np()
         n = len(self.facts)
         scores = np.zeros(n, np.float32)
         if not self.alive_count:
-            return scores
+            return scores, np.zeros(0, np.intp)
         f = self.fusion
+        counts = term_counts(query) if isinstance(query, str) else query
         avgdl = max(self.total_len / self.alive_count, 1e-6)
-        norm = (f.k1 * (1 - f.b)) + (f.k1 * f.b / avgdl) * self._doclen[:n]
-        qcounts = term_counts(query)
-        for term, qtf in qcounts.items():
+        # The length norm k1 * (1 - b + b * len / avgdl), computed for the matching slots
+        # only: a pass over every slot would cost more than most postings.
+        base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
+        matched: list[Any] = []
+        for term, qtf in counts.items():
             p = self.postings.get(term)
             if p is None:
                 continue
@@ -281,78 +290,103 @@ class EntityIndex:
             tf = np.frombuffer(p.tf, dtype=np.float32)
             df = len(slots)
             idf = math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5))
-            scores[slots] += (idf * qtf) * tf * (f.k1 + 1) / (tf + norm[slots])
-        scores[~self._alive[:n]] = 0
-        return scores
+            norm = self._doclen[slots] * per_len
+            norm += base
+            norm += tf
+            scores[slots] += (idf * qtf * (f.k1 + 1)) * tf / norm
+            matched.append(slots)
+        hit = np.unique(np.concatenate(matched)) if len(matched) > 1 else (matched[0] if matched else None)
+        if hit is None:
+            return scores, np.zeros(0, np.intp)
+        if self.alive_count < n:
+            scores[~self._alive[:n]] = 0  # postings keep the slots of removed facts
+            hit = hit[self._alive[hit]]
+        return scores, hit.astype(np.intp)
 
-    def unseen_terms(self, query: str) -> list[str]:
+    def unseen_terms(self, query: str | Mapping[str, int]) -> list[str]:
         """The query's words that no indexed fact uses (words search cannot see). Terms
         with digits (numbers, ids, dates) are left out: they have no paraphrase for a
         vector to find."""
-        return [t for t in term_counts(query) if t not in self.postings and not any(c.isdigit() for c in t)]
+        counts = term_counts(query) if isinstance(query, str) else query
+        return [t for t in counts if t not in self.postings and not any(c.isdigit() for c in t)]
 
-    def _vector_scores(self, qvec: Any, lex_score: Any, eligible: Any) -> tuple[Any, Any]:
-        """Cosine of every slot with ``qvec`` (``-1`` where unknown), and the slots worth
-        ranking (``None``: all eligible ones).
-
-        Up to :attr:`SKETCH_FROM` vectors: an exact scan, in chunks of
-        :attr:`CHUNK_ROWS`. Beyond, reading every float32 vector is what costs (100k
-        384-d vectors are 150 MB: ~13 ms of memory bandwidth here), so the scan reads
-        256-bit sign sketches instead (random hyperplanes: the share of differing bits
-        estimates the angle, 3 MB at 100k), fuses the estimates with ``lex_score`` as
-        :meth:`search` will, and computes the exact cosine of the best
-        :attr:`SKETCH_RESCORE` ``eligible`` slots, which are the only ones ranked.
-        """
+    def _unit_query(self, qvec: Any) -> Any:
+        """``qvec`` as a unit float32 vector, or ``None`` when no stored vector can be
+        compared with it (none stored, other dimension, zero vector)."""
         np = _np()
-        n = len(self.facts)
-        out = np.full(n, -1.0, np.float32)
-        if self._vecs is None or qvec is None:
-            return out, None
+        if qvec is None or self._vecs is None or not self.vector_count:
+            return None
         q = np.asarray(qvec, dtype=np.float32).ravel()
         if len(q) != self.dim:
-            return out, None
-        qn = float(np.linalg.norm(q))
-        q = q / qn if qn else q
-        valid = self._has_vec[:n] & self._alive[:n]
-        if self.vector_count < self.SKETCH_FROM:
-            exact = np.empty(n, np.float32)
-            step = self.CHUNK_ROWS
-            for start in range(0, n, step):
-                stop = min(start + step, n)
-                np.matmul(self._vecs[start:stop], q, out=exact[start:stop])
-            out[valid] = exact[valid]
-            return out, None
-        estimate = sketch_cosines(self._sketch[:, :n], sketch_of(q[None, :])[:, 0])
+            return None
+        qn = math.sqrt(float(q @ q))
+        return q / qn if qn else None
+
+    def _exact_cosines(self, q: Any, n: int) -> Any:
+        """Cosine of every slot with the unit vector ``q`` (``-1`` where there is no vector),
+        in products of :attr:`CHUNK_ROWS` rows."""
+        np = _np()
+        out = np.empty(n, np.float32)
+        step = self.CHUNK_ROWS
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            np.matmul(self._vecs[start:stop], q, out=out[start:stop])
+        if self.vector_count < n:
+            out[~self._has_vec[:n]] = -1.0
+        return out
+
+    def _sketch_candidates(self, q: Any, lex: Any, matched: Any, eligible: Any) -> tuple[Any, Any]:
+        """The slots worth ranking and their exact cosines, for an index of many vectors.
+
+        Reading every float32 vector is what costs (100k 384-d vectors are 150 MB: ~13 ms
+        of memory bandwidth here), so the scan reads 256-bit sign sketches instead
+        (random hyperplanes: the share of differing bits estimates the angle, 3 MB at
+        100k), fuses the estimates with the BM25 scores ``lex`` (non-zero at ``matched``)
+        as :meth:`search` will, and computes the exact cosine of the best
+        :attr:`SKETCH_RESCORE` slots. ``eligible`` is ``None`` when every slot is."""
+        np = _np()
+        n = len(self.facts)
         f = self.fusion
-        rough = f.lexical_weight * lex_score + (1 - f.lexical_weight) * np.clip(
-            (estimate - f.cos_floor) / (1 - f.cos_floor), 0, 1
-        )
-        rough[~valid] = f.lexical_weight * lex_score[~valid]  # no vector: words only
-        rough[~eligible] = -1.0
+        distance = sketch_distances(self._sketch[:, :n], query_sketch(q))
+        rough = _vector_weight_of_distance(f)[distance]
+        if self.vector_count < n:
+            rough[~self._has_vec[:n]] = 0.0  # no vector: words only
+        if len(matched):
+            m = lex[matched]
+            rough[matched] += f.lexical_weight * (m / (m + f.bm25_half))
+        if eligible is not None:
+            rough[~eligible] = -1.0
         take = min(self.SKETCH_RESCORE, n)
+        # Selecting the smallest of the negated scores: numpy's introselect takes ~25x
+        # longer for the largest when most scores tie at 0, as they do here.
         best = np.argpartition(-rough, take - 1)[:take]
-        best = best[eligible[best]]
-        with_vec = best[valid[best]]
-        out[with_vec] = self._vecs[with_vec] @ q
-        return out, best
+        if eligible is not None:
+            best = best[eligible[best]]
+        cos = np.full(len(best), -1.0, np.float32)
+        known = self._has_vec[best]
+        cos[known] = self._vecs[best[known]] @ q
+        return best, cos
 
     def _eligible(self, n: int, process_id: str | None, exclude: Sequence[str]) -> Any:
-        """Live slots a search may return (of ``process_id`` or of no process; not
-        ``exclude``d)."""
-        eligible = self._alive[:n].copy()
-        if process_id is not None:
+        """Slots a search may return (live, of ``process_id`` or of no process, not
+        ``exclude``d), or ``None`` when that is every slot."""
+        np = _np()
+        eligible = None if self.alive_count == n else self._alive[:n].copy()
+        if process_id is not None and len(self._process_codes) > 1:
             # Facts with no process belong to every process of the entity.
             code = self._process_codes.get(process_id, -1)
-            eligible &= (self._process[:n] == code) | (self._process[:n] == 0)
-        for fact_id in exclude:
-            slot = self.slot_of.get(fact_id)
-            if slot is not None:
-                eligible[slot] = False
+            mine = (self._process[:n] == code) | (self._process[:n] == 0)
+            eligible = mine if eligible is None else eligible & mine
+        slots = [s for s in (self.slot_of.get(fact_id) for fact_id in exclude) if s is not None]
+        if slots:
+            if eligible is None:
+                eligible = np.ones(n, bool)
+            eligible[slots] = False
         return eligible
 
     def search(
         self,
-        query: str,
+        query: str | Mapping[str, int],
         qvec: Any = None,
         *,
         k: int = 5,
@@ -360,42 +394,56 @@ class EntityIndex:
         min_score: float = 0.0,
         exclude: Sequence[str] = (),
     ) -> list[tuple[Fact, float]]:
-        """The ``k`` best facts for ``query`` (and its vector, if any), best first, with
-        fused scores in [0, 1]; with ``process_id``, only that process's facts and
-        facts of no process."""
+        """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
+        its vector, if any, best first, with fused scores in [0, 1]; with
+        ``process_id``, only that process's facts and facts of no process.
+
+        Only slots that can score are ranked: with vectors, every slot (below
+        :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
+        sharing a word with the query."""
         np = _np()
         n = len(self.facts)
         if not n or k <= 0 or not self.alive_count:
             return []
         f = self.fusion
-        lex = self.bm25(query)
-        lex_score = lex / (lex + f.bm25_half)
+        lex, matched = self._lexical(query)
         eligible = self._eligible(n, process_id, exclude)
-        cos, slots = self._vector_scores(qvec, lex_score, eligible) if qvec is not None else (None, None)
-        use_vectors = cos is not None and bool((cos > -1).any())
-        if slots is None:
-            # Without vectors only facts sharing a word can score: rank those alone.
-            slots = np.flatnonzero(eligible if use_vectors else eligible & (lex > 0))
-        fused = lex_score[slots]
-        if use_vectors:
-            assert cos is not None
-            vec_score = np.clip((cos[slots] - f.cos_floor) / (1 - f.cos_floor), 0, 1)
+        q = self._unit_query(qvec)
+        cos = None
+        if q is None:
+            slots = matched
+            if eligible is not None:
+                slots = slots[eligible[slots]]
+        elif self.vector_count < self.SKETCH_FROM:
+            cos = self._exact_cosines(q, n)
+            if eligible is None:
+                slots = np.arange(n)
+            else:
+                slots = np.flatnonzero(eligible)
+                cos = cos[slots]
+        else:
+            slots, cos = self._sketch_candidates(q, lex, matched, eligible)
+        fused = lex[slots]
+        fused /= fused + f.bm25_half
+        if cos is not None:
+            vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
             fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
         keep = fused > 0
         slots, fused = slots[keep], fused[keep]
-        if f.recency_weight and len(slots):
+        if not len(slots):
+            return []
+        if f.recency_weight:
             oldest, newest = self._created_range
             span = (newest - oldest) or 1.0
-            fused = fused + f.recency_weight * (self._created[slots] - oldest) / span
+            fused += (self._created[slots] - oldest) * (f.recency_weight / span)
         take = min(k, len(slots))
-        if take <= 0:
-            return []
         top = np.argpartition(-fused, take - 1)[:take]
         top = top[np.argsort(-fused[top], kind="stable")]
         out: list[tuple[Fact, float]] = []
-        for i in top:
-            score = float(min(1.0, fused[i]))
-            fact = self.facts[int(slots[i])]
+        facts = self.facts
+        for slot, value in zip(slots[top].tolist(), fused[top].tolist()):
+            score = min(1.0, value)
+            fact = facts[slot]
             if fact is not None and score >= min_score:
                 out.append((fact, score))
         return out
@@ -404,7 +452,6 @@ class EntityIndex:
 #: Bits of a vector's sign sketch.
 SKETCH_BITS = 256
 _planes: dict[int, Any] = {}
-_cos_of_distance: Any = None
 
 
 def sketch_words() -> int:
@@ -420,29 +467,45 @@ def sketch_of(rows: Any) -> Any:
     dim = rows.shape[1]
     planes = _planes.get(dim)
     if planes is None:
-        planes = _planes[dim] = np.random.default_rng(20_240_601).standard_normal((dim, SKETCH_BITS))
+        planes = np.random.default_rng(20_240_601).standard_normal((dim, SKETCH_BITS))
         planes = _planes[dim] = planes.astype(np.float32)
     bits = np.packbits(rows @ planes > 0, axis=1, bitorder="little")
     words: Any = bits.view(np.uint64).T.copy()
     return words
 
 
+def query_sketch(q: Any) -> Any:
+    """The sign sketch of one vector, as ``(words,)`` uint64 (what :func:`sketch_of` makes
+    for a single row)."""
+    np = _np()
+    if len(q) not in _planes:
+        sketch_of(q[None, :])
+    return np.packbits(q @ _planes[len(q)] > 0, bitorder="little").view(np.uint64)
+
+
+def sketch_distances(sketches: Any, query: Any) -> Any:
+    """How many bits of each sketch (``(words, n)``) differ from ``query``'s (``(words,)``)."""
+    np = _np()
+    counts = np.bitwise_count(np.bitwise_xor(sketches, query[:, None]))
+    return counts.sum(axis=0, dtype=np.uint16)
+
+
 def sketch_cosines(sketches: Any, query: Any) -> Any:
     """Estimated cosine of each sketched vector with the query's sketch: with ``h`` of
     the bits differing, the angle is about ``pi * h / bits``."""
-    global _cos_of_distance
     np = _np()
-    if _cos_of_distance is None:
-        _cos_of_distance = np.cos(np.pi * np.arange(SKETCH_BITS + 1) / SKETCH_BITS).astype(np.float32)
-    n = sketches.shape[1]
-    distance = np.zeros(n, np.uint16)
-    scratch = np.empty(n, np.uint64)
-    counts = np.empty(n, np.uint8)
-    for word in range(sketches.shape[0]):
-        np.bitwise_xor(sketches[word], query[word], out=scratch)
-        np.bitwise_count(scratch, out=counts)
-        distance += counts
-    return _cos_of_distance[distance]
+    return np.cos(np.pi * sketch_distances(sketches, query) / SKETCH_BITS).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=16)
+def _vector_weight_of_distance(fusion: Fusion) -> Any:
+    """The vector part of the fused score, ``(1 - lexical_weight) * clip((cos - cos_floor)
+    / (1 - cos_floor))``, for each sketch distance (one table lookup per slot in the scan
+    instead of five passes)."""
+    np = _np()
+    cos = np.cos(np.pi * np.arange(SKETCH_BITS + 1) / SKETCH_BITS)
+    score = np.clip((cos - fusion.cos_floor) / (1 - fusion.cos_floor), 0, 1)
+    return ((1 - fusion.lexical_weight) * score).astype(np.float32)
 
 
 def query_terms(query: str) -> list[str]:

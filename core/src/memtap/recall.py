@@ -31,6 +31,7 @@ from .metrics import count
 from .model import Fact, ScoredFact
 from .pending import PendingWork
 from .storage import Store
+from .text import term_counts
 
 log = logging.getLogger("memtap.recall")
 
@@ -468,15 +469,17 @@ class RecallEngine:
         if deadline is None and self.embedder is not None and entry.index is not None:
             self._embed_missing(entity_id, entry)
 
+        counts = term_counts(query)
+
         def search_with(qvec: Any) -> tuple[list[tuple[Fact, float]], bool] | None:
             with entry.lock:
                 index = entry.index
                 if index is None:
                     return None
                 hits = index.search(
-                    query, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude
+                    counts, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude
                 )
-                return hits, bool(index.unseen_terms(query))
+                return hits, bool(index.unseen_terms(counts))
 
         wanted = self.queries is not None and bool(query.strip())
         quick = self.queries.quick(query) if self.queries is not None and wanted else None

@@ -207,3 +207,21 @@ def test_minilm_full_spec_turns_quick_queries_off():
     assert memtap_minilm.memtap_embedder(spec="minilm-full").quick_queries is False
     assert memtap_minilm.memtap_embedder(spec="minilm").quick_queries is True
     assert MiniLMEmbedder(quick_queries=False).quick_query("anything") is None
+
+
+def test_quick_query_ids_are_the_whole_texts_ids(ready_embedder, monkeypatch):
+    """Words are tokenized one by one (and cached); the ids must be those of the text."""
+    seen: list[list[int]] = []
+    monkeypatch.setattr(ready_embedder._quick, "vector", lambda ids: seen.append(list(ids)))
+    tokenizer = ready_embedder._tokenizer
+    texts = [
+        "What did I tell you about my dog?",
+        "Café résumé naïve — Über-cool",
+        "東京で寿司を食べた and then ramen",
+        "hello_world foo-bar (baz)!! 3.14 e-mail: a@b.c",
+        "  tabs\tand\nnewlines  ",
+        "what did I tell you about my dog?",  # the cached words again
+    ]
+    for text in texts:
+        ready_embedder.quick_query(text)
+        assert seen.pop() == tokenizer.encode(text, add_special_tokens=False).ids, text

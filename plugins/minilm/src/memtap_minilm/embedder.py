@@ -3,9 +3,10 @@ vectors, 384 dimensions. Model and tokenizer are files in site-packages."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
         self.quick_queries = quick_queries
         self._quick: Any = None
+        self._word_ids: Callable[[str], tuple[int, ...]] | None = None
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -106,9 +108,25 @@ class MiniLMEmbedder:
         in the background on first use) or ``quick_queries`` is off."""
         if not self.quick_queries:
             return None
-        ids = self._tokenizer_or_load().encode(text, add_special_tokens=False).ids
+        word_ids = self._word_ids or self._cache_word_ids()
+        ids: list[int] = []
+        for word in text.split():
+            ids += word_ids(word)
         vector: np.ndarray[Any, np.dtype[np.float32]] | None = self._quick_table().vector(ids)
         return vector
+
+    def _cache_word_ids(self) -> Callable[[str], tuple[int, ...]]:
+        """Token ids per whitespace-separated word, cached: the tokenizer's normaliser and
+        pre-tokenizer act within words (whitespace always splits), so a text's ids are
+        its words' ids in order, and a question's words mostly repeat. An ``encode`` of
+        the whole text costs 40-120 µs; the lookups, a few."""
+        tokenizer = self._tokenizer_or_load()
+
+        def ids_of(word: str) -> tuple[int, ...]:
+            return tuple(tokenizer.encode(word, add_special_tokens=False).ids)
+
+        self._word_ids = functools.lru_cache(maxsize=1 << 15)(ids_of)
+        return self._word_ids
 
     def prepare_quick_queries(self, timeout: float | None = None) -> bool:
         """Load the quick query table, building it first if this machine has none (~45 s

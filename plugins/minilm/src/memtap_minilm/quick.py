@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import logging
+import math
 import os
 import threading
 import time
@@ -122,9 +123,11 @@ class QuickQueryTable:
         if not ids:
             return None
         assert self._center is not None
-        v = table[ids].astype(np.float32).mean(axis=0) - self._center
-        norm = float(np.linalg.norm(v))
-        return (v / norm).astype(np.float32) if norm else None
+        v = table[ids].sum(axis=0, dtype=np.float32)
+        v *= np.float32(1 / len(ids))
+        v -= self._center
+        norm = math.sqrt(float(v @ v))
+        return v / np.float32(norm) if norm else None
 
     def start(self) -> None:
         """Load the finished table, or start building it in a background thread."""
