@@ -295,3 +295,28 @@ def test_everything_submitted_is_written_exactly_once(n):
     assert writer.flush(5)
     assert store.written == [f"ex{i:03d}" for i in range(n)]
     writer.close()
+
+
+def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
+    """Calls that arrive formatted (the proxy formats in the caller) do not wake the writer
+    one by one: it lingers, then writes what came in one batch; a flush cuts the linger."""
+    store = FlakyStore()
+    writer = fast_writer(store, linger=0.5)
+    writer.format_ahead = False
+    formatted: list[int] = []
+
+    def item(i: int) -> CapturedCall:
+        exchange = make_exchange(i)
+        return CapturedCall(lambda: formatted.append(i) or exchange)
+
+    for i in range(5):
+        writer.submit(item(i))
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert store.batches == []  # still lingering after the first call
+    assert formatted == []  # and nothing was formatted ahead of the write
+    started = time.monotonic()
+    assert writer.flush(5)
+    assert time.monotonic() - started < 0.4  # the flush did not wait out the linger
+    assert store.batches == [[f"ex{i:03d}" for i in range(5)]]
+    writer.close()

@@ -112,6 +112,13 @@ class CaptureWriter:
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._linger = linger
+        #: Format each call as soon as it is queued (the writer wakes for every call), so
+        #: that the next call of its session finds it formatted. Off when calls arrive
+        #: formatted (:attr:`memtap.tap.Tap.format_in_caller`): the writer then wakes once
+        #: per batch, not once per call, and competes less for the GIL.
+        self.format_ahead = True
+        #: Set by :meth:`flush` and :meth:`close` to cut a linger short.
+        self._hurry = threading.Event()
         self._flushing = 0
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._held: deque[tuple[Exchange, CapturedCall]] = deque()
@@ -151,6 +158,7 @@ class CaptureWriter:
         with self._flushing_lock:
             self._flushing += 1
         self._queue.put(_FLUSH)
+        self._hurry.set()
         try:
             return self._pending.wait(timeout)
         finally:
@@ -163,6 +171,7 @@ class CaptureWriter:
         self._closed = True
         if self._thread is not None:
             self._queue.put(_STOP)
+            self._hurry.set()
             self._thread.join(timeout)
         if not ok:
             log.warning(
@@ -181,14 +190,21 @@ class CaptureWriter:
         if first is _STOP:
             return [], True
         batch: list[CapturedCall] = []
+        ahead = self.format_ahead
         if first is not _FLUSH:
             batch.append(first)  # type: ignore[arg-type]
             # Format now, while the request thread waits on the network: the next call of
             # the same session then finds the exchange ready for its history.
-            batch[0].exchange()
+            if ahead:
+                batch[0].exchange()
+            elif not self._flushing:
+                # Linger without being woken by each call, then take what came.
+                self._hurry.wait(self._linger)
+        self._hurry.clear()
         deadline = time.monotonic() + self._linger
         while len(batch) < self._batch_size:
-            timeout = 0.0 if self._flushing or not batch else deadline - time.monotonic()
+            lingering = ahead and batch and not self._flushing
+            timeout = deadline - time.monotonic() if lingering else 0.0
             try:
                 item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
             except queue.Empty:
@@ -197,7 +213,8 @@ class CaptureWriter:
                 return batch, True
             if item is not _FLUSH:
                 batch.append(item)  # type: ignore[arg-type]
-                batch[-1].exchange()
+                if ahead:
+                    batch[-1].exchange()
         return batch, False
 
     def _run(self) -> None:

@@ -103,6 +103,20 @@ class Tap:
         #: The ``session_init`` blocks kept per session.
         self.session_blocks = SessionBlocks()
         self._profiles: list[AgentProfile] | None = None
+        self._format_in_caller = False
+
+    @property
+    def format_in_caller(self) -> bool:
+        """Format a finished call in the thread that finishes it, not in the writer. For a
+        server that finishes a call after its answer is written (the proxy): the work is
+        done while the client reads, instead of in a thread that competes for the GIL
+        with the next request (and the writer wakes once per batch, not per call)."""
+        return self._format_in_caller
+
+    @format_in_caller.setter
+    def format_in_caller(self, value: bool) -> None:
+        self._format_in_caller = value
+        self.writer.format_ahead = not value
 
     @property
     def profiles(self) -> list[AgentProfile]:
@@ -370,6 +384,8 @@ class Call:
             item.segment = journal_call(
                 self.tap.spool, self, body, ended_at, journal, error=error, partial=partial, stream=stream
             )
+        if self.tap.format_in_caller:
+            item.exchange()
         try:
             self.tap.histories.append(self.attribution, lambda: _messages(item))
             self.tap.writer.submit(item)

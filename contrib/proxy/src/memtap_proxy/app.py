@@ -92,6 +92,8 @@ class Proxy:
     ) -> None:
         self.config = config
         self.memory = memory
+        # Calls finish after their answer is written: format them then (see Tap).
+        memory.tap.format_in_caller = True
         self.stats = ProxyStats()
         self.protocols: dict[str, WireProtocol] = {
             p.name: p for group in memory.pm.hook.memtap_wire_protocols() for p in group or ()
