@@ -94,20 +94,26 @@ class StreamRelay:
                 # When the upstream has said everything, this write also ends the answer:
                 # one write, not two.
                 last = upstream.done
-                out, ended = chunk, False
-                if call is not None:
+                if self.hide_usage:
+                    # The bytes sent depend on the events: read them first.
                     out, ended = self._read(self.parser.feed(chunk))
                     if last:
                         tail, tail_ended = self._read(self.parser.close())
                         out, ended = out + tail, ended or tail_ended
-                    if not self.hide_usage:
-                        out = chunk  # every byte as it came: an unfinished event is not held
+                    if out or last:
+                        await send({"type": "http.response.body", "body": out, "more_body": not last})
+                else:
+                    # Every byte as it came (an unfinished event is not held), sent before
+                    # the events are read for the capture: that is off the bytes' path.
+                    await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                    ended = False
+                    if call is not None:
+                        ended = self._read(self.parser.feed(chunk))[1]
+                        if last:
+                            ended = self._read(self.parser.close())[1] or ended
                 if last:
-                    await send({"type": "http.response.body", "body": out, "more_body": False})
                     self._ended_after_send()
                     return
-                if out:
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
                 if ended:
                     self._ended_after_send()
             if call is not None:
