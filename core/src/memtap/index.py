@@ -266,15 +266,17 @@ class EntityIndex:
     def bm25(self, query: str | Mapping[str, int]) -> Any:
         """BM25 score of every slot for ``query`` (its text or its :func:`term_counts`);
         0 where no term matches and for dead slots."""
-        return self._lexical(query)[0]
+        return self._lexical(query, matches=False)[0]
 
-    def _lexical(self, query: str | Mapping[str, int]) -> tuple[Any, Any]:
-        """:meth:`bm25`'s scores and the live slots sharing a term with the query (sorted)."""
+    def _lexical(self, query: str | Mapping[str, int], *, matches: bool) -> tuple[Any, Any]:
+        """:meth:`bm25`'s scores and, with ``matches``, the live slots sharing a term with
+        the query (sorted; else ``None``)."""
         np = _np()
         n = len(self.facts)
         scores = np.zeros(n, np.float32)
+        none = np.zeros(0, np.intp) if matches else None
         if not self.alive_count:
-            return scores, np.zeros(0, np.intp)
+            return scores, none
         f = self.fusion
         counts = term_counts(query) if isinstance(query, str) else query
         avgdl = max(self.total_len / self.alive_count, 1e-6)
@@ -282,6 +284,7 @@ class EntityIndex:
         # only: a pass over every slot would cost more than most postings.
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
         matched: list[Any] = []
+        postings = 0
         for term, qtf in counts.items():
             p = self.postings.get(term)
             if p is None:
@@ -294,14 +297,20 @@ class EntityIndex:
             norm += base
             norm += tf
             scores[slots] += (idf * qtf * (f.k1 + 1)) * tf / norm
-            matched.append(slots)
-        hit = np.unique(np.concatenate(matched)) if len(matched) > 1 else (matched[0] if matched else None)
-        if hit is None:
-            return scores, np.zeros(0, np.intp)
+            if matches:
+                matched.append(slots)
+                postings += df
         if self.alive_count < n:
             scores[~self._alive[:n]] = 0  # postings keep the slots of removed facts
-            hit = hit[self._alive[hit]]
-        return scores, hit.astype(np.intp)
+        if not matched:
+            return scores, none
+        if len(matched) == 1 or postings * 16 < n:
+            # Few matches: merge the postings (a sort of what matched, not a pass over n).
+            hit = matched[0] if len(matched) == 1 else np.unique(np.concatenate(matched))
+            if self.alive_count < n:
+                hit = hit[self._alive[hit]]
+            return scores, hit.astype(np.intp)
+        return scores, np.flatnonzero(scores)
 
     def unseen_terms(self, query: str | Mapping[str, int]) -> list[str]:
         """The query's words that no indexed fact uses (words search cannot see). Terms
@@ -406,15 +415,16 @@ class EntityIndex:
         if not n or k <= 0 or not self.alive_count:
             return []
         f = self.fusion
-        lex, matched = self._lexical(query)
-        eligible = self._eligible(n, process_id, exclude)
         q = self._unit_query(qvec)
+        exact = q is not None and self.vector_count < self.SKETCH_FROM
+        lex, matched = self._lexical(query, matches=not exact)
+        eligible = self._eligible(n, process_id, exclude)
         cos = None
         if q is None:
             slots = matched
             if eligible is not None:
                 slots = slots[eligible[slots]]
-        elif self.vector_count < self.SKETCH_FROM:
+        elif exact:
             cos = self._exact_cosines(q, n)
             if eligible is None:
                 slots = np.arange(n)

@@ -8,6 +8,7 @@ call. Facts the injected history already carries are not repeated.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 
@@ -42,7 +43,9 @@ class RecallBudget:
             raise ValueError("RecallBudget limits must be zero or positive")
 
 
+@functools.lru_cache(maxsize=8192)
 def _norm(text: str) -> str:
+    # Cached: a session's history messages are compared again on every call.
     return _SPACES.sub(" ", text).strip().lower()
 
 
@@ -57,7 +60,7 @@ def latest_user_text(messages: tuple[Message, ...]) -> str:
 def fact_line(fact: Fact) -> str:
     """One fact as a single line of the block (line breaks flattened; ``render_blocks``
     escapes the rest)."""
-    date = fact.created_at.strftime("%Y-%m-%d")
+    date = fact.created_at.date().isoformat()
     said = "the user said: " if fact.kind == "episode" else ""
     return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}"
 
