@@ -34,7 +34,9 @@ def test_mem_commands_are_answered_locally(oai, upstream, mem) -> None:
     mem.remember("Alice lives in Tokyo", entity_id="default")
     assert "mem:recall" in ask(oai, "mem:help")
     assert "Tokyo" in ask(oai, "mem:recall where does Alice live", stream=True)
-    assert "store memory://" in ask(oai, "  mem:status")
+    status = ask(oai, "  mem:status")
+    assert "store memory://" in status
+    assert "recall since start: 1 search(es)" in status  # the mem:recall above
     assert "mem:forget --yes" in ask(oai, "mem:forget")
     assert mem.facts(entity_id="default")
     assert "deleted" in ask(oai, "mem:forget --yes")

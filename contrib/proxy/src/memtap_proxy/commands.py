@@ -75,8 +75,22 @@ def run_command(command: Command, ctx: CommandContext) -> str:
             f"memtap proxy: store {ctx.memory.url}\n"
             f"entity {a.entity_id!r}, session {a.session_id!r}, process {a.process_id or '-'}\n"
             f"protocol {ctx.protocol}, agent profile {ctx.agent}\n"
-            f"{facts} fact(s) and {sessions} session(s) stored for {entity!r}"
+            f"{facts} fact(s) and {sessions} session(s) stored for {entity!r}\n"
+            f"{_recall_status(ctx.memory)}"
         )
     if command.name == "help":
         return HELP
     return f"unknown memtap command `mem:{command.name}`.\n\n{HELP}"
+
+
+def _recall_status(memory: Memory) -> str:
+    """One line of recall counters since the proxy started."""
+    engine = memory.longterm.engine
+    st = engine.stats
+    embedder = engine.embedder.name if engine.embedder is not None else "none (words only)"
+    return (
+        f"recall since start: {st.searches} search(es), {st.quick_queries} with a quick query "
+        f"vector ({st.escalations} asked the full model too), {st.lexical_only} words only, "
+        f"{st.cold_skips} skipped while loading; embedder {embedder}, "
+        f"{st.facts_embedded} fact(s) embedded"
+    )
