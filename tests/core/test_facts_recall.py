@@ -175,6 +175,21 @@ def test_sketch_scan_finds_what_the_exact_scan_finds(monkeypatch):
     assert score == pytest.approx(0.35 + 0.01 * 11 / (n - 1), abs=1e-4)  # vector weight + recency
 
 
+def test_sketch_distances_count_the_differing_bits():
+    np = pytest.importorskip("numpy")
+    from memtap.index import query_sketch, sketch_distances, sketch_of
+
+    rng = np.random.default_rng(6)
+    rows = rng.normal(size=(300, 384)).astype("float32")
+    q = rng.normal(size=384).astype("float32")
+    sketches, mine = sketch_of(rows), query_sketch(q)
+    assert (mine == sketch_of(q[None, :])[:, 0]).all()  # one row or many: the same bits
+    bits = np.unpackbits(sketches.T.copy().view(np.uint8), axis=1)
+    expected = (bits != np.unpackbits(mine.view(np.uint8))).sum(axis=1)
+    assert (sketch_distances(sketches, mine) == expected).all()
+    assert sketch_distances(sketch_of(-q[None, :]), mine)[0] == 256  # the opposite vector
+
+
 def test_sketch_estimates_follow_the_angle():
     np = pytest.importorskip("numpy")
     from memtap.index import sketch_cosines, sketch_of

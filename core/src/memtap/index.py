@@ -477,17 +477,22 @@ def sketch_words() -> int:
     return SKETCH_BITS // 64
 
 
-def sketch_of(rows: Any) -> Any:
-    """Sign sketches of ``rows`` (n x dim) as ``(words, n)`` uint64: bit i says which side
-    of random hyperplane i the vector is on (the planes are fixed per dimension, seeded,
+def _planes_for(dim: int) -> Any:
+    """The random hyperplanes of ``dim``-dimensional sketches (fixed per dimension, seeded,
     so sketches made in different processes agree)."""
     np = _np()
-    dim = rows.shape[1]
     planes = _planes.get(dim)
     if planes is None:
         planes = np.random.default_rng(20_240_601).standard_normal((dim, SKETCH_BITS))
         planes = _planes[dim] = planes.astype(np.float32)
-    bits = np.packbits(rows @ planes > 0, axis=1, bitorder="little")
+    return planes
+
+
+def sketch_of(rows: Any) -> Any:
+    """Sign sketches of ``rows`` (n x dim) as ``(words, n)`` uint64: bit i says which side
+    of random hyperplane i the vector is on."""
+    np = _np()
+    bits = np.packbits(rows @ _planes_for(rows.shape[1]) > 0, axis=1, bitorder="little")
     words: Any = bits.view(np.uint64).T.copy()
     return words
 
@@ -496,9 +501,7 @@ def query_sketch(q: Any) -> Any:
     """The sign sketch of one vector, as ``(words,)`` uint64 (what :func:`sketch_of` makes
     for a single row)."""
     np = _np()
-    if len(q) not in _planes:
-        sketch_of(q[None, :])
-    return np.packbits(q @ _planes[len(q)] > 0, bitorder="little").view(np.uint64)
+    return np.packbits(q @ _planes_for(len(q)) > 0, bitorder="little").view(np.uint64)
 
 
 def sketch_distances(sketches: Any, query: Any) -> Any:
