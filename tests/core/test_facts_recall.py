@@ -711,3 +711,27 @@ def test_late_query_embeddings_that_never_started_are_dropped(store):
     # The first one was already running; the ones queued behind it were cancelled.
     assert sum(t in questions for t in slow.texts) <= 2
     mem.close()
+
+
+def test_a_slow_loading_entity_is_refreshed_less_often(store):
+    """A refresh may cost at most ``refresh_share`` of the time: an entity whose load took
+    L seconds is not reloaded before L / refresh_share seconds, whatever refresh_after."""
+    mem = memory(store)
+    mem.remember("I live in Paris", entity_id="alice")
+    indexes = mem.longterm.engine.indexes
+    indexes.refresh_after = 0.0
+    assert mem.recall("paris", entity_id="alice")
+    loads = mem.longterm.engine.stats.index_loads
+    entry = indexes._entries["alice"]
+    entry.load_seconds = 30.0  # as if the load had taken 30 s: next refresh in 3,000 s
+    for _ in range(3):
+        mem.recall("paris", entity_id="alice")
+    assert mem.longterm.engine.stats.index_loads == loads
+    indexes.refresh_share = 1.0  # may take all the time: 30 s after the load
+    entry.loaded_at -= 31
+    mem.recall("paris", entity_id="alice")
+    deadline = time.monotonic() + 5
+    while mem.longterm.engine.stats.index_loads == loads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert mem.longterm.engine.stats.index_loads == loads + 1
+    mem.close()

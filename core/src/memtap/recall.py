@@ -6,13 +6,16 @@ write, and vector search through SQL costs ~100 ms at 100k facts. Instead each
 :class:`memtap.Memory` keeps the indexes of recently used entities in memory
 (:class:`FactIndexes`): loaded once from the store (in the background on the request
 path), then updated incrementally by this process's writes. Facts written by another
-process appear when the entity's index is refreshed: at most ``refresh_after`` seconds
-after it was loaded (stale-while-revalidate, in the background), or when it is evicted.
+process appear when the entity's index is refreshed: ``refresh_after`` seconds after it
+was loaded, or later for a large entity (its reload may take at most ``refresh_share`` of
+the time: a 100k-fact entity that took 8 s to load is reloaded every ~13 minutes, not
+every minute), in the background while the stale index serves; or when it is evicted.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -64,12 +67,24 @@ def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fa
 
 
 class _Entry:
-    __slots__ = ("error", "generation", "index", "loaded_at", "loading", "lock", "pending", "ready")
+    __slots__ = (
+        "error",
+        "generation",
+        "index",
+        "load_seconds",
+        "loaded_at",
+        "loading",
+        "lock",
+        "pending",
+        "ready",
+    )
 
     def __init__(self, generation: int) -> None:
         self.index: EntityIndex | None = None
         self.loading = False
         self.loaded_at = 0.0
+        #: How long the last load took (what a refresh will cost).
+        self.load_seconds = 0.0
         self.pending: list[Callable[[EntityIndex], None]] = []
         self.lock = threading.Lock()
         self.ready = threading.Event()
@@ -81,7 +96,9 @@ class FactIndexes:
     """A bounded LRU of :class:`EntityIndex` objects, one per entity, loaded from ``store``.
 
     ``model`` names the embedder whose stored vectors are loaded; ``on_unembedded``
-    receives the facts a loaded index has no vector for.
+    receives the facts a loaded index has no vector for. An entry is reloaded (refreshed)
+    ``refresh_after`` seconds after its last load, or after ``load time / refresh_share``
+    seconds if that is longer, so that refreshing costs at most that share of a core.
     """
 
     def __init__(
@@ -92,6 +109,7 @@ class FactIndexes:
         fusion: Fusion | None = None,
         max_entities: int = 256,
         refresh_after: float | None = 60.0,
+        refresh_share: float = 0.01,
         on_unembedded: Callable[[list[Fact]], None] | None = None,
     ) -> None:
         self.store = store
@@ -99,6 +117,7 @@ class FactIndexes:
         self.fusion = fusion or Fusion()
         self.max_entities = max_entities
         self.refresh_after = refresh_after
+        self.refresh_share = refresh_share
         self.on_unembedded = on_unembedded
         self.stats = RecallStats()
         self._lock = threading.Lock()
@@ -119,12 +138,7 @@ class FactIndexes:
                     self._entries.popitem(last=False)
             else:
                 self._entries.move_to_end(entity_id)
-            start = not entry.loading and (
-                entry.index is None
-                or (
-                    self.refresh_after is not None and time.monotonic() - entry.loaded_at > self.refresh_after
-                )
-            )
+            start = not entry.loading and (entry.index is None or self._stale(entry))
             if start:
                 entry.loading = True
                 if entry.index is None:
@@ -144,7 +158,16 @@ class FactIndexes:
                 raise entry.error
         return entry if entry.index is not None else None
 
+    def _stale(self, entry: _Entry) -> bool:
+        if self.refresh_after is None:
+            return False
+        interval = self.refresh_after
+        if self.refresh_share > 0:
+            interval = max(interval, entry.load_seconds / self.refresh_share)
+        return time.monotonic() - entry.loaded_at > interval
+
     def _load(self, entity_id: str, entry: _Entry) -> None:
+        started = time.monotonic()
         try:
             rows = _indexable(self.store, entity_id, self.model)
             index = EntityIndex(self.fusion)
@@ -158,6 +181,7 @@ class FactIndexes:
                 entry.pending.clear()
                 entry.index = index
                 entry.loaded_at = time.monotonic()
+                entry.load_seconds = entry.loaded_at - started
                 entry.error = None
             self.stats.index_loads += 1
             missing = index.missing_vectors() if self.on_unembedded is not None else []
@@ -188,7 +212,7 @@ class FactIndexes:
             if entry.index is not None:
                 change(entry.index)
                 if entry.index.needs_compaction():
-                    entry.loaded_at = 0.0  # reloaded (compacted) in the background next time
+                    entry.loaded_at = -math.inf  # reloaded (compacted) in the background next time
 
     def drop(self, entity_id: str | None = None) -> None:
         """Forget cached indexes (of one entity, or all)."""
