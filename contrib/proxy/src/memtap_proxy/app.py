@@ -280,7 +280,7 @@ class Proxy:
                 send,
                 family,
                 502,
-                f"memtap proxy: upstream {url.split('?')[0]} unreachable ({type(exc).__name__})",
+                f"memtap proxy: upstream {url.split('?')[0]} unreachable ({type(exc).__name__}: {exc})",
             )
         if call is None:  # passed through: relayed as is, whatever it is
             relay = StreamRelay(upstream, client_response_headers(upstream.headers, keep_length=True))

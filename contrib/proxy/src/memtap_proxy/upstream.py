@@ -19,7 +19,12 @@ what a forwarding proxy needs, in one small module:
   saw the request);
 * a connect timeout, a read timeout (no byte for that long), a cap on connections in use,
   and reading paused while a slow client leaves too much of the answer unread;
-* ``https://`` upstreams through the standard library's TLS (system CAs plus certifi's).
+* ``https://`` upstreams through the standard library's TLS (system CAs plus certifi's);
+* an outbound HTTP proxy when the environment names one (``HTTPS_PROXY``, ``HTTP_PROXY``,
+  ``ALL_PROXY``, ``NO_PROXY``, read by the standard library's rules; loopback upstreams
+  always go direct): ``https://`` upstreams through a ``CONNECT`` tunnel, ``http://``
+  ones by absolute-form requests, credentials in the proxy URL sent as Basic
+  ``Proxy-Authorization``.
 
 Anything wrong with the upstream raises :class:`UpstreamError` (a subclass per kind).
 """
@@ -27,12 +32,15 @@ Anything wrong with the upstream raises :class:`UpstreamError` (a subclass per k
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import ipaddress
 import ssl
 import time
+import urllib.request
 from collections import defaultdict
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import attrs
 import httptools
@@ -89,6 +97,57 @@ class Origin:
         shown = f"[{host}]" if ":" in host else host
         header = shown if port == default else f"{shown}:{port}"
         return cls(parts.scheme, host, port, header.encode("ascii"))
+
+
+@attrs.frozen
+class Route:
+    """How connections to an origin are made: directly (``proxy`` is ``None``), or through
+    the forward proxy ``proxy``: by a ``CONNECT`` tunnel (``tunnel``, for ``https://``
+    origins) or by absolute-form requests (``http://`` ones); ``auth`` is the
+    ``Proxy-Authorization`` value to send, if any."""
+
+    proxy: Origin | None = None
+    tunnel: bool = False
+    auth: bytes | None = None
+
+
+DIRECT = Route()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def route_from_environment(origin: Origin) -> Route:
+    """The route the environment's proxy variables give ``origin`` (standard library rules:
+    lower-case names first, ``NO_PROXY`` honoured); loopback origins always go direct.
+    Raises ``ValueError`` for a proxy this client cannot use (only ``http://`` proxies)."""
+    if _is_loopback(origin.host):
+        return DIRECT
+    proxies = urllib.request.getproxies_environment()
+    url = proxies.get(origin.scheme) or proxies.get("all")
+    if not url or urllib.request.proxy_bypass_environment(origin.host, proxies):  # type: ignore[attr-defined]
+        return DIRECT
+    if "://" not in url:
+        url = "http://" + url
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(
+            f"memtap proxy can use only http:// outbound proxies, not the {parts.scheme}:// "
+            f"proxy at {parts.hostname}; point {origin.scheme.upper()}_PROXY at an HTTP proxy "
+            f"or add {origin.host} to NO_PROXY"
+        )
+    auth = None
+    if parts.username is not None:
+        user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        auth = b"Basic " + base64.b64encode(user_pass.encode("utf-8"))
+    proxy = Origin.parse(f"http://{parts.hostname}:{parts.port or 80}")
+    return Route(proxy, tunnel=origin.scheme == "https", auth=auth)
 
 
 def default_ssl_context() -> ssl.SSLContext:
@@ -385,6 +444,9 @@ class UpstreamPool:
     max_idle: int = 64
     keepalive_expiry: float = 5.0
     ssl_context: ssl.SSLContext | None = None
+    #: Read the outbound proxy from the environment (:func:`route_from_environment`).
+    trust_env: bool = True
+    _routes: dict[Origin, Route] = attrs.field(init=False, factory=dict)
     _idle: defaultdict[Origin, list[_Connection]] = attrs.field(init=False, factory=lambda: defaultdict(list))
     _origins: dict[str, Origin] = attrs.field(init=False, factory=dict)
     _slots: asyncio.Semaphore | None = attrs.field(init=False, default=None)
@@ -398,8 +460,13 @@ class UpstreamPool:
         (both are set here) nor hop-by-hop headers.
         """
         origin, target = self._split(url)
+        route = self._route(origin)
         verb = method.encode("ascii")
+        if route.proxy is not None and not route.tunnel:
+            target = b"http://" + origin.host_header + target  # absolute-form, to the proxy
         lines = [verb, b" ", target, b" HTTP/1.1\r\nhost: ", origin.host_header, b"\r\n"]
+        if route.auth is not None and not route.tunnel:
+            lines += (b"proxy-authorization: ", route.auth, b"\r\n")
         for name, value in headers:
             lines += (name, b": ", value, b"\r\n")
         if body or verb in _CONTENT_LENGTH_METHODS:
@@ -447,6 +514,16 @@ class UpstreamPool:
             origin = self._origins[base] = Origin.parse(base)
         return origin, target.encode("latin-1")
 
+    def _route(self, origin: Origin) -> Route:
+        route = self._routes.get(origin)
+        if route is None:
+            try:
+                route = route_from_environment(origin) if self.trust_env else DIRECT
+            except ValueError as exc:
+                raise UpstreamConnectError(str(exc)) from None
+            self._routes[origin] = route
+        return route
+
     async def _take_slot(self) -> None:
         slots = self._slots
         if slots is None:
@@ -485,27 +562,86 @@ class UpstreamPool:
         return None
 
     async def _connect(self, origin: Origin) -> _Connection:
+        route = self._route(origin)
+        where = route.proxy or origin
+        try:
+            return await asyncio.wait_for(self._open(origin, route), self.connect_timeout)
+        except asyncio.TimeoutError:
+            via = f" through the proxy {where.host}:{where.port}" if route.proxy else ""
+            raise UpstreamConnectError(
+                f"connecting to {origin.host}:{origin.port}{via} timed out after {self.connect_timeout:g} s"
+            ) from None
+        except OSError as exc:  # refused, unreachable, DNS, TLS (ssl.SSLError is an OSError)
+            raise UpstreamConnectError(f"cannot connect to {where.host}:{where.port}: {exc}") from exc
+
+    async def _open(self, origin: Origin, route: Route) -> _Connection:
         loop = asyncio.get_running_loop()
         context: ssl.SSLContext | None = None
         if origin.scheme == "https":
             if self.ssl_context is None:
                 self.ssl_context = default_ssl_context()
             context = self.ssl_context
-        try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Connection(self, origin, loop),
-                    origin.host,
-                    origin.port,
-                    ssl=context,
-                    server_hostname=origin.host if context is not None else None,
-                ),
-                self.connect_timeout,
+        if route.proxy is None or not route.tunnel:
+            # Direct, or to an HTTP proxy that takes absolute-form requests.
+            where = route.proxy or origin
+            _, conn = await loop.create_connection(
+                lambda: _Connection(self, origin, loop),
+                where.host,
+                where.port,
+                ssl=context if route.proxy is None else None,
+                server_hostname=origin.host if context is not None and route.proxy is None else None,
             )
-        except asyncio.TimeoutError:
+            return conn
+        raw, setup = await loop.create_connection(_TunnelSetup, route.proxy.host, route.proxy.port)
+        host = f"[{origin.host}]" if ":" in origin.host else origin.host
+        authority = f"{host}:{origin.port}".encode("ascii")
+        lines = [b"CONNECT ", authority, b" HTTP/1.1\r\nhost: ", authority, b"\r\n"]
+        if route.auth is not None:
+            lines += (b"proxy-authorization: ", route.auth, b"\r\n")
+        raw.write(b"".join([*lines, b"\r\n"]))
+        try:
+            status = await setup.status
+        except BaseException:
+            raw.close()
+            raise
+        if status != 200:
+            raw.close()
             raise UpstreamConnectError(
-                f"connecting to {origin.host}:{origin.port} timed out after {self.connect_timeout:g} s"
-            ) from None
-        except OSError as exc:  # refused, unreachable, DNS, TLS (ssl.SSLError is an OSError)
-            raise UpstreamConnectError(f"cannot connect to {origin.host}:{origin.port}: {exc}") from exc
+                f"the proxy {route.proxy.host}:{route.proxy.port} refused to connect to "
+                f"{origin.host}:{origin.port} (HTTP {status})"
+            )
+        conn = _Connection(self, origin, loop)
+        assert context is not None  # a tunnel is made for https:// origins only
+        try:
+            tls = await loop.start_tls(raw, conn, context, server_hostname=origin.host)
+        except BaseException:
+            raw.close()
+            raise
+        assert tls is not None
+        conn.connection_made(tls)
         return conn
+
+
+class _TunnelSetup(asyncio.Protocol):
+    """Reads the proxy's answer to ``CONNECT`` (its status) before TLS starts in the tunnel."""
+
+    def __init__(self) -> None:
+        self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self.status.done():
+            return
+        self._buffer += data
+        if b"\r\n\r\n" in self._buffer:
+            line = self._buffer.split(b"\r\n", 1)[0].split()
+            if len(line) >= 2 and line[0].startswith(b"HTTP/1.") and line[1].isdigit():
+                self.status.set_result(int(line[1]))
+            else:
+                self.status.set_exception(UpstreamProtocolError("the proxy's answer to CONNECT is not HTTP"))
+        elif len(self._buffer) > 65536:
+            self.status.set_exception(UpstreamProtocolError("the proxy's answer to CONNECT is too long"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.status.done():
+            self.status.set_exception(UpstreamConnectError("the proxy closed the connection during CONNECT"))
