@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from .streamtap import subclass_of
 from .tap import Call, Tap, active_call
 from .wire import WireProtocol
 
@@ -387,10 +388,7 @@ def _make_tapped_class(cls: Any, is_async: bool) -> type:
             cls.close(self)
 
         namespace = {"__iter__": __iter__, "close": close}
-    namespace["__module__"] = cls.__module__
-    namespace["__qualname__"] = cls.__qualname__
-    namespace["__doc__"] = cls.__doc__
-    return type(cls.__name__, (cls,), namespace)
+    return subclass_of(cls, namespace)
 
 
 # -- attribute helpers ---------------------------------------------------------------------
