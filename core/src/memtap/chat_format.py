@@ -23,6 +23,7 @@ from .wire import RequestView, ResponseView, SystemBlock
 
 __all__ = [
     "SYSTEM_ROLES",
+    "ChatFormatProtocol",
     "ChatStreamAccumulator",
     "as_mapping",
     "is_hidden_usage_event",
@@ -234,3 +235,31 @@ class ChatStreamAccumulator:
             finish_reasons=[r for _, r in sorted(self.finish.items())],
             model=self.model,
         )
+
+
+class ChatFormatProtocol:
+    """The reading half of a wire protocol that speaks the chat format: requests,
+    responses, the usage chunk, stream accumulation. A subclass adds ``name``,
+    ``provider`` and its own ``inject`` (where blocks go is the provider's call)."""
+
+    operation = "chat"
+
+    def read_request(self, body: Mapping[str, Any]) -> RequestView:
+        """Conversation messages, system/developer text, model and stream flag."""
+        return read_chat_request(body)
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Ask for the usage chunk unless the caller said anything about it."""
+        return request_stream_usage(body)
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """The usage-only chunk (no choices) that ``include_usage`` adds."""
+        return is_hidden_usage_event(event)
+
+    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
+        """The first choice's message, every choice's finish reason, usage and model."""
+        return read_chat_response(data)
+
+    def new_accumulator(self) -> ChatStreamAccumulator:
+        """A fresh accumulator for a ``chat.completion.chunk`` stream."""
+        return ChatStreamAccumulator()

@@ -17,19 +17,15 @@ from typing import Any
 
 from memtap.blocks import render_blocks
 from memtap.chat_format import (
-    ChatStreamAccumulator,
+    ChatFormatProtocol,
     as_mapping,
-    is_hidden_usage_event,
     is_system_message,
-    read_chat_request,
-    read_chat_response,
-    request_stream_usage,
     system_message,
     write_message,
 )
 from memtap.layout import layout_messages
 from memtap.placement import marks
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.wire import InjectionPlan, SystemBlock
 
 __all__ = ["LiteLLMChatProtocol", "as_mapping", "is_transport_key", "request_body", "uses_prompt_cache"]
 
@@ -84,7 +80,7 @@ def uses_prompt_cache(body: Mapping[str, Any]) -> bool:
     return marks("cache_control", body.get("messages"), body.get("tools"))
 
 
-class LiteLLMChatProtocol:
+class LiteLLMChatProtocol(ChatFormatProtocol):
     """litellm ``completion``/``acompletion``: OpenAI-shaped messages, any provider behind.
 
     ``provider`` is litellm's ``custom_llm_provider`` for the call (see :meth:`for_provider`);
@@ -100,10 +96,6 @@ class LiteLLMChatProtocol:
     def for_provider(self, provider: str | None) -> LiteLLMChatProtocol:
         """The same protocol reporting ``provider`` as ``gen_ai.provider.name``."""
         return _for_provider(provider or "litellm")
-
-    def read_request(self, body: Mapping[str, Any]) -> RequestView:
-        """Conversation messages, system/developer text, model and stream flag."""
-        return read_chat_request(body)
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """The app's leading system messages (a known agent's anchored blocks inside),
@@ -125,22 +117,6 @@ class LiteLLMChatProtocol:
             as_dict=as_mapping,
         )
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Ask for the usage chunk unless the caller said anything about it."""
-        return request_stream_usage(body)
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """The usage-only chunk (no choices) that ``include_usage`` adds."""
-        return is_hidden_usage_event(event)
-
-    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
-        """The first choice's message, every choice's finish reason, usage and model."""
-        return read_chat_response(data)
-
-    def new_accumulator(self) -> ChatStreamAccumulator:
-        """A fresh accumulator for a stream of OpenAI-shaped chunks."""
-        return ChatStreamAccumulator()
 
 
 @functools.lru_cache(maxsize=256)

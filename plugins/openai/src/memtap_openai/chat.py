@@ -12,20 +12,17 @@ from typing import Any
 
 from memtap.chat_format import (
     SYSTEM_ROLES,
+    ChatFormatProtocol,
     ChatStreamAccumulator,
     as_mapping,
-    is_hidden_usage_event,
     is_system_message,
-    read_chat_request,
-    read_chat_response,
     read_message,
     read_usage,
-    request_stream_usage,
     system_message,
     write_message,
 )
 from memtap.layout import layout_messages
-from memtap.wire import InjectionPlan, RequestView, ResponseView
+from memtap.wire import InjectionPlan
 
 __all__ = [
     "SYSTEM_ROLES",
@@ -38,16 +35,12 @@ __all__ = [
 ]
 
 
-class ChatCompletionsProtocol:
+class ChatCompletionsProtocol(ChatFormatProtocol):
     """OpenAI Chat Completions, also spoken by many OpenAI-compatible servers."""
 
     name = "openai.chat"
     provider = "openai"
     operation = "chat"
-
-    def read_request(self, body: Mapping[str, Any]) -> RequestView:
-        """Conversation messages, system/developer text, model and stream flag."""
-        return read_chat_request(body)
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """The app's leading system messages (a known agent's anchored blocks inside), then
@@ -65,22 +58,6 @@ class ChatCompletionsProtocol:
             as_dict=as_mapping,
         )
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Ask for the usage chunk unless the caller said anything about it."""
-        return request_stream_usage(body)
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """The usage-only chunk (no choices) that ``include_usage`` adds."""
-        return is_hidden_usage_event(event)
-
-    def read_response(self, data: Mapping[str, Any]) -> ResponseView:
-        """The first choice's message, every choice's finish reason, usage and model."""
-        return read_chat_response(data)
-
-    def new_accumulator(self) -> ChatStreamAccumulator:
-        """A fresh accumulator for a ``chat.completion.chunk`` stream."""
-        return ChatStreamAccumulator()
 
 
 def uses_prompt_cache(body: Mapping[str, Any]) -> bool:
