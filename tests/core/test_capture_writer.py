@@ -320,3 +320,26 @@ def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
     assert time.monotonic() - started < 0.4  # the flush did not wait out the linger
     assert store.batches == [[f"ex{i:03d}" for i in range(5)]]
     writer.close()
+
+
+def test_without_formatting_ahead_a_backlog_is_written_without_lingering():
+    gate = threading.Event()
+    store = FlakyStore()
+
+    def gated_write(exchanges: list[Exchange]) -> None:
+        gate.wait(5)
+        store(exchanges)
+
+    writer = fast_writer(gated_write, linger=0.3, batch_size=10)
+    writer.format_ahead = False
+    writer.submit(captured(0))
+    time.sleep(0.4)  # lingered, now writing the first batch (held at the gate)
+    for i in range(1, 31):
+        writer.submit(captured(i))
+    started = time.monotonic()
+    gate.set()
+    while writer.stats.written < 31 and time.monotonic() - started < 5:
+        time.sleep(0.005)
+    assert time.monotonic() - started < 0.25  # not 3 lingers of 0.3 s
+    assert [len(batch) for batch in store.batches] == [1, 10, 10, 10]
+    writer.close()

@@ -735,3 +735,15 @@ def test_a_slow_loading_entity_is_refreshed_less_often(store):
         time.sleep(0.01)
     assert mem.longterm.engine.stats.index_loads == loads + 1
     mem.close()
+
+
+def test_removed_facts_in_postings_never_make_a_match_weigh_against_a_fact():
+    """Postings keep removed facts' slots, so a term's df can exceed the live count; its
+    weight is then 0 (no evidence), never negative (which the saturation would turn into
+    a score above 1)."""
+    index = EntityIndex()
+    facts = [fact("foo foo foo bar", i) for i in range(1000)]
+    index.add(facts)
+    index.remove(f.id for f in facts[:990])
+    assert index.search("foo foo foo foo", k=3) == []
+    assert (index.bm25("foo") >= 0).all()

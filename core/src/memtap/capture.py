@@ -197,8 +197,9 @@ class CaptureWriter:
             # the same session then finds the exchange ready for its history.
             if ahead:
                 batch[0].exchange()
-            elif not self._flushing:
-                # Linger without being woken by each call, then take what came.
+            elif not self._flushing and self._queue.empty():
+                # Linger without being woken by each call, then take what came (not when
+                # calls are already waiting: a backlog is written at once).
                 self._hurry.wait(self._linger)
         self._hurry.clear()
         deadline = time.monotonic() + self._linger

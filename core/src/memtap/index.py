@@ -292,7 +292,9 @@ class EntityIndex:
             slots = np.frombuffer(p.slots, dtype=np.int32)
             tf = np.frombuffer(p.tf, dtype=np.float32)
             df = len(slots)
-            idf = math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5))
+            # At least 0: postings keep removed facts' slots, so df can exceed the live
+            # count, and a negative weight would make a match count against a fact.
+            idf = max(0.0, math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5)))
             norm = self._doclen[slots] * per_len
             norm += base
             norm += tf

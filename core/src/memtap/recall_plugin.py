@@ -43,10 +43,17 @@ class RecallBudget:
             raise ValueError("RecallBudget limits must be zero or positive")
 
 
-@functools.lru_cache(maxsize=8192)
 def _norm(text: str) -> str:
-    # Cached: a session's history messages are compared again on every call.
+    # A session's history messages are compared again on every call: short texts are
+    # cached (long ones, such as tool outputs, are not kept alive by the cache).
+    return _norm_short(text) if len(text) <= 2048 else _normalise(text)
+
+
+def _normalise(text: str) -> str:
     return _SPACES.sub(" ", text).strip().lower()
+
+
+_norm_short = functools.lru_cache(maxsize=8192)(_normalise)
 
 
 def latest_user_text(messages: tuple[Message, ...]) -> str:

@@ -126,3 +126,19 @@ def test_the_proxy_answers_502_saying_why_the_outbound_proxy_is_unusable(
         r = client.post(proxy.url + "/v1/chat/completions", json={"model": "m", "messages": []})
     assert r.status_code == 502
     assert "only http:// outbound proxies" in r.json()["error"]["message"]
+
+
+def test_proxy_urls_with_ipv6_hosts_ports_in_no_proxy_and_unreadable_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    target = Origin.parse("https://api.example.test")
+    monkeypatch.setenv("HTTPS_PROXY", "http://u:p@[fd00::1]:3128")
+    route = route_from_environment(target)
+    assert route.proxy == Origin.parse("http://[fd00::1]:3128") and route.auth == b"Basic dTpw"
+    monkeypatch.setenv("NO_PROXY", "api.example.test:443")
+    assert route_from_environment(target) is DIRECT
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("HTTPS_PROXY", "http://alice:s3cr/et@proxy.corp:3128")  # "/" not %-encoded
+    with pytest.raises(ValueError, match="%-encoded") as info:
+        route_from_environment(target)
+    assert "s3cr" not in str(info.value) and "alice" not in str(info.value)

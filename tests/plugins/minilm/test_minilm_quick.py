@@ -221,6 +221,7 @@ def test_quick_query_ids_are_the_whole_texts_ids(ready_embedder, monkeypatch):
         "hello_world foo-bar (baz)!! 3.14 e-mail: a@b.c",
         "  tabs\tand\nnewlines  ",
         "what did I tell you about my dog?",  # the cached words again
+        "a long question " * 150,  # truncated like a whole text (256 tokens)
     ]
     for text in texts:
         ready_embedder.quick_query(text)

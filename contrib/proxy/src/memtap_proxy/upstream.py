@@ -131,22 +131,33 @@ def route_from_environment(origin: Origin) -> Route:
         return DIRECT
     proxies = urllib.request.getproxies_environment()
     url = proxies.get(origin.scheme) or proxies.get("all")
-    if not url or urllib.request.proxy_bypass_environment(origin.host, proxies):  # type: ignore[attr-defined]
+    shown = f"[{origin.host}]" if ":" in origin.host else origin.host
+    # host:port, so that NO_PROXY entries with a port match too (the host alone is tried as well)
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if not url or bypass(f"{shown}:{origin.port}", proxies):
         return DIRECT
     if "://" not in url:
         url = "http://" + url
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
+    variable = f"{origin.scheme.upper()}_PROXY"
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or 80
+    except ValueError:
+        # urlsplit's message may quote part of the URL, credentials included: not repeated.
+        raise ValueError(
+            f"memtap proxy cannot read the outbound proxy URL in {variable} (a character in "
+            f"the user name or password that should be %-encoded?)"
+        ) from None
+    if parts.scheme != "http" or not host:
         raise ValueError(
             f"memtap proxy can use only http:// outbound proxies, not the {parts.scheme}:// "
-            f"proxy at {parts.hostname}; point {origin.scheme.upper()}_PROXY at an HTTP proxy "
-            f"or add {origin.host} to NO_PROXY"
+            f"proxy at {host}; point {variable} at an HTTP proxy or add {origin.host} to NO_PROXY"
         )
     auth = None
     if parts.username is not None:
         user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         auth = b"Basic " + base64.b64encode(user_pass.encode("utf-8"))
-    proxy = Origin.parse(f"http://{parts.hostname}:{parts.port or 80}")
+    proxy = Origin.parse(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
     return Route(proxy, tunnel=origin.scheme == "https", auth=auth)
 
 

@@ -112,6 +112,9 @@ class MiniLMEmbedder:
         ids: list[int] = []
         for word in text.split():
             ids += word_ids(word)
+            if len(ids) >= MAX_TOKENS:  # as the tokenizer truncates a whole text
+                del ids[MAX_TOKENS:]
+                break
         vector: np.ndarray[Any, np.dtype[np.float32]] | None = self._quick_table().vector(ids)
         return vector
 
