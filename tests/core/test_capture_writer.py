@@ -63,15 +63,20 @@ def store_errors(caplog) -> list[logging.LogRecord]:
     ]
 
 
-def test_writes_in_batches_and_flush_returns_true():
-    gate = threading.Event()
-    store = FlakyStore()
+def gated(store: FlakyStore, gate: threading.Event):
+    """A write function that waits for ``gate`` before writing to ``store``."""
 
-    def gated_write(exchanges: list[Exchange]) -> None:
+    def write(exchanges: list[Exchange]) -> None:
         gate.wait(5)
         store(exchanges)
 
-    writer = fast_writer(gated_write, batch_size=4)
+    return write
+
+
+def test_writes_in_batches_and_flush_returns_true():
+    gate = threading.Event()
+    store = FlakyStore()
+    writer = fast_writer(gated(store, gate), batch_size=4)
     for i in range(10):
         writer.submit(captured(i))
     gate.set()
@@ -325,12 +330,7 @@ def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
 def test_without_formatting_ahead_a_backlog_is_written_without_lingering():
     gate = threading.Event()
     store = FlakyStore()
-
-    def gated_write(exchanges: list[Exchange]) -> None:
-        gate.wait(5)
-        store(exchanges)
-
-    writer = fast_writer(gated_write, linger=0.3, batch_size=10)
+    writer = fast_writer(gated(store, gate), linger=0.3, batch_size=10)
     writer.format_ahead = False
     writer.submit(captured(0))
     time.sleep(0.4)  # lingered, now writing the first batch (held at the gate)
