@@ -103,7 +103,6 @@ class Tap:
         #: The ``session_init`` blocks kept per session.
         self.session_blocks = SessionBlocks()
         self._profiles: list[AgentProfile] | None = None
-        self._format_in_caller = False
 
     @property
     def format_in_caller(self) -> bool:
@@ -111,11 +110,10 @@ class Tap:
         server that finishes a call after its answer is written (the proxy): the work is
         done while the client reads, instead of in a thread that competes for the GIL
         with the next request (and the writer wakes once per batch, not per call)."""
-        return self._format_in_caller
+        return not self.writer.format_ahead
 
     @format_in_caller.setter
     def format_in_caller(self, value: bool) -> None:
-        self._format_in_caller = value
         self.writer.format_ahead = not value
 
     @property
