@@ -513,11 +513,19 @@ def sketch_distances(sketches: Any, query: Any) -> Any:
     return counts.sum(axis=0, dtype=np.uint16)
 
 
-def sketch_cosines(sketches: Any, query: Any) -> Any:
-    """Estimated cosine of each sketched vector with the query's sketch: with ``h`` of
-    the bits differing, the angle is about ``pi * h / bits``."""
+@functools.lru_cache(maxsize=1)
+def _cosine_of_distance() -> Any:
+    """The cosine each sketch distance stands for: with ``h`` of the bits differing, the
+    angle is about ``pi * h / bits`` (``h`` from 0 to all bits)."""
     np = _np()
-    return np.cos(np.pi * sketch_distances(sketches, query) / SKETCH_BITS).astype(np.float32)
+    return np.cos(np.pi * np.arange(SKETCH_BITS + 1) / SKETCH_BITS)
+
+
+def sketch_cosines(sketches: Any, query: Any) -> Any:
+    """Estimated cosine of each sketched vector with the query's sketch (the estimate the
+    scan ranks by)."""
+    np = _np()
+    return _cosine_of_distance().astype(np.float32)[sketch_distances(sketches, query)]
 
 
 @functools.lru_cache(maxsize=16)
@@ -526,8 +534,7 @@ def _vector_weight_of_distance(fusion: Fusion) -> Any:
     / (1 - cos_floor))``, for each sketch distance (one table lookup per slot in the scan
     instead of five passes)."""
     np = _np()
-    cos = np.cos(np.pi * np.arange(SKETCH_BITS + 1) / SKETCH_BITS)
-    score = np.clip((cos - fusion.cos_floor) / (1 - fusion.cos_floor), 0, 1)
+    score = np.clip((_cosine_of_distance() - fusion.cos_floor) / (1 - fusion.cos_floor), 0, 1)
     return ((1 - fusion.lexical_weight) * score).astype(np.float32)
 
 
