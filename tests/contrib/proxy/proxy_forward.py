@@ -6,54 +6,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from dataclasses import dataclass, field
+
+from proxy_raw_upstream import LoopServer, read_head
 
 
 @dataclass
-class ForwardProxy:
+class ForwardProxy(LoopServer):
     """The proxy; use as a context manager. ``connects`` holds each request line and its
     headers (lower-cased names)."""
 
     target_port: int
     refuse: int | None = None
     connects: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    port: int = 0
 
     def __post_init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="forward-proxy", daemon=True)
-        self._server: asyncio.AbstractServer | None = None
-
-    def __enter__(self) -> ForwardProxy:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-
-    async def _start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
+        self._start_loop("forward-proxy")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
-            line, *lines = head.decode("latin-1").split("\r\n")[:-2]
-            headers = {}
-            for text in lines:
-                name, _, value = text.partition(":")
-                headers[name.strip().lower()] = value.strip()
+            line, headers = read_head(head)
             self.connects.append((line.rsplit(" ", 1)[0], headers))
             if self.refuse is not None or not line.startswith("CONNECT "):
                 status = self.refuse or 405

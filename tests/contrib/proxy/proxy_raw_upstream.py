@@ -16,7 +16,7 @@ import ssl
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 CLOSE = object()
 Step = Any  # bytes | float | threading.Event | CLOSE
@@ -73,28 +73,20 @@ def sse_answer(
     return steps
 
 
-@dataclass
-class RawUpstream:
-    """The server; use as a context manager. ``url`` is its base URL."""
+class LoopServer:
+    """A TCP server on 127.0.0.1 with its own event loop in a thread; use as a context
+    manager. A subclass calls :meth:`_start_loop` when built and serves each connection in
+    ``_serve``; ``port`` is known once entered, ``tls`` (if set) wraps every connection."""
 
-    script: Callable[[Seen], list[Step]] = field(default=lambda seen: json_answer({"ok": True}))
-    requests: list[Seen] = field(default_factory=list)
-    connections: int = 0
-    peer_closed: int = 0
-    pipelined: int = 0
     port: int = 0
     tls: ssl.SSLContext | None = None
 
-    def __post_init__(self) -> None:
+    def _start_loop(self, name: str) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="raw-upstream", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self._server: asyncio.AbstractServer | None = None
 
-    @property
-    def url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> RawUpstream:
+    def __enter__(self: _S) -> _S:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
         return self
@@ -103,6 +95,9 @@ class RawUpstream:
         asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
 
     async def _start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
@@ -115,6 +110,53 @@ class RawUpstream:
             if task is not asyncio.current_task():
                 task.cancel()
 
+
+_S = TypeVar("_S", bound=LoopServer)
+
+
+def read_head(raw_head: bytes) -> tuple[str, dict[str, str]]:
+    """A request head's first line and its headers (names lower-cased)."""
+    first, *lines = raw_head.decode("latin-1").split("\r\n")[:-2]
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return first, headers
+
+
+def tls_contexts(hostname: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context with a certificate for ``hostname`` and a client context that
+    trusts it (a throwaway CA from trustme; the test is skipped without trustme)."""
+    import pytest
+
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert(hostname).configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    return server_context, client_context
+
+
+@dataclass
+class RawUpstream(LoopServer):
+    """The server; use as a context manager. ``url`` is its base URL."""
+
+    script: Callable[[Seen], list[Step]] = field(default=lambda seen: json_answer({"ok": True}))
+    requests: list[Seen] = field(default_factory=list)
+    connections: int = 0
+    peer_closed: int = 0
+    pipelined: int = 0
+    port: int = 0
+    tls: ssl.SSLContext | None = None
+
+    def __post_init__(self) -> None:
+        self._start_loop("raw-upstream")
+
+    @property
+    def url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         number = self.connections
@@ -125,12 +167,8 @@ class RawUpstream:
                     raw_head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                request_line, *lines = raw_head.decode("latin-1").split("\r\n")[:-2]
+                request_line, headers = read_head(raw_head)
                 method, target, _ = request_line.split(" ", 2)
-                headers = {}
-                for line in lines:
-                    name, _, value = line.partition(":")
-                    headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 seen = Seen(method, target, headers, raw_head, body, number)
                 self.requests.append(seen)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ssl
 
 import pytest
 from proxy_forward import ForwardProxy
-from proxy_raw_upstream import RawUpstream
+from proxy_raw_upstream import RawUpstream, tls_contexts
 
 from memtap_proxy.upstream import (
     DIRECT,
@@ -50,12 +49,7 @@ def fetch_all(urls: list[str], **pool_options: object) -> list[tuple[int, bytes]
 
 
 def test_https_upstream_goes_through_a_connect_tunnel(monkeypatch: pytest.MonkeyPatch) -> None:
-    trustme = pytest.importorskip("trustme")
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("api.example.test").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts("api.example.test")
     with RawUpstream(tls=server_context) as upstream, ForwardProxy(upstream.port) as proxy:
         monkeypatch.setenv("HTTPS_PROXY", f"http://ann:p%40ss@127.0.0.1:{proxy.port}")
         urls = ["https://api.example.test/v1/chat/completions", "https://api.example.test/v1/x"]

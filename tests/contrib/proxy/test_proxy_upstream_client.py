@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from proxy_raw_upstream import CLOSE, END, RawUpstream, Seen, chunk, head, json_answer
+from proxy_raw_upstream import CLOSE, END, RawUpstream, Seen, chunk, head, json_answer, tls_contexts
 
 from memtap_proxy.upstream import (
     UpstreamConnectError,
@@ -245,12 +244,7 @@ def test_an_abandoned_answer_closes_its_connection(server) -> None:
 
 
 def test_https_upstream_is_verified() -> None:
-    trustme = pytest.importorskip("trustme")
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_context)
-    client_context = ssl.create_default_context()
-    ca.configure_trust(client_context)
+    server_context, client_context = tls_contexts("127.0.0.1")
     with RawUpstream(tls=server_context) as server:
         assert server.url.startswith("https://")
 
