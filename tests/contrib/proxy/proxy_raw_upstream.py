@@ -95,6 +95,7 @@ class LoopServer:
         asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        self._loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
@@ -106,9 +107,13 @@ class LoopServer:
     async def _stop(self) -> None:
         assert self._server is not None
         self._server.close()
-        for task in asyncio.all_tasks():
-            if task is not asyncio.current_task():
-                task.cancel()
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            # Let the cancelled connections finish here: left pending, they would run their
+            # clean-up when collected, on a closed loop, in the middle of a later test.
+            await asyncio.wait(tasks, timeout=5)
 
 
 _S = TypeVar("_S", bound=LoopServer)
