@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +78,15 @@ def say(oai: openai.OpenAI, text: str, *, stream: bool = False) -> str:
     return r.choices[0].message.content or ""
 
 
+def wait_stored(mem: memtap.Memory, entity: str, text: str, limit: float = 10.0) -> None:
+    """Wait until ``text`` is stored for ``entity`` (the proxy captures a call after its
+    answer is written: the client may read the answer first)."""
+    deadline = time.monotonic() + limit
+    while text not in stored_texts(mem, entity):
+        assert time.monotonic() < deadline, f"{text!r} not stored for {entity!r}"
+        time.sleep(0.02)
+
+
 def stored_texts(mem: memtap.Memory, entity: str) -> str:
     """Every message and fact stored for ``entity``, as one text."""
     messages = [
@@ -123,8 +133,8 @@ def test_a_bound_token_acts_within_its_glob(team, upstream, mem) -> None:
     sent = upstream.requests[-1].body.decode()
     assert "the release is blue" in sent  # its own history comes back
     assert "victim" not in sent
-    assert "acme:alice" not in stored_texts(mem, "victim")
-    assert "the release is blue" in stored_texts(mem, "acme:alice")
+    wait_stored(mem, "acme:alice", "the release is blue")
+    assert "release" not in stored_texts(mem, "victim")
     recalled = say(acme, "mem:recall ship")
     assert "Fridays" in recalled and "victim" not in recalled
 
@@ -149,10 +159,10 @@ def test_missing_or_unknown_tokens_get_401(team, upstream) -> None:
 def test_without_an_entity_header(team, upstream, mem) -> None:
     # a plain-name glob acts as that name
     say(client(team, ALICE), "alice here")
-    assert "alice here" in stored_texts(mem, "alice")
+    wait_stored(mem, "alice", "alice here")
     # a line's default entity
     say(client(team, BOT), "bot here")
-    assert "bot here" in stored_texts(mem, "acme:bot")
+    wait_stored(mem, "acme:bot", "bot here")
     # a glob without a default: the proxy's --entity (`default`), which acme:* does not match
     with pytest.raises(openai.PermissionDeniedError, match="x-memtap-entity"):
         say(client(team, ACME), "who am I?")
@@ -160,7 +170,7 @@ def test_without_an_entity_header(team, upstream, mem) -> None:
     assert stored_texts(mem, "default") == ""
     # the bot naming another acme entity is allowed; naming a foreign one is not
     say(client(team, BOT, entity="acme:carol"), "carol here")
-    assert "carol here" in stored_texts(mem, "acme:carol")
+    wait_stored(mem, "acme:carol", "carol here")
     with pytest.raises(openai.PermissionDeniedError):
         say(client(team, ALICE, entity="alice2"), "hi")
 
