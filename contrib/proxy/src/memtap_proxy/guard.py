@@ -32,6 +32,8 @@ from .tokens import EVERY_ENTITY, Grant, TokenRule, TokenTable, digest
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_SHOWN = 100
+#: How many distinct accepted ``Host`` values a guard remembers (a request's usual path).
+_KNOWN_HOSTS = 64
 ENTITY_HEADER = b"x-memtap-entity"
 TOKEN_HEADER = b"x-memtap-token"
 
@@ -134,6 +136,7 @@ class Guard:
             if not unspecified:  # 0.0.0.0 / ::: the connection's own address is allowed instead
                 hosts.add(name)
         self.allow_hosts = frozenset(hosts)
+        self._accepted: set[tuple[bytes, str | None]] = set()  # (Host, server address)
         rules = list(tokens)
         if token:
             rules.append(TokenRule(digest(token), EVERY_ENTITY))
@@ -163,7 +166,11 @@ class Guard:
             elif name == b"sec-fetch-site":
                 site = value
         if host is not None:
-            self._check_host(host.decode("latin-1"), server)
+            seen = (host, server[0] if server else None)
+            if seen not in self._accepted:
+                self._check_host(host.decode("latin-1"), server)
+                if len(self._accepted) < _KNOWN_HOSTS:
+                    self._accepted.add(seen)
         if origin is not None:
             self._check_origin(origin.decode("latin-1"))
         elif site in (b"cross-site", b"same-site"):
