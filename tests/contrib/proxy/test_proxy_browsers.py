@@ -104,6 +104,7 @@ REFUSED = {
     "foreign host name": {"host": "evil.example"},
     "foreign host name with port": {"host": "evil.example:8096"},
     "host that only looks local": {"host": "localhost.evil.example"},
+    "host ending like localhost": {"host": "evillocalhost:8096"},
     "private address host": {"host": "192.168.1.4:8096"},
 }
 
@@ -125,6 +126,7 @@ def test_each_browser_signal_is_refused_before_anything_runs(proxy, upstream, me
 ALLOWED = {
     "an SDK (no browser headers)": {},
     "localhost": {"host": "localhost:1234"},
+    "a .localhost name (never resolved by DNS)": {"host": "memtap.localhost:8096"},
     "another 127/8 address": {"host": "127.0.0.2"},
     "IPv6 loopback": {"host": "[::1]:8096"},
     "a user typing the URL": {"sec-fetch-site": "none"},
@@ -208,3 +210,50 @@ def test_near_misses_of_allowed_values_are_refused(allowing_proxy, upstream, ext
     r = httpx.post(allowing_proxy.url + CHAT, content=simple_request("hi"), headers=extra)
     assert r.status_code == 403
     assert upstream.requests == []
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+def test_allowed_values_are_normalised_and_checked() -> None:
+    config = ProxyConfig(
+        allow_origins=["HTTP://LocalHost:3000/", "https://chat.example.com:443", "http://[::1]:8080"],
+        allow_hosts=["DevBox.lan:8096", "[fd00::7]"],
+    )
+    assert config.allow_origins == {"http://localhost:3000", "https://chat.example.com", "http://[::1]:8080"}
+    assert config.allow_hosts == {"devbox.lan", "fd00::7"}
+    for origin in (
+        "*",
+        "null",
+        "localhost:3000",
+        "http://a.example/path",
+        "file:///x",
+        "http://u:p@a.example",
+    ):
+        with pytest.raises(ValueError, match="allowed origin"):
+            ProxyConfig(allow_origins=[origin])
+    for host in ("*", "http://devbox.lan", "devbox.lan/x", ""):
+        with pytest.raises(ValueError, match="allowed host"):
+            ProxyConfig(allow_hosts=[host])
+    for field in ("header_timeout", "body_timeout", "idle_timeout", "max_clients", "drain_timeout"):
+        with pytest.raises(ValueError, match=field):
+            ProxyConfig(**{field: 0})  # type: ignore[arg-type]
+
+
+def test_cli_flags_and_environment() -> None:
+    from click.testing import CliRunner
+
+    from memtap.cli import main
+
+    runner = CliRunner()
+    result = runner.invoke(main, ["proxy", "--allow-origin", "*", "--store", "memory://"])
+    assert result.exit_code == 2 and "an allowed origin is `scheme://host[:port]`" in result.output
+    env = {"MEMTAP_PROXY_ALLOW_HOST": "devbox.lan http://nope"}
+    result = runner.invoke(main, ["proxy", "--store", "memory://"], env=env)
+    assert result.exit_code == 2 and "'http://nope'" in result.output
+    result = runner.invoke(main, ["proxy", "--body-timeout", "0", "--store", "memory://"])
+    assert result.exit_code == 2 and "'--body-timeout': 0.0 is not in the range x>0" in result.output
+    help_text = runner.invoke(main, ["proxy", "--help"]).output
+    for flag in ("--tokens", "--allow-origin", "--allow-host", "--header-timeout", "--body-timeout"):
+        assert flag in help_text
+    assert "--max-clients" in help_text and "--drain-timeout" in help_text

@@ -13,6 +13,7 @@ from .server import open_memory, serve
 from .tokens import load_tokens
 
 _DEFAULTS = ProxyConfig()
+_SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 @click.command("proxy")
@@ -80,7 +81,7 @@ _DEFAULTS = ProxyConfig()
     envvar=ENV["header_timeout"],
     default=_DEFAULTS.header_timeout,
     show_default=True,
-    type=float,
+    type=_SECONDS,
     help="Seconds a request's head may take to arrive.",
 )
 @click.option(
@@ -88,7 +89,7 @@ _DEFAULTS = ProxyConfig()
     envvar=ENV["body_timeout"],
     default=_DEFAULTS.body_timeout,
     show_default=True,
-    type=float,
+    type=_SECONDS,
     help="Seconds a request's body may take to arrive.",
 )
 @click.option(
@@ -96,7 +97,7 @@ _DEFAULTS = ProxyConfig()
     envvar=ENV["max_clients"],
     default=_DEFAULTS.max_clients,
     show_default=True,
-    type=int,
+    type=click.IntRange(min=1),
     help="Open client connections at most.",
 )
 @click.option(
@@ -104,7 +105,7 @@ _DEFAULTS = ProxyConfig()
     envvar=ENV["drain_timeout"],
     default=_DEFAULTS.drain_timeout,
     show_default=True,
-    type=float,
+    type=_SECONDS,
     help="Seconds requests under way get to finish on SIGTERM or Ctrl-C.",
 )
 @click.option("--entity", default="default", show_default=True, help="Entity when x-memtap-entity is absent.")

@@ -97,8 +97,10 @@ def normalize_host(value: str) -> str:
 
 @functools.lru_cache(maxsize=256)
 def is_loopback_name(name: str) -> bool:
-    """Whether ``name`` (from :func:`host_name`) is ``localhost`` or a loopback address."""
-    if name == "localhost":
+    """Whether ``name`` (lower case, without port or brackets: see :func:`host_name`) is
+    ``localhost``, a ``.localhost`` name (loopback by RFC 6761; browsers never ask DNS for
+    one, so a page cannot rebind it) or a loopback address."""
+    if name == "localhost" or name.endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(name).is_loopback
