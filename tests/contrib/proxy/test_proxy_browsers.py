@@ -130,6 +130,8 @@ ALLOWED = {
     "another 127/8 address": {"host": "127.0.0.2"},
     "IPv6 loopback": {"host": "[::1]:8096"},
     "a user typing the URL": {"sec-fetch-site": "none"},
+    # what Node 20's fetch (undici: Claude Code, the Node SDKs) sends, measured: no Origin
+    "Node's fetch": {"sec-fetch-mode": "cors", "accept-language": "*", "user-agent": "node"},
     "the proxy's own page": {"sec-fetch-site": "same-origin"},
 }
 
@@ -257,3 +259,27 @@ def test_cli_flags_and_environment() -> None:
     for flag in ("--tokens", "--allow-origin", "--allow-host", "--header-timeout", "--body-timeout"):
         assert flag in help_text
     assert "--max-clients" in help_text and "--drain-timeout" in help_text
+
+
+def test_the_bound_address_and_the_connections_own_address_are_allowed_hosts() -> None:
+    from memtap_proxy.guard import Guard, Refused
+
+    def screen(guard: Guard, host: bytes, server: tuple[str, int] | None) -> bool:
+        try:
+            guard.screen([(b"host", host)], server)
+        except Refused:
+            return False
+        return True
+
+    bound = Guard(bound_host="192.168.1.4", token="t")
+    assert screen(bound, b"192.168.1.4:8096", ("192.168.1.4", 8096))
+    assert not screen(bound, b"192.168.1.5:8096", ("192.168.1.4", 8096))
+    wildcard = Guard(bound_host="0.0.0.0", token="t")  # the address a client connected to
+    assert screen(wildcard, b"10.1.2.3:8096", ("10.1.2.3", 8096))
+    assert not screen(wildcard, b"10.1.2.3:8096", ("10.9.9.9", 8096))
+    assert not screen(wildcard, b"0.0.0.0:8096", ("10.9.9.9", 8096))
+    v6 = Guard(bound_host="::", token="t")
+    assert screen(v6, b"[fd00::1]:8096", ("fd00::1", 8096))
+    assert not screen(v6, b"devbox.lan:8096", ("fd00::1", 8096))
+    # a refused value is refused every time (only accepted values are remembered)
+    assert not screen(v6, b"devbox.lan:8096", ("fd00::1", 8096))
