@@ -1,6 +1,7 @@
 """The proxy's ASGI application.
 
-One request's path: check the token and the size limit, route it (agent prefix, protocol
+One request's path: refuse what a web page may have sent and check the token and the entity
+it names (:mod:`.guard`), check the size limit, route it (agent prefix, protocol
 family), answer a ``mem:`` command locally, or inject through the wire protocol's own
 ``inject`` (the same code as the in-process mode) and forward; relay the answer and capture
 it on the side. Everything memtap does on the way fails open: an error forwards the
@@ -10,7 +11,6 @@ client's original bytes.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import ssl
@@ -40,9 +40,11 @@ from .asgi import (
 )
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import ProxyConfig
-from .headers import MEMTAP_PREFIX, client_response_headers, header, upstream_request_headers
+from .guard import Refused
+from .headers import MEMTAP_PREFIX, client_response_headers, upstream_request_headers
 from .relay import StreamRelay, json_or_none
 from .routing import UPSTREAM_FLAGS, Route, route, upstream_url
+from .tokens import Grant
 from .upstream import UpstreamError, UpstreamPool, UpstreamResponse
 
 log = logging.getLogger("memtap.proxy")
@@ -102,6 +104,7 @@ class Proxy:
             p for group in memory.pm.hook.memtap_agent_profiles() for p in group or ()
         ]
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
+        self.guard = config.guard()
         #: Pooled HTTP/1.1 keep-alive connections to the upstreams.
         self.upstream = UpstreamPool(
             connect_timeout=config.connect_timeout,
@@ -145,13 +148,10 @@ class Proxy:
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else scope["path"]
         r = route(method, path, raw_headers, self.agents)
-        token = self.config.token
-        if token and not hmac.compare_digest(
-            (header(raw_headers, b"x-memtap-token") or "").encode(), token.encode()
-        ):
-            return await self._error(
-                send, r.family, 401, "memtap proxy: missing or wrong x-memtap-token header"
-            )
+        try:
+            grant = self.guard.check(raw_headers, scope.get("server"))
+        except Refused as refused:
+            return await self._error(send, r.family, refused.status, refused.message)
         try:
             body = await read_body(receive, raw_headers, self.config.max_body)
         except RequestTooLarge:
@@ -178,7 +178,7 @@ class Proxy:
         if r.protocol is not None and method == "POST":
             protocol = self.protocols.get(r.protocol)
             if protocol is not None:
-                return await self._intercept(scope, receive, send, r, protocol, body, url)
+                return await self._intercept(scope, receive, send, r, protocol, body, url, grant)
             self._warn_once(r.protocol)
         await self._forward(scope, receive, send, url, body, identity=False)
 
@@ -205,6 +205,7 @@ class Proxy:
         protocol: WireProtocol,
         body: bytes,
         url: str,
+        grant: Grant,
     ) -> None:
         try:
             parsed = json.loads(body)
@@ -217,12 +218,12 @@ class Proxy:
         call: Call | None = None
         sent = body
         try:
-            attribution = self.attribution(raw_headers, parsed)
+            attribution = self.guard.bind(grant, self.attribution(raw_headers, parsed), raw_headers)
             view = protocol.read_request(parsed)
             agent = self.agent(r, view.system)
             command = parse_command(view)
             if command is not None:
-                return await self._command(send, command, attribution, protocol, agent, parsed)
+                return await self._command(send, command, attribution, protocol, agent, parsed, grant)
             call = Call(self.memory.tap, protocol, attribution, None, agent=r.agent)
             call.span.set_attribute("memtap.agent", agent)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
@@ -230,6 +231,8 @@ class Proxy:
             prepared = call.prepare(parsed)
             if prepared is not parsed:
                 sent = dump_body(prepared)
+        except Refused as refused:  # before memory is read: the entity is not the token's
+            return await self._error(send, r.family, refused.status, refused.message)
         except Exception:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
@@ -250,9 +253,10 @@ class Proxy:
         protocol: WireProtocol,
         agent: str,
         body: dict[str, Any],
+        grant: Grant,
     ) -> None:
         self.stats.commands += 1
-        ctx = CommandContext(self.memory, attribution, protocol.name, agent)
+        ctx = CommandContext(self.memory, attribution, protocol.name, agent, grant.every_entity)
         text = await asyncio.to_thread(run_command, command, ctx)
         data, media_type, _ = synth.answer(protocol.name, text, body)
         await send_response(send, 200, [content_type(media_type)], data)

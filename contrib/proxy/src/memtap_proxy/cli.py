@@ -10,6 +10,10 @@ from memtap.memory import STORE_ENV
 
 from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind
 from .server import open_memory, serve
+from .tokens import load_tokens
+
+_DEFAULTS = ProxyConfig()
+_SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 @click.command("proxy")
@@ -36,7 +40,33 @@ from .server import open_memory, serve
     "--token",
     envvar=ENV["token"],
     default=None,
-    help="Require this value in the x-memtap-token header (needed to bind a non-loopback address).",
+    help="Require this value in the x-memtap-token header; it may act as any entity "
+    "(a token is needed to bind a non-loopback address).",
+)
+@click.option(
+    "--tokens",
+    "tokens_file",
+    envvar=ENV["tokens"],
+    default=None,
+    metavar="FILE",
+    help="Tokens bound to entities: one `<token> <entity-glob> [<default-entity>]` per line.",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    envvar=ENV["allow_origin"],
+    multiple=True,
+    metavar="ORIGIN",
+    help="A web page origin allowed to call the proxy, e.g. http://localhost:3000 (repeatable; "
+    "other pages are refused).",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    envvar=ENV["allow_host"],
+    multiple=True,
+    metavar="NAME",
+    help="A host name clients reach the proxy by, besides localhost and loopback addresses (repeatable).",
 )
 @click.option(
     "--max-body",
@@ -45,6 +75,38 @@ from .server import open_memory, serve
     show_default=True,
     type=int,
     help="Request size limit in bytes.",
+)
+@click.option(
+    "--header-timeout",
+    envvar=ENV["header_timeout"],
+    default=_DEFAULTS.header_timeout,
+    show_default=True,
+    type=_SECONDS,
+    help="Seconds a request's head may take to arrive.",
+)
+@click.option(
+    "--body-timeout",
+    envvar=ENV["body_timeout"],
+    default=_DEFAULTS.body_timeout,
+    show_default=True,
+    type=_SECONDS,
+    help="Seconds a request's body may take to arrive.",
+)
+@click.option(
+    "--max-clients",
+    envvar=ENV["max_clients"],
+    default=_DEFAULTS.max_clients,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Open client connections at most.",
+)
+@click.option(
+    "--drain-timeout",
+    envvar=ENV["drain_timeout"],
+    default=_DEFAULTS.drain_timeout,
+    show_default=True,
+    type=_SECONDS,
+    help="Seconds requests under way get to finish on SIGTERM or Ctrl-C.",
 )
 @click.option("--entity", default="default", show_default=True, help="Entity when x-memtap-entity is absent.")
 @click.option(
@@ -65,7 +127,14 @@ def proxy(
     openai_upstream: str | None,
     anthropic_upstream: str | None,
     token: str | None,
+    tokens_file: str | None,
+    allow_origins: tuple[str, ...],
+    allow_hosts: tuple[str, ...],
     max_body: int,
+    header_timeout: float,
+    body_timeout: float,
+    max_clients: int,
+    drain_timeout: float,
     entity: str,
     session: str,
     process: str | None,
@@ -80,10 +149,17 @@ def proxy(
             host=host,
             port=port,
             token=token,
+            tokens=load_tokens(tokens_file) if tokens_file else (),
+            allow_origins=allow_origins,
+            allow_hosts=allow_hosts,
             max_body=max_body,
             entity_id=entity,
             session_id=session,
             process_id=process,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            max_clients=max_clients,
+            drain_timeout=drain_timeout,
         )
         check_bind(config)
     except ValueError as exc:

@@ -1,5 +1,10 @@
 """``mem:`` in-band commands: typed as the latest user message, answered by the proxy
-itself (no upstream call, no tokens spent, nothing captured)."""
+itself (no upstream call, no tokens spent, nothing captured).
+
+A command acts only as the request's entity, which the proxy has checked against the
+request's token before it runs (:meth:`memtap_proxy.guard.Guard.bind`); what concerns the
+whole proxy (the store, recall counters over every entity) is shown only to requests whose
+token may act as every entity."""
 
 from __future__ import annotations
 
@@ -40,12 +45,14 @@ def parse_command(view: RequestView) -> Command | None:
 
 @attrs.frozen
 class CommandContext:
-    """What a command may read: the memory, the caller's attribution, the route."""
+    """What a command may read: the memory, the caller's attribution, the route, and
+    whether the caller may see the whole proxy (``every_entity``: no token, or ``--token``)."""
 
     memory: Memory
     attribution: Attribution
     protocol: str
     agent: str
+    every_entity: bool = True
 
 
 def run_command(command: Command, ctx: CommandContext) -> str:
@@ -71,13 +78,14 @@ def run_command(command: Command, ctx: CommandContext) -> str:
         a = ctx.attribution
         facts = len(ctx.memory.facts(entity_id=entity))
         sessions = len(ctx.memory.sessions(entity_id=entity))
-        return (
-            f"memtap proxy: store {ctx.memory.url}\n"
+        mine = (
             f"entity {a.entity_id!r}, session {a.session_id!r}, process {a.process_id or '-'}\n"
             f"protocol {ctx.protocol}, agent profile {ctx.agent}\n"
-            f"{facts} fact(s) and {sessions} session(s) stored for {entity!r}\n"
-            f"{_recall_status(ctx.memory)}"
+            f"{facts} fact(s) and {sessions} session(s) stored for {entity!r}"
         )
+        if not ctx.every_entity:  # a token bound to entities sees nothing of the others
+            return f"memtap proxy\n{mine}"
+        return f"memtap proxy: store {ctx.memory.url}\n{mine}\n{_recall_status(ctx.memory)}"
     if command.name == "help":
         return HELP
     return f"unknown memtap command `mem:{command.name}`.\n\n{HELP}"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
+from collections.abc import Iterable
+from typing import Any
 
 import attrs
+
+from .guard import Guard, host_name, is_loopback_name, normalize_host, normalize_origin
+from .tokens import TokenRule
 
 #: Default listening address and port.
 DEFAULT_HOST = "127.0.0.1"
@@ -20,6 +24,13 @@ ENV = {
     "host": "MEMTAP_PROXY_HOST",
     "port": "MEMTAP_PROXY_PORT",
     "max_body": "MEMTAP_PROXY_MAX_BODY",
+    "tokens": "MEMTAP_PROXY_TOKENS",
+    "allow_origin": "MEMTAP_PROXY_ALLOW_ORIGIN",
+    "allow_host": "MEMTAP_PROXY_ALLOW_HOST",
+    "header_timeout": "MEMTAP_PROXY_HEADER_TIMEOUT",
+    "body_timeout": "MEMTAP_PROXY_BODY_TIMEOUT",
+    "max_clients": "MEMTAP_PROXY_MAX_CLIENTS",
+    "drain_timeout": "MEMTAP_PROXY_DRAIN_TIMEOUT",
 }
 
 
@@ -32,6 +43,23 @@ def _upstream(value: str | None) -> str | None:
     return url
 
 
+def _origins(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(normalize_origin(v) for v in values)
+
+
+def _hosts(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(normalize_host(v) for v in values)
+
+
+def _rules(values: Iterable[TokenRule]) -> tuple[TokenRule, ...]:
+    return tuple(values)
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be more than 0, got {value!r}")
+
+
 @attrs.frozen
 class ProxyConfig:
     """How one proxy runs.
@@ -39,16 +67,30 @@ class ProxyConfig:
     ``openai_upstream`` / ``anthropic_upstream`` are the base URLs requests of each family
     are sent to (``https://api.openai.com`` or ``https://api.openai.com/v1``; a trailing
     ``/v1`` is not doubled); a family without an upstream gets a 502 naming the flag to
-    set. ``token``, when set, must come with every request in ``x-memtap-token``.
-    ``entity_id`` / ``session_id`` / ``process_id`` attribute requests that carry no
-    ``x-memtap-*`` header. ``max_body`` is the request size limit in bytes.
+    set. ``token``, when set, must come with every request in ``x-memtap-token`` and may
+    act as any entity; ``tokens`` (from :func:`memtap_proxy.tokens.load_tokens`) are tokens
+    bound to entities. ``allow_origins`` / ``allow_hosts`` are the web origins and host
+    names let through besides loopback (:mod:`memtap_proxy.guard`). ``entity_id`` /
+    ``session_id`` / ``process_id`` attribute requests that carry no ``x-memtap-*`` header.
+    ``max_body`` is the request size limit in bytes.
+
+    Clients: a request's head must arrive within ``header_timeout`` seconds of its first
+    byte and its body within ``body_timeout`` seconds of its head; a connection with no
+    request under way is closed after ``idle_timeout`` seconds; at most ``max_clients``
+    connections are open (the longest-idle one is closed for a new one, else the new one
+    gets a 503). On SIGTERM/SIGINT requests under way get ``drain_timeout`` seconds to
+    finish. ``connect_timeout`` / ``read_timeout`` / ``max_connections`` are the upstream
+    client's.
     """
 
     openai_upstream: str | None = attrs.field(default=None, converter=_upstream)
     anthropic_upstream: str | None = attrs.field(default=None, converter=_upstream)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    token: str | None = None
+    token: str | None = attrs.field(default=None, repr=False)
+    tokens: tuple[TokenRule, ...] = attrs.field(default=(), converter=_rules, repr=False)
+    allow_origins: frozenset[str] = attrs.field(default=(), converter=_origins)
+    allow_hosts: frozenset[str] = attrs.field(default=(), converter=_hosts)
     max_body: int = DEFAULT_MAX_BODY
     entity_id: str = "default"
     session_id: str = "default"
@@ -56,27 +98,38 @@ class ProxyConfig:
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
     max_connections: int = 256
+    header_timeout: float = attrs.field(default=10.0, validator=_positive)
+    body_timeout: float = attrs.field(default=60.0, validator=_positive)
+    idle_timeout: float = attrs.field(default=30.0, validator=_positive)
+    max_clients: int = attrs.field(default=256, validator=_positive)
+    drain_timeout: float = attrs.field(default=20.0, validator=_positive)
 
     def upstream(self, family: str) -> str | None:
         """The configured upstream for ``"openai"`` or ``"anthropic"``."""
         return self.anthropic_upstream if family == "anthropic" else self.openai_upstream
 
+    def guard(self) -> Guard:
+        """The admission rules these settings make (browsers, host names, tokens)."""
+        return Guard(
+            allow_origins=self.allow_origins,
+            allow_hosts=self.allow_hosts,
+            bound_host=self.host,
+            token=self.token,
+            tokens=self.tokens,
+            default_entity=self.entity_id,
+        )
+
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_name(host_name(host))
 
 
 def check_bind(config: ProxyConfig) -> None:
     """Refuse to listen beyond loopback without a token (raises ``ValueError``)."""
-    if not is_loopback(config.host) and not config.token:
+    if not is_loopback(config.host) and not config.token and not config.tokens:
         raise ValueError(
             f"refusing to listen on {config.host}: anyone who can reach it could read and "
             f"change your memory. Bind 127.0.0.1 (the default), or set --token (or "
-            f"{ENV['token']}) and send it in the x-memtap-token header."
+            f"{ENV['token']}), or --tokens FILE, and send it in the x-memtap-token header."
         )

@@ -5,10 +5,13 @@ benchmarks)."""
 from __future__ import annotations
 
 import logging
+import math
+import signal
 import socket
 import sys
 import threading
 import time
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -16,8 +19,8 @@ import uvicorn
 from memtap import HistoryBudget, Memory
 
 from .app import Proxy
-from .coalesce import HeadHoldingHttpToolsProtocol
 from .config import ProxyConfig, check_bind
+from .limits import ClientLimits, bounded_protocol
 
 log = logging.getLogger("memtap.proxy")
 #: GIL switch interval (seconds) of a process serving the proxy.
@@ -25,6 +28,12 @@ SWITCH_INTERVAL = 0.0005
 
 
 def _uvicorn_config(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Config:
+    limits = ClientLimits(
+        header_timeout=config.header_timeout,
+        body_timeout=config.body_timeout,
+        idle_timeout=config.idle_timeout,
+        max_clients=config.max_clients,
+    )
     return uvicorn.Config(
         app,
         host=config.host,
@@ -32,13 +41,34 @@ def _uvicorn_config(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Co
         log_level=log_level,
         access_log=False,
         lifespan="on",
-        http=HeadHoldingHttpToolsProtocol,  # one write per answer that is ready at once
+        # One write per answer that is ready at once; client timeouts and a connection bound.
+        http=bounded_protocol(limits),
+        ws="none",  # the proxy speaks no WebSocket: an Upgrade is not taken up
         server_header=False,
         date_header=False,
-        timeout_keep_alive=30,
-        h11_max_incomplete_event_size=64 * 1024,
+        timeout_keep_alive=math.ceil(config.idle_timeout),  # limits closes idle ones first
+        timeout_graceful_shutdown=math.ceil(config.drain_timeout),
         proxy_headers=False,  # clients talk to the proxy directly: no forwarded-for to trust
     )
+
+
+class ProxyServer(uvicorn.Server):
+    """uvicorn's server, stopping the same way on SIGTERM and SIGINT: stop accepting, let
+    requests under way finish (``drain_timeout``), close the upstream connections, and
+    return from :meth:`run` so that the caller closes its Memory and the process exits 0.
+
+    uvicorn itself re-raises the signal once it has shut down: on SIGTERM (systemd, docker,
+    Kubernetes) the process then died by the signal before the Memory was closed. A second
+    signal forces an immediate stop.
+    """
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Note a stop request (uvicorn calls this from its signal handler)."""
+        if self.should_exit:
+            self.force_exit = True
+        else:
+            log.info("memtap proxy stopping (%s): finishing requests under way", signal.Signals(sig).name)
+            self.should_exit = True
 
 
 def open_memory(store: str | None, history_messages: int | None = None) -> Memory:
@@ -62,7 +92,7 @@ def serve(config: ProxyConfig, memory: Memory, *, log_level: str = "info") -> No
         memory.url,
         ", ".join(f"{f} -> {config.upstream(f)}" for f in families) or "none configured",
     )
-    uvicorn.Server(_uvicorn_config(proxy.app, config, log_level)).run()
+    ProxyServer(_uvicorn_config(proxy.app, config, log_level)).run()
 
 
 class ProxyThread:
@@ -77,7 +107,7 @@ class ProxyThread:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
-        self.server = uvicorn.Server(_uvicorn_config(proxy.app, proxy.config, log_level))
+        self.server = ProxyServer(_uvicorn_config(proxy.app, proxy.config, log_level))
         self._thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self._sock]}, name="memtap-proxy", daemon=True
         )

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ipaddress
 import ssl
 import time
 import urllib.request
@@ -44,6 +43,8 @@ from urllib.parse import unquote, urlsplit
 
 import attrs
 import httptools
+
+from .guard import is_loopback_name
 
 #: Body bytes buffered for a reader that is behind before reading the socket pauses.
 HIGH_WATER = 1024 * 1024
@@ -114,20 +115,11 @@ class Route:
 DIRECT = Route()
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def route_from_environment(origin: Origin) -> Route:
     """The route the environment's proxy variables give ``origin`` (standard library rules:
     lower-case names first, ``NO_PROXY`` honoured); loopback origins always go direct.
     Raises ``ValueError`` for a proxy this client cannot use (only ``http://`` proxies)."""
-    if _is_loopback(origin.host):
+    if is_loopback_name(origin.host):
         return DIRECT
     proxies = urllib.request.getproxies_environment()
     url = proxies.get(origin.scheme) or proxies.get("all")
