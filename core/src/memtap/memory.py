@@ -20,6 +20,7 @@ from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import EmbedderOption, resolve_embedder
 from .errors import UnsupportedClientError
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
+from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
 from .memorize import LLMOption, resolve_llm
 from .memory_tool import ToolFormat
@@ -137,7 +138,11 @@ class Memory:
             entity_id=entity_id, session_id=session_id, process_id=process_id
         )
         self.history_budget = history or HistoryBudget()
-        self.histories = SessionHistories(self._load_history)
+        #: The sessions the store has (read once in the background): a new session's first
+        #: call does not wait for a store read.
+        self.known_sessions = KnownSessions(getattr(self.store, "session_keys", None))
+        self.known_sessions.start()
+        self.histories = SessionHistories(self._load_history, known=self.known_sessions)
         #: The durable spool (``None`` when off).
         self.spool = open_spool(spool, self.store.url, memtap_home())
         self.writer = CaptureWriter(self.store.write_exchanges, spool=self.spool)
@@ -417,6 +422,7 @@ class Memory:
             self.unregister(reg.client)
         self.writer.close(timeout)
         self.longterm.close(timeout)
+        self.histories.close()
         if self.spool is not None:
             self.spool.close()  # what is still unstored stays on disk for the next start
         try:

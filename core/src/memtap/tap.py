@@ -26,7 +26,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import telemetry
 from .anchors import AgentProfile, detect_profile
 from .capture import CapturedCall, CaptureWriter
-from .history import SessionHistories
+from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .scope import current_attribution, in_internal_call
@@ -224,6 +224,17 @@ class Call:
             sent = body
         self.sent_body = sent
         return sent
+
+    async def prepare_async(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """:meth:`prepare` for a caller on an event loop: the session's history is read
+        in a thread and awaited (a bounded time), so the loop never blocks on the store."""
+        if not self.internal and self.sent_body is None:
+            try:
+                await self.tap.histories.preload(self.attribution)
+            except Exception:
+                log.exception("memtap could not preload a session's history; going on without waiting")
+        with without_waiting():
+            return self.prepare(body)
 
     def _inject(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         view = self.protocol.read_request(body)
