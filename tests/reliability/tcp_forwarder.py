@@ -119,6 +119,12 @@ class TcpForwarder:
             _rst(upstream)
         self._pairs.clear()
 
+    async def _cancel_tasks(self) -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         if self.resetting:
@@ -159,6 +165,7 @@ class TcpForwarder:
         with contextlib.suppress(Exception):
             self._run(self._close_listener())
             self._run(self._reset_all())
+            self._run(self._cancel_tasks())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()

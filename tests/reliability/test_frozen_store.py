@@ -221,3 +221,31 @@ def test_proxy_serves_other_sessions_while_the_store_fails(
         fwd.heal()
         thread.stop()
         mem.close()
+
+
+@pytest.mark.parametrize("kind", ["frozen", "frozen_mid_query"])
+def test_a_statement_on_a_frozen_connection_ends_at_its_deadline(
+    kind: str, forwarded: tuple[TcpForwarder, str, str]
+) -> None:
+    """Without a client-side deadline a thread reading a frozen connection waits until the
+    network heals (forever, for a paused server): the store cuts it, and recovers after."""
+    from memtap.storage import StoreError
+    from memtap_postgres.settings import WATCHDOG_GRACE
+    from memtap_postgres.store import PostgresStore
+
+    fwd, url, _ = forwarded
+    store = PostgresStore(url + "&statement_timeout=0.5&connect_timeout=2")
+    try:
+        assert store.history("s") == []
+        with fwd.fault(kind):
+            started = time.monotonic()
+            with pytest.raises(StoreError):
+                _within(30, lambda: store.history("s"), fwd.heal)
+            elapsed = time.monotonic() - started
+            assert store._watchdog.cuts >= 1
+            # The cut connection, one retry on another connection (a pooled one: cut at its
+            # check; or a new one: the connect timeout), then the pool's wait for a connection.
+            assert 0.5 + WATCHDOG_GRACE <= elapsed < 0.5 + WATCHDOG_GRACE + 2 + 5 + 3, elapsed
+        assert store.history("s") == []  # broken connections were replaced
+    finally:
+        store.close()

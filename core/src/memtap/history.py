@@ -226,7 +226,8 @@ class SessionHistories:
         self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
 
     @staticmethod
-    def _key(attribution: Attribution) -> tuple[str, str]:
+    def key(attribution: Attribution) -> tuple[str, str]:
+        """The cache key of a call's session: ``(entity_id, session_id)``."""
         return (attribution.entity_id, attribution.session_id)
 
     def get(self, attribution: Attribution) -> list[Message]:
@@ -262,7 +263,7 @@ class SessionHistories:
     def _lookup(self, attribution: Attribution) -> _Entry:
         """The session's entry; a new one (its read started) on a miss, its read started
         again when a failed one is due for a retry."""
-        key = self._key(attribution)
+        key = self.key(attribution)
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(key)
@@ -304,14 +305,14 @@ class SessionHistories:
         appended meanwhile."""
         try:
             with self._lock:
-                if self._entries.get(self._key(attribution)) is not entry:
+                if self._entries.get(self.key(attribution)) is not entry:
                     return  # evicted or dropped before its turn came
             loaded = self._read(attribution)
             if loaded is None:
                 entry.reload_at = time.monotonic() + RELOAD_AFTER_FAILURE
                 return
             if loaded and self._known is not None:
-                self._known.add(self._key(attribution))
+                self._known.add(self.key(attribution))
             self._merge(entry, loaded)
             entry.reload_at = None
         finally:
@@ -343,7 +344,7 @@ class SessionHistories:
     def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
         cached; otherwise the next read loads it from the store."""
-        key = self._key(attribution)
+        key = self.key(attribution)
         if self._known is not None:
             self._known.add(key)
         with self._lock:
