@@ -23,13 +23,13 @@ import openai
 import psycopg
 import pytest
 from reliability_support import API_KEY, pg_base_url, with_schema
-from tcp_forwarder import TcpForwarder
 
 import memtap
 import memtap_openai
 import memtap_postgres
 from memtap.model import Message
 from memtap.testing.server import ScriptedModelServer
+from memtap.testing.tcpfaults import TcpForwarder
 
 FAULTS = ["refused", "frozen", "frozen_mid_query", "slow", "reset"]
 #: What a call may take beyond the upstream's own time while the store fails.
@@ -129,9 +129,9 @@ def test_in_process_calls_return_while_the_store_fails(
     bare = openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY, max_retries=0)
     client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY, max_retries=0))
 
-    def ask(session: str, text: str) -> Callable[[], None]:
+    def ask(session: str, text: str, entity: str = ENTITY) -> Callable[[], None]:
         def call() -> None:
-            with mem.scope(entity_id=ENTITY, session_id=session):
+            with mem.scope(entity_id=entity, session_id=session):
                 reply = client.chat.completions.create(
                     model="m", messages=[{"role": "user", "content": text}]
                 )
@@ -148,6 +148,9 @@ def test_in_process_calls_return_while_the_store_fails(
             for i, session in enumerate(["new-1", "known", "cached", "new-2", "known", f"new-{kind}"]):
                 elapsed = _within(upstream + SLACK, ask(session, f"during {i}"), fwd.heal)
                 assert elapsed < upstream + SLACK
+            # A new entity: its facts index must load too (in the background).
+            elapsed = _within(upstream + SLACK, ask("s", "who am I?", "another-entity"), fwd.heal)
+            assert elapsed < upstream + SLACK
         assert mem.flush(60), "calls captured during the fault were not stored after it"
         stored = {m.content for m in mem.store.history("new-1", entity_id=ENTITY)}
         assert "during 0" in stored

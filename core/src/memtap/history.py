@@ -234,7 +234,13 @@ class SessionHistories:
         """The session's recent messages, oldest first (do not modify the list). On the
         session's first call, waits for its read up to :attr:`deadline` (not inside
         :func:`without_waiting`)."""
-        entry = self._lookup(attribution)
+        key = (attribution.entity_id, attribution.session_id)
+        with self._lock:  # the fast path: a cached session, read already
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is None or entry.reload_at is not None:
+            entry = self._lookup(attribution)
         if not entry.loaded.is_set() and not _no_wait.get():
             remaining = entry.wait_until - time.monotonic()
             if remaining > 0 and not entry.loaded.wait(remaining):

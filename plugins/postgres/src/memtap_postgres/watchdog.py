@@ -66,7 +66,7 @@ class Watchdog:
             return
         token = next(self._ids)
         with self._cond:
-            self._watched[token] = (time.monotonic() + limit, conn, action)
+            self._watched[token] = (time.monotonic() + limit, conn, f"{action} (no answer in {limit:g} s)")
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._run, name=f"{self._name}-watchdog", daemon=True)
                 self._thread.start()
@@ -98,8 +98,8 @@ class Watchdog:
                         actions.append(action)
             for action in actions:
                 log.warning(
-                    "memtap: PostgreSQL gave no answer while %s within the statement timeout; "
-                    "closed that connection (a frozen server or network?)",
+                    "memtap: PostgreSQL stopped answering while %s; closed that connection "
+                    "(a frozen server or network?)",
                     action,
                 )
 

@@ -1,8 +1,17 @@
-"""A loopback TCP forwarder whose network faults a test switches on and off.
+"""A loopback TCP forwarder whose network faults a test switches on and off: what a storage
+backend (or anything else talking TCP) is tested against to show that a frozen network
+never hangs a call.
 
-It listens on 127.0.0.1 and forwards every connection to ``127.0.0.1:target_port`` (the
-PostgreSQL server). A fault is a real network fault, seen by the client's socket exactly as
-it would be in production:
+It listens on 127.0.0.1 and forwards every connection to ``target_host:target_port`` (a
+database server, say)::
+
+    with TcpForwarder(5432) as fwd:
+        store = MyStore(f"mydb://127.0.0.1:{fwd.port}/test")
+        with fwd.fault("frozen"):
+            ...  # calls must still return in time
+
+A fault is a real network fault, seen by the client's socket exactly as it would be in
+production:
 
 - ``freeze()``: bytes stop flowing both ways; connections stay open (the kernel still
   acknowledges what the client sends) and new connections are accepted, then frozen too —
@@ -21,10 +30,11 @@ import contextlib
 import socket
 import struct
 import threading
-from collections.abc import Iterator
-from typing import Literal
+from collections.abc import Coroutine, Iterator
+from typing import Any, Literal, TypeVar
 
 Direction = Literal["both", "down"]
+T = TypeVar("T")
 
 
 def _rst(writer: asyncio.StreamWriter) -> None:
@@ -51,14 +61,16 @@ class TcpForwarder:
         self._thread.start()
         self._server: asyncio.AbstractServer | None = None
         self.port = 0
-        self._run(self._listen())
-        self.port = self._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self._run(self._listen())
 
-    def _run(self, coro: object) -> object:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)  # type: ignore[arg-type]
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
 
-    async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+    async def _listen(self) -> int:
+        server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
+        self._server = server
+        port: int = server.sockets[0].getsockname()[1]
+        return port
 
     # -- faults ---------------------------------------------------------------------------
 
