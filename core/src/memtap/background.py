@@ -53,6 +53,7 @@ class DaemonPool:
         self._threads = 0
         self._idle = 0
         self._closed = False
+        self._pid = os.getpid()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run ``fn(*args)`` in a worker; raises ``RuntimeError`` after :meth:`shutdown`."""
@@ -60,6 +61,8 @@ class DaemonPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"{self._name} is shut down")
+            if self._pid != os.getpid():  # forked: the parent's workers are not here
+                self._pid, self._threads, self._idle = os.getpid(), 0, 0
             self._queue.put((future, fn, args))
             start = self._idle == 0 and self._threads < self._workers
             if start:

@@ -55,6 +55,7 @@ class KnownSessions:
         self._ready = False
         self._loading = False
         self._merging = False
+        self._closed = False
         self._retry_at = 0.0
         self._lock = threading.Lock()
 
@@ -66,7 +67,7 @@ class KnownSessions:
     def start(self) -> None:
         """Read the store's sessions in a background thread (once; again after a failure,
         at most every :data:`RETRY_AFTER` seconds)."""
-        if self._read is None or self._ready:
+        if self._read is None or self._ready or self._closed:
             return
         with self._lock:
             if self._loading or self._ready or time.monotonic() < self._retry_at:
@@ -79,6 +80,8 @@ class KnownSessions:
         try:
             hashes = array("q", sorted({hash(key) for key in self._read()}))
         except Exception as exc:
+            if self._closed:  # the store was closed under the read: nothing to report
+                return
             log.warning(
                 "memtap could not list the store's sessions (%s); first calls of sessions wait "
                 "a bounded time for their history meanwhile (retried in %.0f s)",
@@ -110,6 +113,10 @@ class KnownSessions:
             self.start()
             return None
         return False
+
+    def close(self) -> None:
+        """The store is closing: a read in progress ends quietly, none starts again."""
+        self._closed = True
 
     def add(self, key: SessionKey) -> None:
         """The session has (or is about to have) stored history."""

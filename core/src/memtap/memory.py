@@ -435,6 +435,7 @@ class Memory:
         self.writer.close(timeout)
         self.longterm.close(timeout)
         self.histories.close()
+        self.known_sessions.close()
         if self.spool is not None:
             self.spool.close()  # what is still unstored stays on disk for the next start
         try:
