@@ -65,13 +65,14 @@ def server() -> Iterator[ScriptedModelServer]:
         yield srv
 
 
-def _memory(store: Any) -> memtap.Memory:
+def _memory(store: Any, server: ScriptedModelServer) -> tuple[memtap.Memory, openai.OpenAI]:
+    """A Memory on ``store`` once it has listed the store's sessions, and a registered client."""
     mem = memtap.Memory(store, plugins=[memtap_openai], entry_points=False, embedder=False)
     deadline = time.monotonic() + 10
     while not mem.known_sessions.ready and getattr(store, "session_keys", None) is not None:
         assert time.monotonic() < deadline, "the store's sessions were never listed"
         time.sleep(0.01)
-    return mem
+    return mem, mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
 
 
 def _seed(store: InMemoryStore, session: str, text: str) -> None:
@@ -95,8 +96,7 @@ def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
 
 def test_a_new_session_costs_no_store_read_on_the_request_path(server: ScriptedModelServer) -> None:
     store = RecordingStore()
-    mem = _memory(store)
-    client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
+    mem, client = _memory(store, server)
     _ask(mem, client, server, "warm-up")  # the SDK's first call is slow on its own
     store.hold.set()  # were a call to wait for its read, it would wait the whole deadline
     try:
@@ -111,8 +111,7 @@ def test_a_new_session_costs_no_store_read_on_the_request_path(server: ScriptedM
 def test_a_known_session_is_read_once_and_its_first_call_carries_it(server: ScriptedModelServer) -> None:
     store = RecordingStore()
     _seed(store, "known", "my locker code is 4711")
-    mem = _memory(store)
-    client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
+    mem, client = _memory(store, server)
     sent = [_ask(mem, client, server, "known") for _ in range(5)]
     assert "my locker code is 4711" in sent[0]
     assert [s for s, _ in store.reads].count("known") == 1
@@ -121,8 +120,7 @@ def test_a_known_session_is_read_once_and_its_first_call_carries_it(server: Scri
 
 def test_a_session_another_process_created_reaches_the_next_call(server: ScriptedModelServer) -> None:
     store = RecordingStore()
-    mem = _memory(store)  # lists the store's sessions now: "later" is not among them
-    client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
+    mem, client = _memory(store, server)  # lists the store's sessions now: "later" is not among them
     _seed(store, "later", "I moved to Lisbon")
     _ask(mem, client, server, "later")  # may go without it: the session looked new
     deadline = time.monotonic() + 5
@@ -136,8 +134,7 @@ def test_a_session_another_process_created_reaches_the_next_call(server: Scripte
 def test_a_hung_read_holds_the_first_call_up_at_most_the_deadline(server: ScriptedModelServer) -> None:
     store = RecordingStore()
     _seed(store, "known", "my locker code is 4711")
-    mem = _memory(store)
-    client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
+    mem, client = _memory(store, server)
     store.hold.set()
     try:
         first, sent = _timed(_ask, mem, client, server, "known")
@@ -158,8 +155,7 @@ def test_a_store_that_cannot_list_its_sessions_waits_at_most_the_deadline(
     server: ScriptedModelServer,
 ) -> None:
     inner = RecordingStore()
-    mem = _memory(NoSessionKeys(inner))
-    client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
+    mem, client = _memory(NoSessionKeys(inner), server)
     inner.hold.set()
     try:
         elapsed, _ = _timed(_ask, mem, client, server, "new")
@@ -172,7 +168,7 @@ def test_a_store_that_cannot_list_its_sessions_waits_at_most_the_deadline(
 def test_an_async_client_never_blocks_its_event_loop_on_a_read(server: ScriptedModelServer) -> None:
     store = RecordingStore()
     _seed(store, "known", "my locker code is 4711")
-    mem = _memory(store)
+    mem, _ = _memory(store, server)
     mem.histories.deadline = 1.0
     client = mem.register(openai.AsyncOpenAI(base_url=server.openai_base_url, api_key=KEY, max_retries=0))
 

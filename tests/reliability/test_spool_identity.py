@@ -101,37 +101,29 @@ def _startup_messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]
     return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "memtap.spool"]
 
 
-def test_start_up_reports_a_crash_as_a_crash(
+@pytest.mark.parametrize(
+    ("ending", "level", "says"),
+    [
+        ("kill", logging.WARNING, "ended without closing memtap (a crash"),
+        ("close", logging.INFO, "could not store before it closed (its store was unavailable)"),
+    ],
+)
+def test_start_up_tells_a_crash_from_a_close_with_the_store_down(
+    ending: str,
+    level: int,
+    says: str,
     server: ScriptedModelServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     url, home = f"duckdb:///{tmp_path / 'm.duckdb'}", tmp_path / "home"
-    _run_child(url, server, home, "kill")
+    _run_child(url, server, home, ending)
     with caplog.at_level(logging.INFO, logger="memtap.spool"):
         _replayed(url, home, monkeypatch)
-    (level, message), *more = _startup_messages(caplog)
-    assert not more
-    assert level == logging.WARNING
-    assert f"{CALLS} captured call(s)" in message and "ended without closing memtap" in message
-
-
-def test_start_up_reports_a_normal_close_with_the_store_down_as_such(
-    server: ScriptedModelServer,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    url, home = f"duckdb:///{tmp_path / 'm.duckdb'}", tmp_path / "home"
-    _run_child(url, server, home, "close")
-    with caplog.at_level(logging.INFO, logger="memtap.spool"):
-        _replayed(url, home, monkeypatch)
-    (level, message), *more = _startup_messages(caplog)
-    assert not more
-    assert level == logging.INFO
-    assert f"{CALLS} captured call(s)" in message and "could not store before it closed" in message
-    assert "crash" not in message
+    ((found_level, message),) = _startup_messages(caplog)
+    assert found_level == level
+    assert f"{CALLS} captured call(s)" in message and says in message
 
 
 def test_start_up_after_a_clean_stop_says_nothing(
@@ -149,3 +141,17 @@ def test_start_up_after_a_clean_stop_says_nothing(
     with caplog.at_level(logging.INFO, logger="memtap.spool"), memtap.Memory(url):
         pass
     assert _startup_messages(caplog) == []
+
+
+def test_a_spool_an_older_version_keyed_by_the_url_is_replayed(
+    server: ScriptedModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    url, home = f"duckdb:///{tmp_path / 'm.duckdb'}", tmp_path / "home"
+    _run_child(url, server, home, "kill")
+    (current,) = home.glob("spool/*")
+    legacy = home / "spool" / hashlib.sha256(url.encode()).hexdigest()[:20]
+    current.rename(legacy)  # where a version that keyed spools by the URL string left it
+    assert _replayed(url, home, monkeypatch) == [f"spooled {i}" for i in range(CALLS)]
+    assert not legacy.exists()
