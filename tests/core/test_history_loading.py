@@ -98,12 +98,13 @@ def test_a_new_session_costs_no_store_read_on_the_request_path(server: ScriptedM
     store = RecordingStore()
     mem, client = _memory(store, server)
     _ask(mem, client, server, "warm-up")  # the SDK's first call is slow on its own
+    mem.histories.deadline = 5.0
     store.hold.set()  # were a call to wait for its read, it would wait the whole deadline
     try:
         times = [_timed(_ask, mem, client, server, f"new-{i}")[0] for i in range(5)]
     finally:
         store.release.set()
-    assert max(times) < mem.histories.deadline / 2, times
+    assert max(times) < 2.5, times
     assert all(thread.startswith("memtap-history") for _, thread in store.reads), store.reads
     mem.close()
 

@@ -2,26 +2,20 @@
 
 Each setting comes from the store URL, else the environment, else memtap's default:
 
-========================  =============================  =========================  =======
-setting                   URL parameter                  environment                default
-========================  =============================  =========================  =======
-connect timeout           ``connect_timeout`` (s)        ``PGCONNECT_TIMEOUT``      5 s
-statement timeout         ``statement_timeout`` (s)      ``MEMTAP_PG_STATEMENT_     30 s
-                                                         TIMEOUT``
-TCP keepalives            ``keepalives``,                                           on, 30 s idle,
-                          ``keepalives_idle``,                                      10 s apart,
-                          ``keepalives_interval``,                                  3 probes
-                          ``keepalives_count``
-unacknowledged data       ``tcp_user_timeout`` (ms)                                 30000 ms
-========================  =============================  =========================  =======
+- connect timeout: URL ``connect_timeout`` (seconds), env ``PGCONNECT_TIMEOUT``, default 5;
+- statement timeout: URL ``statement_timeout`` (seconds, ``0`` = off), env
+  ``MEMTAP_PG_STATEMENT_TIMEOUT``, default 30;
+- TCP keepalives: URL ``keepalives``, ``keepalives_idle``, ``keepalives_interval``,
+  ``keepalives_count``; default on, 30 s idle, probes 10 s apart, 3 probes;
+- unacknowledged data: URL ``tcp_user_timeout`` (ms), default 30000.
 
 All but ``statement_timeout`` are libpq's own parameters, passed through as given; memtap
-only fills in those the URL leaves out. ``statement_timeout`` (seconds; ``0`` turns it off)
-is memtap's: the server cancels a longer statement, and memtap closes a connection whose
-statement has had no answer for that long plus :data:`WATCHDOG_GRACE` seconds — the one
-deadline that also holds when the server or the network freezes while the connection stays
-open (a paused VM, a stalled middlebox: keepalive probes are still answered, so TCP itself
-never notices). Neither applies to schema migrations, which may rightly take longer.
+only fills in those the URL leaves out. ``statement_timeout`` is memtap's: the server
+cancels a longer statement, and memtap closes a connection whose statement has had no
+answer for that long plus :data:`WATCHDOG_GRACE` seconds — the one deadline that also holds
+when the server or the network freezes while the connection stays open (a paused VM, a
+stalled middlebox: keepalive probes are still answered, so TCP itself never notices).
+Neither applies to schema migrations, which may rightly take longer.
 """
 
 from __future__ import annotations
