@@ -96,6 +96,17 @@ def test_the_environment(
     assert store.settings.connect_timeout == 3
 
 
+def test_the_connect_timeout_argument_wins(opened: Callable[[str], PostgresStore], pg_url: str) -> None:
+    store = opened(pg_url + "&connect_timeout=9")
+    assert _session(store)["connect_timeout"] == "9"
+    store = PostgresStore(pg_url + "&connect_timeout=9", connect_timeout=2)
+    try:
+        assert _session(store)["connect_timeout"] == "2"
+        assert store.settings.connect_timeout == 2
+    finally:
+        store.close()
+
+
 def test_zero_turns_the_statement_timeout_off(opened: Callable[[str], PostgresStore], pg_url: str) -> None:
     store = opened(pg_url + "&statement_timeout=0")
     assert _session(store)["statement_timeout"] == "0"

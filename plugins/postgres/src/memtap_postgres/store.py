@@ -100,7 +100,10 @@ class PostgresStore:
     memtap's ``schema=NAME`` parameter. Opening connects once (so a wrong URL fails at once
     with a message saying what to do), applies pending migrations under an advisory lock,
     then serves every call from a pool of up to ``max_connections`` connections, waiting at
-    most ``timeout`` seconds for one. Thread-safe, and safe with any number of processes.
+    most ``timeout`` seconds for one. Connections get connect and statement timeouts and TCP
+    keepalives (:mod:`memtap_postgres.settings`: the URL, the environment, defaults;
+    ``connect_timeout`` here wins over both). Thread-safe, and safe with any number of
+    processes.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class PostgresStore:
         *,
         max_connections: int = 8,
         timeout: float = 5.0,
+        connect_timeout: int | None = None,
     ) -> None:
         self.url = url
         self._safe_url = redact_url(url)
@@ -120,6 +124,9 @@ class PostgresStore:
             params = psycopg.conninfo.conninfo_to_dict(conninfo)
         except psycopg.Error as e:  # a malformed URI
             raise StoreError(f"bad PostgreSQL store URL {self._safe_url}: {e}") from e
+        if connect_timeout is not None:  # the argument wins over the URL and the environment
+            conninfo = psycopg.conninfo.make_conninfo(conninfo, connect_timeout=str(connect_timeout))
+            params["connect_timeout"] = str(connect_timeout)
         #: Connect and statement timeouts, keepalives (URL, environment, defaults).
         self.settings = resolve_settings(params, statement_timeout)
         kwargs: dict[str, Any] = {"autocommit": True, **self.settings.libpq}
