@@ -7,11 +7,13 @@ first chunk and to the end). The registered client calls in one session, so once
 injects a full history budget (20 messages) on every call.
 
     python benchmarks/overhead.py [--calls 2000] [--store memory://] [--json]
+    python benchmarks/overhead.py --body-kb 70 --new-session [--calls 300]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -105,6 +107,65 @@ def run(
     return results
 
 
+#: Words of a long agent system prompt (what agents built on the SDKs send every call).
+_AGENT_WORDS = (
+    "task-notification risk-first review the repository before editing; prefer small diffs; "
+    "run the tests; never commit secrets; explain each change; tools: read_file, write_file, "
+    "search, run_command; when a task-notification arrives, reply with a risk-first summary; "
+    "keep the user informed; ask before destructive operations; follow the style guide. "
+)
+
+
+def agent_prompt(kb: int) -> str:
+    """A system prompt of about ``kb`` kilobytes of agent-like text."""
+    lines = []
+    size = 0
+    i = 0
+    while size < kb * 1024:
+        line = f"{i:05d} {_AGENT_WORDS}"
+        lines.append(line)
+        size += len(line) + 1
+        i += 1
+    return "\n".join(lines)
+
+
+def run_body(calls: int, store: str, body_kb: int, *, new_session: bool) -> list[dict[str, float | str]]:
+    """A registered client with Memory's defaults, a ``body_kb`` KB system prompt and one
+    user message per call, a new session every call (``new_session``) or one growing
+    session, interleaved with a bare client (issue 15's "as a new user would")."""
+    messages = [
+        {"role": "system", "content": agent_prompt(body_kb)},
+        {"role": "user", "content": "What changed in the last release? Answer in one line."},
+    ]
+    sessions = itertools.count()
+
+    def call(client: openai.OpenAI) -> tuple[float, float]:
+        started = time.perf_counter()
+        client.chat.completions.create(model="bench", messages=messages)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - started
+        return elapsed, elapsed
+
+    with ScriptedModelServer() as server:
+        mem = memtap.Memory(store)
+        bare = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
+        tapped = mem.register(
+            openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
+        )
+        real_create = tapped.chat.completions.create
+
+        def scoped_create(**kwargs: object) -> object:
+            session = f"bench-new-{next(sessions)}" if new_session else "bench-one"
+            with mem.scope(entity_id="bench", session_id=session):
+                return real_create(**kwargs)
+
+        tapped.chat.completions.create = scoped_create  # type: ignore[method-assign]
+        times = measure(bare, tapped, call, calls)
+        mem.flush()
+        mem.close()
+    label = f"json {body_kb} KB, {'new session every call' if new_session else 'one session'}, defaults"
+    return [summarise(label, times["bare_total"], times["tapped_total"])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -117,12 +178,22 @@ def main() -> None:
         action="store_true",
         help="also measure Memory's defaults (episodic memory, recall with the installed embedder)",
     )
+    parser.add_argument(
+        "--body-kb",
+        type=int,
+        default=0,
+        help="measure only calls with a system prompt of this many KB (Memory's defaults)",
+    )
+    parser.add_argument("--new-session", action="store_true", help="with --body-kb: a new session every call")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
-        rows = run(args.calls, store, 0) + run(args.calls, store, 20)
-        if args.defaults:
-            rows += run(args.calls, store, 20, longterm=True)
+        if args.body_kb:
+            rows = run_body(args.calls, store, args.body_kb, new_session=args.new_session)
+        else:
+            rows = run(args.calls, store, 0) + run(args.calls, store, 20)
+            if args.defaults:
+                rows += run(args.calls, store, 20, longterm=True)
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         return

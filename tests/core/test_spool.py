@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from memtap.model import Attribution
-from memtap.spool import Spool, encode_record, is_ephemeral, spool_dir_for
+from memtap.spool import Spool, encode_record, spool_dir_for
+from memtap.storage import InMemoryStore, store_identity
 
 
 def _record(i: int, text: str = "hello") -> bytes:
@@ -68,9 +69,20 @@ def test_corrupted_lines_are_skipped_with_a_warning(tmp_path: Path, caplog) -> N
     spool.close()
 
 
+class _UrlOnlyStore:
+    """A third-party store without identity(): only its URL is known."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
 def test_where_the_spool_lives() -> None:
-    assert is_ephemeral("memory://") and is_ephemeral("duckdb:///:memory:")
-    assert not is_ephemeral("postgresql://h/db")
-    a = spool_dir_for("postgresql://u:secret@h/db", Path("/home"))
+    assert store_identity(InMemoryStore()) is None
+    assert store_identity(_UrlOnlyStore("duckdb:///:memory:")) is None  # type: ignore[arg-type]
+    identity = store_identity(_UrlOnlyStore("postgresql://u:secret@h/db?password=also"))  # type: ignore[arg-type]
+    assert identity == "postgresql://u@h/db"
+    # Without identity(), a rotated password still finds the same spool.
+    assert identity == store_identity(_UrlOnlyStore("postgresql://u:rotated@h/db"))  # type: ignore[arg-type]
+    a = spool_dir_for(identity, Path("/home"))
     assert "secret" not in str(a) and a.parent == Path("/home/spool")
-    assert a != spool_dir_for("postgresql://u:secret@h/other", Path("/home"))
+    assert a != spool_dir_for("postgresql://u@h/other", Path("/home"))

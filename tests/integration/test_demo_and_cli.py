@@ -124,3 +124,15 @@ def test_demo_shows_memory_carried_from_run_one_to_run_two(tmp_path):
     assert "the user said: Hi! I'm Alice and I live in Tokyo." in out
     assert "memtap injected 1 memory block(s) recalled from an earlier session." in out
     assert (tmp_path / "home" / "demo.duckdb").exists()
+
+
+def test_forget_without_yes_refuses_when_it_cannot_ask(filled):
+    # CliRunner's stdin is not a terminal: the command cannot ask, so it must not delete.
+    result = CliRunner().invoke(main, ["forget", "--entity", "alice", "--store", filled], input="y\n")
+    assert result.exit_code == 1
+    assert "pass --yes" in result.output and "cannot ask" in result.output
+    assert "alice" in run("sessions", "--store", filled)
+    with memtap.Memory(filled) as mem:
+        assert mem.facts(entity_id="alice")
+    assert "deleted" in run("forget", "--entity", "alice", "--yes", "--store", filled)
+    assert "alice" not in run("sessions", "--store", filled)

@@ -4,12 +4,18 @@ memtap's heavy background work (embedding facts, extracting them with an LLM por
 building the quick query table) runs in threads of the application's own process. On a
 small machine such a thread competes with the threads serving requests for the same
 cores; Linux gives each thread its own nice value, so the worker lowers its own.
+
+:class:`DaemonPool` runs store reads that the request path must never wait on for long.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 #: Nice value (added to the process's) of memtap's background workers.
 BACKGROUND_NICENESS = 10
@@ -27,3 +33,73 @@ def lower_priority(niceness: int = BACKGROUND_NICENESS) -> bool:
     except OSError:
         return False
     return True
+
+
+class DaemonPool:
+    """Up to ``workers`` daemon threads running submitted functions, started on demand.
+
+    Why not ``concurrent.futures.ThreadPoolExecutor``: its workers are joined when the
+    interpreter exits, so one stuck on a store that stopped answering (a frozen network
+    connection) would hang the application's exit. Store reads are safe to abandon.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers = max(1, workers)
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._closed = False
+        self._pid = os.getpid()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn(*args)`` in a worker; raises ``RuntimeError`` after :meth:`shutdown`."""
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is shut down")
+            if self._pid != os.getpid():  # forked: the parent's workers are not here
+                self._pid, self._threads, self._idle = os.getpid(), 0, 0
+            self._queue.put((future, fn, args))
+            start = self._idle == 0 and self._threads < self._workers
+            if start:
+                self._threads += 1
+        if start:
+            threading.Thread(target=self._run, name=f"{self._name}-{self._threads}", daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            item = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            if item is None:
+                return
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def shutdown(self) -> None:
+        """Stop taking work, cancel what has not started, let the workers end (a worker in
+        the middle of a call ends after it, or with the process)."""
+        with self._lock:
+            self._closed = True
+            threads = self._threads
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in range(threads):
+            self._queue.put(None)

@@ -155,8 +155,13 @@ def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
 @click.option("--entity", required=True, help="Whose data to delete.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def forget(store_url: str | None, entity: str, yes: bool) -> None:
-    """Delete everything stored for an entity."""
-    if not yes and sys.stdin.isatty():
+    """Delete everything stored for an entity (asks first, unless --yes)."""
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.ClickException(
+                f"not deleting the memory of entity {entity!r}: memtap cannot ask for confirmation "
+                "(stdin is not a terminal); pass --yes to delete without asking"
+            )
         click.confirm(f"Delete all memory of entity {entity!r}?", abort=True)
     with open_memory(store_url) as mem:
         count = mem.forget(entity_id=entity)

@@ -3,21 +3,30 @@
 The request path must not wait for the store on every call, so each :class:`memtap.Memory`
 keeps a bounded, in-process cache of recent session histories (:class:`SessionHistories`):
 read from the store once per session (plus any exchange still waiting to be written), then
-kept current as calls complete. :class:`HistoryBudget` picks what fits, never separating
+kept current as calls complete. Reads run in background threads; a call waits for its
+session's read a bounded time (none for a session the store does not have), so a slow or
+frozen store never holds a call up for longer. :class:`HistoryBudget` picks what fits, never separating
 a tool call from its results. :class:`HistoryPlugin` is core's built-in injector.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
 
 import attrs
 
+from .background import DaemonPool
 from .hookspecs import hookimpl
+from .known_sessions import KnownSessions
+from .metrics import count
 from .model import Attribution, Message
 from .wire import HistoryInjection, InjectionRequest
 
@@ -141,30 +150,60 @@ class _Pending:
 
 #: Seconds before a session whose history could not be read is read again.
 RELOAD_AFTER_FAILURE = 5.0
+#: Seconds the first call of a session that has stored history waits for it to be read;
+#: past that the call goes on without it, and the read, finishing in the background, serves
+#: the session's next call.
+LOAD_DEADLINE = 0.25
+#: Threads reading histories (a frozen store may hold each of them until it answers).
+LOAD_WORKERS = 4
+
+_no_wait: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_history_no_wait", default=False)
+
+
+@contextmanager
+def without_waiting() -> Iterator[None]:
+    """Inside the block, :meth:`SessionHistories.get` never waits for a read (for a caller
+    that awaited :meth:`SessionHistories.preload` already: an event loop must not block)."""
+    token = _no_wait.set(True)
+    try:
+        yield
+    finally:
+        _no_wait.reset(token)
 
 
 class _Entry:
     """One cached session: resolved messages, then calls not yet formatted.
 
     ``resolving`` makes pending calls resolve one batch at a time, in order, so two
-    readers never append completed calls out of order. ``reload_at`` is set when the
-    store could not be read: the session is read again after that time.
+    readers never append completed calls out of order. ``loaded`` is set once the store's
+    read of the session is over (or failed: ``reload_at`` is then when it is read again);
+    until ``wait_until`` (monotonic seconds) callers wait for it, later ones do not.
     """
 
-    __slots__ = ("messages", "pending", "reload_at", "resolving")
+    __slots__ = ("future", "loaded", "messages", "pending", "reload_at", "resolving", "wait_until")
 
-    def __init__(self, messages: list[Message], reload_at: float | None = None) -> None:
-        self.messages = messages
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
         self.pending: list[_Pending] = []
         self.resolving = threading.Lock()
-        self.reload_at = reload_at
+        self.reload_at: float | None = None
+        self.loaded = threading.Event()
+        self.wait_until = 0.0
+        self.future: Future[None] | None = None
 
 
 class SessionHistories:
     """A bounded LRU cache of session histories, keyed by (entity, session).
 
-    ``load`` reads a session from the store on a miss; ``max_messages`` bounds what is kept
-    per session and ``max_sessions`` how many sessions are kept.
+    ``load`` reads a session from the store; ``max_messages`` bounds what is kept per
+    session and ``max_sessions`` how many sessions are kept.
+
+    Reads run in background threads and the request path waits for them at most
+    ``deadline`` seconds (fail open: the call goes on without history; the read still
+    completes and serves the next call). A session that ``known`` (:class:`KnownSessions`)
+    says the store does not have is not waited for at all: it is read in the background
+    only in case another process has just created it. A session is read once; a failed read
+    is retried in the background :data:`RELOAD_AFTER_FAILURE` seconds later.
     """
 
     def __init__(
@@ -173,32 +212,87 @@ class SessionHistories:
         *,
         max_sessions: int = 1024,
         max_messages: int = 200,
+        deadline: float = LOAD_DEADLINE,
+        known: KnownSessions | None = None,
     ) -> None:
         self._load = load
         self._max_sessions = max_sessions
         self._max_messages = max_messages
+        #: Seconds a call waits for its session's first read (see the class docstring).
+        self.deadline = deadline
+        self._known = known
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
 
     @staticmethod
-    def _key(attribution: Attribution) -> tuple[str, str]:
+    def key(attribution: Attribution) -> tuple[str, str]:
+        """The cache key of a call's session: ``(entity_id, session_id)``."""
         return (attribution.entity_id, attribution.session_id)
 
     def get(self, attribution: Attribution) -> list[Message]:
-        """The session's recent messages, oldest first (do not modify the list)."""
-        key = self._key(attribution)
-        with self._lock:
+        """The session's recent messages, oldest first (do not modify the list). On the
+        session's first call, waits for its read up to :attr:`deadline` (not inside
+        :func:`without_waiting`)."""
+        key = (attribution.entity_id, attribution.session_id)
+        with self._lock:  # the fast path: a cached session, read already
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
-        if entry is None:
-            entry = self._fill(attribution)
-        elif entry.reload_at is not None and time.monotonic() >= entry.reload_at:
-            self._reload(attribution, entry)
+        if entry is None or entry.reload_at is not None:
+            entry = self._lookup(attribution)
+        if not entry.loaded.is_set() and not _no_wait.get():
+            remaining = entry.wait_until - time.monotonic()
+            if remaining > 0 and not entry.loaded.wait(remaining):
+                count("failed", reason="history_deadline")
         if entry.pending:
             with entry.resolving:
                 self._resolve(entry)
         return entry.messages
+
+    async def preload(self, attribution: Attribution) -> None:
+        """Make sure the session is cached or being read, and await its read (in a
+        thread: the event loop is never blocked) up to :attr:`deadline`. A cached session
+        costs no await at all."""
+        entry = self._lookup(attribution)
+        future = entry.future
+        if entry.loaded.is_set() or future is None:
+            return
+        remaining = entry.wait_until - time.monotonic()
+        if remaining <= 0:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
+        except asyncio.TimeoutError:
+            count("failed", reason="history_deadline")
+
+    def _lookup(self, attribution: Attribution) -> _Entry:
+        """The session's entry; a new one (its read started) on a miss, its read started
+        again when a failed one is due for a retry."""
+        key = self.key(attribution)
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                if entry.reload_at is None or now < entry.reload_at or not entry.loaded.is_set():
+                    return entry
+                entry.reload_at = now + RELOAD_AFTER_FAILURE  # one retry at a time
+                entry.wait_until = now  # a retry is never waited for
+            else:
+                entry = self._entries[key] = _Entry()
+                while len(self._entries) > self._max_sessions:
+                    self._entries.popitem(last=False)
+                known = self._known.knows(key) if self._known is not None else None
+                # A session the store does not have is read only in case another process
+                # has just created it: nothing to wait for.
+                entry.wait_until = now if known is False else now + self.deadline
+            entry.loaded.clear()
+        try:
+            entry.future = self._readers.submit(self._fill, attribution, entry)
+        except RuntimeError:  # closed: no more reads
+            entry.loaded.set()
+        return entry
 
     def _read(self, attribution: Attribution) -> list[Message] | None:
         try:
@@ -212,32 +306,33 @@ class SessionHistories:
             )
             return None
 
-    def _fill(self, attribution: Attribution) -> _Entry:
-        loaded = self._read(attribution)
-        key = self._key(attribution)
-        with self._lock:
-            # A call may have completed while we were loading: keep what it appended.
-            current = self._entries.get(key)
-            if current is not None:
-                return current
-            retry = None if loaded is not None else time.monotonic() + RELOAD_AFTER_FAILURE
-            entry = self._entries[key] = _Entry(loaded or [], retry)
-            while len(self._entries) > self._max_sessions:
-                self._entries.popitem(last=False)
-            return entry
+    def _fill(self, attribution: Attribution, entry: _Entry) -> None:
+        """Read the session into ``entry`` (a background thread), keeping what calls
+        appended meanwhile."""
+        try:
+            with self._lock:
+                if self._entries.get(self.key(attribution)) is not entry:
+                    return  # evicted or dropped before its turn came
+            loaded = self._read(attribution)
+            if loaded is None:
+                entry.reload_at = time.monotonic() + RELOAD_AFTER_FAILURE
+                return
+            if loaded and self._known is not None:
+                self._known.add(self.key(attribution))
+            self._merge(entry, loaded)
+            entry.reload_at = None
+        finally:
+            entry.loaded.set()
 
-    def _reload(self, attribution: Attribution, entry: _Entry) -> None:
-        entry.reload_at = time.monotonic() + RELOAD_AFTER_FAILURE
-        loaded = self._read(attribution)
-        if loaded is None:
-            return
+    def _merge(self, entry: _Entry, loaded: list[Message]) -> None:
+        """Put the stored ``loaded`` messages before those calls added to ``entry`` (the
+        same exchange, stored meanwhile, is kept once)."""
         with entry.resolving:
             self._resolve(entry)
             with self._lock:
-                known = {m.exchange_id for m in loaded if m.exchange_id}
-                newer = [m for m in entry.messages if m.exchange_id is None or m.exchange_id not in known]
+                stored = {m.exchange_id for m in loaded if m.exchange_id}
+                newer = [m for m in entry.messages if m.exchange_id is None or m.exchange_id not in stored]
                 entry.messages = (loaded + newer)[-self._max_messages :]
-                entry.reload_at = None
 
     def _resolve(self, entry: _Entry) -> None:
         with self._lock:
@@ -255,7 +350,9 @@ class SessionHistories:
     def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
         cached; otherwise the next read loads it from the store."""
-        key = self._key(attribution)
+        key = self.key(attribution)
+        if self._known is not None:
+            self._known.add(key)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -266,6 +363,10 @@ class SessionHistories:
         with self._lock:
             for key in [k for k in self._entries if entity_id is None or k[0] == entity_id]:
                 del self._entries[key]
+
+    def close(self) -> None:
+        """Stop the reader threads (a read in progress is abandoned)."""
+        self._readers.shutdown()
 
 
 class HistoryPlugin:

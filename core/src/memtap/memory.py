@@ -20,6 +20,7 @@ from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import EmbedderOption, resolve_embedder
 from .errors import UnsupportedClientError
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
+from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
 from .memorize import LLMOption, resolve_llm
 from .memory_tool import ToolFormat
@@ -34,6 +35,7 @@ from .model import (
     SessionInfo,
 )
 from .plugins import PluginManager, make_plugin_manager
+from .private import make_private
 from .recall_plugin import RecallBudget
 from .scope import attribution_scope, current_attribution
 from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
@@ -57,6 +59,12 @@ def memtap_home() -> Path:
 def default_store_url() -> str:
     """``$MEMTAP_STORE``, else a DuckDB file under :func:`memtap_home`."""
     return os.environ.get(STORE_ENV) or f"duckdb:///{memtap_home() / 'memtap.duckdb'}"
+
+
+def _inside(store: Store, home: Path) -> bool:
+    """Whether the store's files are under ``home`` (a DuckDB file there)."""
+    path = getattr(store, "path", None)
+    return isinstance(path, str) and home in Path(path).parents
 
 
 def open_store(url: str, pm: PluginManager) -> Store:
@@ -130,6 +138,7 @@ class Memory:
         agent: str | None = None,
     ) -> None:
         self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
+        home = memtap_home()
         if store is None:
             store = default_store_url()
         self.store: Store = open_store(store, self.pm) if isinstance(store, str) else store
@@ -137,9 +146,15 @@ class Memory:
             entity_id=entity_id, session_id=session_id, process_id=process_id
         )
         self.history_budget = history or HistoryBudget()
-        self.histories = SessionHistories(self._load_history)
+        #: The sessions the store has (read once in the background): a new session's first
+        #: call does not wait for a store read.
+        self.known_sessions = KnownSessions(getattr(self.store, "session_keys", None))
+        self.known_sessions.start()
+        self.histories = SessionHistories(self._load_history, known=self.known_sessions)
         #: The durable spool (``None`` when off).
-        self.spool = open_spool(spool, self.store.url, memtap_home())
+        self.spool = open_spool(spool, self.store, home)
+        if (self.spool is not None and home in self.spool.directory.parents) or _inside(self.store, home):
+            make_private(home)  # conversations live here: this user's only (an older one was 0755)
         self.writer = CaptureWriter(self.store.write_exchanges, spool=self.spool)
         self.pm.register(HistoryPlugin(self.histories, self.history_budget), name="history")
         self.pm.builtin_names.add("history")
@@ -167,7 +182,9 @@ class Memory:
             agent=agent,
         )
         if self.spool is not None:
-            replay_orphans(self.spool, self.writer, self.pm)
+            replay_orphans(
+                self.spool, self.writer, self.pm, lambda a: self.known_sessions.add(self.histories.key(a))
+            )
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
         self._closed = False
@@ -417,6 +434,8 @@ class Memory:
             self.unregister(reg.client)
         self.writer.close(timeout)
         self.longterm.close(timeout)
+        self.histories.close()
+        self.known_sessions.close()
         if self.spool is not None:
             self.spool.close()  # what is still unstored stays on disk for the next start
         try:

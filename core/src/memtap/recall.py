@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from .background import lower_priority
+from .background import DaemonPool, lower_priority
 from .embedding import Embedder
 from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
 from .metrics import count
@@ -123,7 +123,8 @@ class FactIndexes:
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._generation = 0
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-index")
+        # Daemon threads: a load stuck on a frozen store must not hang the process's exit.
+        self._loader = DaemonPool(1, "memtap-index")
 
     def get(self, entity_id: str, *, wait: bool) -> _Entry | None:
         """The entity's loaded entry. ``wait=False`` (the request path) starts a
@@ -224,7 +225,7 @@ class FactIndexes:
 
     def close(self) -> None:
         """Stop the loader thread."""
-        self._loader.shutdown(wait=False, cancel_futures=True)
+        self._loader.shutdown()
 
 
 class EmbeddingWorker:
@@ -561,14 +562,6 @@ class RecallEngine:
         self._deliver(entity_id, vectors)
         if self.worker is not None:
             self.worker.store_vectors(vectors)
-
-    def vectors_for(self, entity_id: str, fact_ids: Iterable[str]) -> Mapping[str, Any]:
-        """Cached vectors of some of an entity's facts (for comparing candidates)."""
-        entry = self.indexes.get(entity_id, wait=True)
-        if entry is None or entry.index is None:
-            return {}
-        with entry.lock:
-            return {i: v for i in fact_ids if (v := entry.index.vector_of(i)) is not None}
 
     def forget(self, entity_id: str) -> None:
         """Drop the entity's cached index."""

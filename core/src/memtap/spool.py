@@ -35,6 +35,7 @@ import attrs
 from .builtins import might_contain_secret, redact_text
 from .metrics import count
 from .model import Attribution
+from .private import make_private, private_dir
 from .wire import RawExchange, StreamAccumulator, WireProtocol
 
 log = logging.getLogger("memtap.spool")
@@ -44,18 +45,20 @@ SPOOL_ENV = "MEMTAP_SPOOL"
 #: Format version of spool records.
 VERSION = 1
 _SUFFIX = ".jsonl"
+#: A segment renamed so by :meth:`Spool.close`: its process closed normally with calls in
+#: it still unstored (the store was down), as opposed to a process that crashed.
+_CLOSED_SUFFIX = ".closed" + _SUFFIX
 
 
-def spool_dir_for(store_url: str, home: Path) -> Path:
-    """The spool directory of one store under ``home`` (named by a hash of the URL, so
-    neither the URL nor any password in it is written anywhere)."""
-    digest = hashlib.sha256(store_url.encode()).hexdigest()[:20]
+def spool_dir_for(identity: str, home: Path) -> Path:
+    """The spool directory of the store whose :func:`~memtap.storage.store_identity` is
+    ``identity``, under ``home`` (named by a hash: nothing about the store is written).
+
+    Keyed by what the store *is*, not by the URL that reached it: after a crash, the next
+    process replays what is pending even if its URL differs (a rotated password, another
+    host name for the same server)."""
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:20]
     return home / "spool" / digest
-
-
-def is_ephemeral(store_url: str) -> bool:
-    """Whether a store keeps nothing across processes (nothing to replay into)."""
-    return store_url.startswith("memory:") or store_url.endswith(":memory:")
 
 
 def _write(fd: int, data: bytes) -> int:
@@ -101,6 +104,8 @@ class Segment:
     sealed: bool = False
     dropped: bool = False
     adopted: bool = False
+    #: Left by a process that closed normally (not one that crashed).
+    closed_cleanly: bool = False
 
 
 @attrs.define
@@ -255,7 +260,8 @@ class Spool:
         self._counter = 0
         self._failing = False
         self._closed = False
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)
+        make_private(self.directory)
         #: Called with the number of records of segments dropped for the bound.
         self.on_dropped: list[Callable[[int], None]] = []
 
@@ -309,6 +315,7 @@ class Spool:
         name = f"{time.time_ns():020d}-{os.getpid()}-{self._counter:06d}{_SUFFIX}"
         path = self.directory / name
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        os.fchmod(fd, 0o600)  # exactly, whatever the umask
         fcntl.flock(fd, fcntl.LOCK_EX)
         seg = Segment(path=path, fd=fd)
         self._segments.append(seg)
@@ -412,7 +419,14 @@ class Spool:
         if stat.st_nlink == 0:  # replayed and removed by another process before we locked
             os.close(fd)
             return None
-        seg = Segment(path=path, fd=fd, size=stat.st_size, sealed=True, adopted=True)
+        seg = Segment(
+            path=path,
+            fd=fd,
+            size=stat.st_size,
+            sealed=True,
+            adopted=True,
+            closed_cleanly=path.name.endswith(_CLOSED_SUFFIX),
+        )
         with self._lock:
             self._segments.insert(0, seg)
         return seg
@@ -453,8 +467,22 @@ class Spool:
                 if seg.pending <= 0:
                     self._unlink(seg)
                 else:
+                    self._mark_closed(seg)
                     try:
                         os.close(seg.fd)
                     except OSError:
                         pass
             self._segments.clear()
+
+    @staticmethod
+    def _mark_closed(seg: Segment) -> None:
+        """Rename a segment left with unstored calls at a normal close, so that the next
+        process tells it from one a crash left (still under this process's lock)."""
+        if seg.path.name.endswith(_CLOSED_SUFFIX):
+            return
+        target = seg.path.with_name(seg.path.name[: -len(_SUFFIX)] + _CLOSED_SUFFIX)
+        try:
+            os.rename(seg.path, target)
+            seg.path = target
+        except OSError:
+            pass  # reported as a crash's leftover then: nothing is lost

@@ -162,25 +162,34 @@ class StainlessInstaller:
     def _prepare_hook(self, client: Any) -> Callable[..., Any]:
         original = client._prepare_options
 
-        def edit(options: Any) -> Any:
+        def target(options: Any) -> tuple[Call, Mapping[str, Any]] | None:
             call = active_call()
             if call is not None and getattr(call, "owner", None) is client:
                 body = getattr(options, "json_data", None)
                 if isinstance(body, Mapping):
-                    options.json_data = call.prepare(body)
-            return options
+                    return call, body
+            return None
 
         if inspect.iscoroutinefunction(original):
 
             @functools.wraps(original)
             async def prepare_async(options: Any) -> Any:
-                return edit(await original(options))
+                options = await original(options)
+                found = target(options)
+                if found is not None:
+                    # The session's first read is awaited: the app's event loop never blocks.
+                    options.json_data = await found[0].prepare_async(found[1])
+                return options
 
             return prepare_async
 
         @functools.wraps(original)
         def prepare(options: Any) -> Any:
-            return edit(original(options))
+            options = original(options)
+            found = target(options)
+            if found is not None:
+                options.json_data = found[0].prepare(found[1])
+            return options
 
         return prepare
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 
@@ -89,8 +90,56 @@ class Store(Protocol):
     def stats(self) -> dict[str, int]:
         """Row counts: ``sessions``, ``exchanges``, ``messages``, ``facts``."""
 
+    def session_keys(self) -> Iterator[tuple[str, str]]:
+        """Every stored session as ``(entity_id, session_id)``, in any order (streamed: a
+        large store need not hold them all at once).
+
+        memtap reads this once per process, in the background, to know which sessions are
+        new: a new session's first call then costs no store read on the request path.
+        Optional: without it, each session's first call waits (a bounded time) for its read.
+        """
+
+    def identity(self) -> str | None:
+        """What the store *is*, independently of the URL that reached it: the same string
+        for every URL naming the same data (another password, host alias or scheme), and
+        ``None`` for a store that keeps nothing across processes. The durability spool is
+        keyed by it, so that calls one process could not store are replayed by the next
+        process on the same data, whatever URL that one was given.
+
+        Must be cheap (no I/O: work it out when the store is opened) and hold no secret.
+        Optional: without it, the URL without its password is used (:func:`store_identity`).
+        """
+
     def close(self) -> None:
         """Release connections and files. Further calls raise :class:`StoreError`."""
+
+
+def url_without_password(url: str) -> str:
+    """``url`` without the password of its user-info part or a ``password=`` query
+    parameter (what identifies a store whose backend cannot say better)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        netloc = f"{userinfo.split(':', 1)[0]}@{host}"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def store_identity(store: Store) -> str | None:
+    """The store's :meth:`Store.identity`, else its URL without the password (``None`` for
+    an in-memory URL)."""
+    identity = getattr(store, "identity", None)
+    if callable(identity):
+        found: str | None = identity()
+        return found
+    url = store.url
+    if url.startswith("memory:") or url.endswith(":memory:"):
+        return None
+    return url_without_password(url)
 
 
 def exchange_messages(exchange: Exchange) -> list[Message]:
@@ -265,6 +314,20 @@ class InMemoryStore:
                 "messages": sum(len(r.messages) for r in self._rows.values()),
                 "facts": len(self._facts),
             }
+
+    def session_keys(self) -> Iterator[tuple[str, str]]:
+        """See :meth:`Store.session_keys`."""
+        with self._lock:
+            self._check()
+            keys = {
+                (r.exchange.attribution.entity_id, r.exchange.attribution.session_id)
+                for r in self._rows.values()
+            }
+        return iter(sorted(keys))
+
+    def identity(self) -> str | None:
+        """See :meth:`Store.identity` (``None``: nothing survives the process)."""
+        return None
 
     def close(self) -> None:
         """See :meth:`Store.close`."""

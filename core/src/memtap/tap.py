@@ -10,6 +10,7 @@ capture writer. Every step fails open: a memtap error is logged and the call goe
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import threading
@@ -26,7 +27,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import telemetry
 from .anchors import AgentProfile, detect_profile
 from .capture import CapturedCall, CaptureWriter
-from .history import SessionHistories
+from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .scope import current_attribution, in_internal_call
@@ -224,6 +225,22 @@ class Call:
             sent = body
         self.sent_body = sent
         return sent
+
+    async def prepare_async(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """:meth:`prepare` for a caller on an event loop: the session's history is read
+        in a thread and awaited (a bounded time), so the loop never blocks on the store."""
+        if self.internal or self.sent_body is not None:
+            return self.prepare(body)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): prepare's own bounded wait applies
+            return self.prepare(body)
+        try:
+            await self.tap.histories.preload(self.attribution)
+        except Exception:
+            log.exception("memtap could not preload a session's history; going on without waiting")
+        with without_waiting():
+            return self.prepare(body)
 
     def _inject(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         view = self.protocol.read_request(body)

@@ -227,8 +227,9 @@ class Proxy:
             call = Call(self.memory.tap, protocol, attribution, None, agent=r.agent)
             call.span.set_attribute("memtap.agent", agent)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
-            # more than the work (and its GIL hand-offs add milliseconds under load).
-            prepared = call.prepare(parsed)
+            # more than the work (and its GIL hand-offs add milliseconds under load). Only
+            # a session's first read from the store runs in a thread, awaited a bounded time.
+            prepared = await call.prepare_async(parsed)
             if prepared is not parsed:
                 sent = dump_body(prepared)
         except Refused as refused:  # before memory is read: the entity is not the token's

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 import attrs
 import pytest
@@ -579,6 +580,47 @@ class StoreComplianceSuite:
             store.add_facts([make_fact(1), make_fact(2, entity_id="bob")])
             facts = 2
         assert store.stats() == {"sessions": 3, "exchanges": 4, "messages": 7, "facts": facts}
+
+    # -- what memtap reads at start: session keys, identity --------------------------------
+
+    def test_session_keys_list_every_stored_session(self, store: Store) -> None:
+        """session_keys() lists each stored (entity, session) once; forget removes them.
+        (Optional: a backend without it is skipped.)"""
+        if getattr(store, "session_keys", None) is None:
+            pytest.skip("backend has no session_keys (optional)")
+        assert list(store.session_keys()) == []
+        store.write_exchanges(
+            [
+                make_exchange(1),
+                make_exchange(2, session_id="s2"),
+                make_exchange(3, entity_id="bob"),
+                make_exchange(4),
+            ]
+        )
+        assert sorted(store.session_keys()) == [("alice", "s1"), ("alice", "s2"), ("bob", "s1")]
+        store.forget(entity_id="bob")
+        assert sorted(store.session_keys()) == [("alice", "s1"), ("alice", "s2")]
+
+    def test_identity_is_stable_and_holds_no_secret(self, store: Store) -> None:
+        """identity() answers the same string every time (``None`` only for a store that
+        keeps nothing), without the URL's password. (Optional: skipped without it.)"""
+        if getattr(store, "identity", None) is None:
+            pytest.skip("backend has no identity (optional)")
+        first = store.identity()
+        assert first is None or (isinstance(first, str) and first)
+        assert store.identity() == first
+        password = urlsplit(store.url).password
+        if first is not None and password:
+            assert password not in first
+
+    @requires(PERSISTENCE)
+    def test_identity_survives_reopening(self, store: Store, reopen_store: Callable[[Store], Store]) -> None:
+        """The same data opened again has the same identity (the spool is keyed by it)."""
+        if getattr(store, "identity", None) is None:
+            pytest.skip("backend has no identity (optional)")
+        before = store.identity()
+        assert before is not None, "a store that persists must have an identity"
+        assert reopen_store(store).identity() == before
 
     # -- close ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from memtap.model import Exchange, Fact, Message, SessionInfo
+from memtap.private import create_private_file, make_private, private_dir
 from memtap.sqlrows import EXCHANGE_SELECT as _EXCHANGE_SELECT
 from memtap.sqlrows import FACT_SELECT as _FACT_SELECT
 from memtap.sqlrows import MESSAGE_SELECT as _MESSAGE_SELECT
@@ -216,7 +217,7 @@ class DuckDBStore:
         self._closed = False
         if self.path != MEMORY:
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                private_dir(Path(self.path).parent)
             except OSError as e:
                 raise StoreError(
                     f"cannot create the directory for DuckDB store {self.path!r}: {e}; "
@@ -230,9 +231,24 @@ class DuckDBStore:
             with self._write_lock:
                 #: Names of the migrations this open applied (empty when the file was current).
                 self.applied_migrations = apply_migrations(self._conn)
+                self._keep_files_private(database=True)
         except duckdb.Error as e:
             self._conn.close()
             raise StoreError(f"cannot migrate DuckDB store {self.path!r}: {e}") from e
+
+    def _keep_files_private(self, *, database: bool = False) -> None:
+        """The database file and its write-ahead log readable by their owner only (0600),
+        whatever the umask. DuckDB creates the log with the umask's mode at the first write
+        after each checkpoint, and reuses one that exists: so after every write an empty
+        0600 log is put in place of a checkpointed one (writes hold the write lock, so none
+        can slip in between). Files of another owner are left as they are."""
+        if self.path == MEMORY:
+            return
+        if database:
+            make_private(self.path)
+        wal = self.path + ".wal"
+        if not make_private(wal):
+            create_private_file(wal)
 
     def __repr__(self) -> str:
         return f"DuckDBStore({self.path!r})"
@@ -264,6 +280,8 @@ class DuckDBStore:
                     with contextlib.suppress(duckdb.Error):
                         self._conn.rollback()
                     raise
+                finally:
+                    self._keep_files_private()
 
     @contextlib.contextmanager
     def _reader(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -511,6 +529,18 @@ class DuckDBStore:
         with self._reader("counting rows") as cur:
             row = cur.execute(sql).fetchone()
         return dict(zip(names, (int(n) for n in row or (0, 0, 0, 0))))
+
+    def session_keys(self) -> Iterator[tuple[str, str]]:
+        """Every stored ``(entity_id, session_id)``."""
+        with self._reader("listing sessions") as cur:
+            cur.execute("SELECT entity_id, session_id FROM sessions")
+            while rows := cur.fetchmany(_FETCH_ROWS):
+                yield from rows
+
+    def identity(self) -> str | None:
+        """The database file's real path (``None`` in memory): every URL or symlink
+        naming the same file names the same store."""
+        return None if self.path == MEMORY else f"duckdb:{os.path.realpath(self.path)}"
 
     def close(self) -> None:
         """Close the database (idempotent). Further calls raise :class:`StoreError`."""

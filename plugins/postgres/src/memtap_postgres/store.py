@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 import psycopg_pool
 
 from memtap.model import Exchange, Fact, Message, SessionInfo
@@ -25,11 +26,14 @@ from memtap.storage import StoreError
 from . import rows as R
 from .errors import RETRYABLE, store_error
 from .migrations import apply_migrations
-from .urls import redact_url, split_schema
+from .settings import resolve_settings
+from .urls import redact_url, split_schema, take_param
+from .watchdog import Watchdog
 
 log = logging.getLogger("memtap.postgres")
 
 _PAGE = 500
+_KEYS_PAGE = 20_000
 _WRITE_ATTEMPTS = 5
 
 _INSERT_EXCHANGES = """
@@ -96,7 +100,10 @@ class PostgresStore:
     memtap's ``schema=NAME`` parameter. Opening connects once (so a wrong URL fails at once
     with a message saying what to do), applies pending migrations under an advisory lock,
     then serves every call from a pool of up to ``max_connections`` connections, waiting at
-    most ``timeout`` seconds for one. Thread-safe, and safe with any number of processes.
+    most ``timeout`` seconds for one. Connections get connect and statement timeouts and TCP
+    keepalives (:mod:`memtap_postgres.settings`: the URL, the environment, defaults;
+    ``connect_timeout`` here wins over both). Thread-safe, and safe with any number of
+    processes.
     """
 
     def __init__(
@@ -105,36 +112,71 @@ class PostgresStore:
         *,
         max_connections: int = 8,
         timeout: float = 5.0,
-        connect_timeout: int = 5,
+        connect_timeout: int | None = None,
     ) -> None:
         self.url = url
         self._safe_url = redact_url(url)
-        conninfo, self.schema = split_schema(url)
+        conninfo, statement_timeout = take_param(url, "statement_timeout")
+        conninfo, self.schema = split_schema(conninfo)
         self._closed = False
         self._close_lock = threading.Lock()
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout}
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(conninfo)
+        except psycopg.Error as e:  # a malformed URI
+            raise StoreError(f"bad PostgreSQL store URL {self._safe_url}: {e}") from e
+        if connect_timeout is not None:  # the argument wins over the URL and the environment
+            conninfo = psycopg.conninfo.make_conninfo(conninfo, connect_timeout=str(connect_timeout))
+            params["connect_timeout"] = str(connect_timeout)
+        #: Connect and statement timeouts, keepalives (URL, environment, defaults).
+        self.settings = resolve_settings(params, statement_timeout)
+        kwargs: dict[str, Any] = {"autocommit": True, **self.settings.libpq}
         try:
             with psycopg.connect(conninfo, **kwargs) as conn:
                 #: Names of the migrations this open applied (empty when the schema was current).
                 self.applied_migrations = apply_migrations(conn, schema=self.schema)
+                self._identity = self._read_identity(conn)
         except psycopg.Error as e:
             raise store_error(url, "opening", e) from e
         except ValueError as e:  # a malformed URI
             raise StoreError(f"bad PostgreSQL store URL {self._safe_url}: {e}") from e
+        self._watchdog = Watchdog("memtap-postgres")
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
             min_size=1,
             max_size=max(1, max_connections),
-            kwargs=kwargs,
+            kwargs={**kwargs, **self.settings.session_options(str(params.get("options") or "") or None)},
             timeout=timeout,
             # One round trip per checkout replaces connections a restarted server broke.
-            check=psycopg_pool.ConnectionPool.check_connection,
+            check=self._check_connection,
             open=False,
             name="memtap",
         )
         self._pool.open(wait=False)
         #: Whether fact vectors are also kept in a pgvector ``vector`` column.
         self.pgvector = self._has_pgvector()
+
+    def _read_identity(self, conn: psycopg.Connection) -> str:
+        """What this database is, whatever URL reached it: the cluster's system identifier
+        (else the server's address), the database and the schema."""
+        row = conn.execute("SELECT current_database(), current_schema()").fetchone()
+        database, schema = (row[0], row[1]) if row else ("", "")
+        try:
+            found = conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
+            cluster = f"system {found[0]}" if found else None
+        except psycopg.Error:  # not allowed on some managed servers
+            cluster = None
+        if cluster is None:
+            cluster = f"server {conn.info.host}:{conn.info.port}"
+        return f"postgresql:{cluster}/{database}/{self.schema or schema}"
+
+    def identity(self) -> str:
+        """The cluster's system identifier, the database and the schema (see
+        :meth:`memtap.storage.Store.identity`): the same for every URL reaching them."""
+        return self._identity
+
+    def _check_connection(self, conn: psycopg.Connection) -> None:
+        with self._watchdog.watch(conn, self.settings.connect_timeout, "checking a pooled connection"):
+            psycopg_pool.ConnectionPool.check_connection(conn)
 
     def _has_pgvector(self) -> bool:
         rows = self._read(
@@ -157,7 +199,10 @@ class PostgresStore:
     def _connection(self, action: str) -> Iterator[psycopg.Connection]:
         self._check()
         try:
-            with self._pool.connection() as conn:
+            with (
+                self._pool.connection() as conn,
+                self._watchdog.watch(conn, self.settings.watchdog_limit, action),
+            ):
                 yield conn
         except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as e:
             self._check()  # a call cut off by close() reports the closed store
@@ -414,6 +459,27 @@ class PostgresStore:
         sql = "SELECT entity_id FROM sessions UNION SELECT entity_id FROM facts ORDER BY 1"
         return [entity for (entity,) in self._read("listing entities", sql)]
 
+    def session_keys(self) -> Iterator[tuple[str, str]]:
+        """Every stored ``(entity_id, session_id)``, read in pages (keyset pagination)."""
+        after: tuple[str, str] | None = None
+        while True:
+            if after is None:
+                page = self._read(
+                    "listing sessions",
+                    f"SELECT entity_id, session_id FROM sessions ORDER BY 1, 2 LIMIT {_KEYS_PAGE}",
+                )
+            else:
+                page = self._read(
+                    "listing sessions",
+                    "SELECT entity_id, session_id FROM sessions WHERE (entity_id, session_id) > (%s, %s)"
+                    f" ORDER BY 1, 2 LIMIT {_KEYS_PAGE}",
+                    after,
+                )
+            yield from ((entity, session) for entity, session in page)
+            if len(page) < _KEYS_PAGE:
+                return
+            after = (page[-1][0], page[-1][1])
+
     def stats(self) -> dict[str, int]:
         """Row counts: ``sessions``, ``exchanges``, ``messages``, ``facts``."""
         names = ("sessions", "exchanges", "messages", "facts")
@@ -429,3 +495,4 @@ class PostgresStore:
             self._closed = True
         with contextlib.suppress(Exception):
             self._pool.close(timeout=5.0)
+        self._watchdog.close()

@@ -32,6 +32,18 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def take_param(url: str, name: str) -> tuple[str, str | None]:
+    """Take memtap's query parameter ``name`` out of ``url`` (libpq would reject it):
+    the URL without it and its value (the last one given), or ``None``."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    values = [v for k, v in query if k == name]
+    if not values:
+        return url, None
+    kept = [(k, v) for k, v in query if k != name]
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote))), values[-1]
+
+
 def split_schema(url: str) -> tuple[str, str | None]:
     """Take memtap's ``schema=NAME`` query parameter out of ``url`` (libpq would reject it).
 
