@@ -1,0 +1,309 @@
+"""How a stored conversation meets a request: resent turns, answered tool units, nothing twice.
+
+The property tests build realistic sessions (user turns, tool rounds the app answers, tool
+calls the app never runs), store them as memtap does, and send the next request the way the
+three kinds of app do (everything again, a sliding window, only the new messages, tool
+results answering a stored call). Whatever the history cache holds, the body memtap sends
+must pass the provider's validation (:mod:`memtap.testing.validation`), carry no message
+twice, and capture only the new messages.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memtap.chat_format import write_message
+from memtap.conversation import (
+    VERIFY_DEPTH,
+    HistoryBudget,
+    leading_results,
+    overlap,
+    plan_history,
+    tool_units,
+)
+from memtap.model import Message, ToolCall
+from memtap.testing.validation import check_openai_chat
+
+WIDE = HistoryBudget(max_messages=10_000, max_tokens=10_000_000)
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def assistant(text: str = "", calls: Sequence[str] = ()) -> Message:
+    return Message(
+        role="assistant",
+        content=text,
+        tool_calls=[ToolCall(id=c, name="lookup", arguments="{}") for c in calls],
+    )
+
+
+def tool(call_id: str, text: str = "result") -> Message:
+    return Message(role="tool", content=text, tool_call_id=call_id)
+
+
+def wire(messages: Sequence[Message]) -> dict[str, object]:
+    return {"model": "m", "messages": [write_message(m) for m in messages]}
+
+
+def sent(
+    history: Sequence[Message], request: Sequence[Message], budget: HistoryBudget = WIDE
+) -> list[Message]:
+    return [*plan_history(history, request, budget).messages, *request]
+
+
+# -- unanswered tool calls ---------------------------------------------------------------
+
+
+def test_an_unanswered_call_without_text_is_not_injected():
+    history = [user("weather?"), assistant(calls=["c1"])]
+    plan = plan_history(history, [user("never mind")], WIDE)
+    assert plan.messages == (user("weather?"),)
+    assert check_openai_chat(wire(sent(history, [user("never mind")]))) is None
+
+
+def test_an_unanswered_call_keeps_the_assistants_text():
+    history = [user("weather?"), assistant("Let me check.", calls=["c1"])]
+    plan = plan_history(history, [user("never mind")], WIDE)
+    assert plan.messages == (user("weather?"), assistant("Let me check."))
+
+
+def test_partly_answered_calls_keep_only_the_answered_ones():
+    history = [user("q"), assistant(calls=["c1", "c2"]), tool("c2", "two"), assistant("done")]
+    plan = plan_history(history, [user("next")], WIDE)
+    assert plan.messages == (user("q"), assistant(calls=["c2"]), tool("c2", "two"), assistant("done"))
+
+
+def test_a_request_starting_with_results_gets_the_stored_call_they_answer():
+    """An app that sends only its new messages and relies on memtap's history."""
+    call = assistant(calls=["c1", "c2"])
+    history = [user("q"), call]
+    plan = plan_history(history, [tool("c1"), tool("c2")], WIDE)
+    assert plan.messages == (user("q"), call)
+    assert plan.present == 0
+
+
+def test_results_answering_some_calls_keep_only_those_calls():
+    history = [user("q"), assistant(calls=["c1", "c2"])]
+    plan = plan_history(history, [tool("c2")], WIDE)
+    assert plan.messages == (user("q"), assistant(calls=["c2"]))
+    assert check_openai_chat(wire(sent(history, [tool("c2")]))) is None
+
+
+def test_the_answered_call_is_injected_even_beyond_the_budget():
+    history = [user("q"), assistant("x" * 400, calls=["c1"])]
+    tiny = HistoryBudget(max_messages=1, max_tokens=5)
+    assert plan_history(history, [tool("c1")], tiny).messages == (assistant("x" * 400, calls=["c1"]),)
+    assert plan_history(history, [tool("c1")], HistoryBudget(max_messages=0)).messages == ()
+
+
+def test_results_elsewhere_in_the_request_do_not_answer_a_stored_call():
+    history = [user("q"), assistant(calls=["c1"])]
+    request = [user("other"), assistant(calls=["c1"]), tool("c1")]  # a provider reusing ids
+    plan = plan_history(history, request, WIDE)
+    assert assistant(calls=["c1"]) not in plan.messages
+
+
+def test_tool_units_drop_unanswered_calls_and_empty_messages():
+    messages = [
+        user("q"),
+        assistant(calls=["c1"]),
+        assistant(""),
+        user("again"),
+        assistant("t", calls=["c2"]),
+    ]
+    assert tool_units(messages) == [[user("q")], [user("again")], [assistant("t")]]
+    assert tool_units(messages, answered_next={"c2"}) == [[user("q")], [user("again")], [messages[-1]]]
+
+
+def test_leading_results():
+    assert leading_results([tool("a"), tool("b"), user("x"), tool("c")]) == {"a", "b"}
+    assert leading_results([user("x"), tool("c")]) == frozenset()
+
+
+# -- resent conversations ------------------------------------------------------------------
+
+
+def conversation(turns: int, start: int = 0) -> list[Message]:
+    out: list[Message] = []
+    for i in range(start, start + turns):
+        out += [user(f"question {i}"), assistant(f"answer {i}")]
+    return out
+
+
+def test_a_resent_conversation_longer_than_the_cache_is_recognised():
+    full = conversation(150)
+    cached = full[-200:]
+    request = [*full, user("question 150")]
+    plan = plan_history(cached, request, WIDE)
+    assert plan.present == len(full)
+    assert plan.messages == ()
+
+
+def test_a_sliding_window_is_recognised_and_completed_from_before_it():
+    full = conversation(50)
+    request = [*full[-6:], user("question 50")]
+    plan = plan_history(full[-200:], request, HistoryBudget(max_messages=4))
+    assert plan.present == 6
+    assert plan.messages == tuple(full[-10:-6])
+
+
+def test_only_new_messages_resend_nothing():
+    plan = plan_history(conversation(3), [user("question 3")], WIDE)
+    assert plan.present == 0
+    assert plan.messages == tuple(conversation(3))
+
+
+def test_a_resend_without_the_unanswered_call_still_lines_up():
+    """The app never ran the call and kept its own conversation without it."""
+    history = [user("q1"), assistant("a1"), user("weather?"), assistant(calls=["c1"])]
+    request = [user("q1"), assistant("a1"), user("weather?"), user("never mind")]
+    plan = plan_history(history, request, WIDE)
+    assert plan.present == 3
+    assert plan.messages == ()
+
+
+def test_a_resend_keeping_only_the_calls_text_lines_up():
+    history = [user("q1"), assistant("Let me look.", calls=["c1"])]
+    request = [user("q1"), assistant("Let me look."), user("stop")]
+    assert plan_history(history, request, WIDE).present == 2
+
+
+def test_a_retried_turn_is_recognised():
+    """The previous call failed (stored without an answer); the app sends it again."""
+    history = [user("q1"), assistant("a1"), user("q2")]
+    assert plan_history(history, [user("q1"), assistant("a1"), user("q2")], WIDE).present == 3
+
+
+def test_edits_older_than_the_verified_depth_do_not_break_the_resend():
+    """An agent truncating old tool outputs, or a summary in front of a window."""
+    full = conversation(20)
+    edited = [user("summary of earlier turns"), *full[2:]]
+    assert overlap(full, [*edited, user("new")]) == len(edited)
+    recent = [*full[: -VERIFY_DEPTH + 2], user("edited"), *full[-VERIFY_DEPTH + 3 :]]
+    assert overlap(full, [*recent, user("new")]) == 0
+
+
+def test_a_stored_message_the_request_carries_is_never_injected():
+    """A fork: the app resends an earlier branch that does not line up with the stored end."""
+    history = [user("q1"), assistant("a1"), user("q2"), assistant("a2")]
+    request = [user("q1"), assistant("a1"), user("q2 rephrased")]
+    plan = plan_history(history, request, WIDE)
+    assert plan.present == 0
+    assert plan.messages == (user("q2"), assistant("a2"))
+
+
+def test_a_call_the_request_carries_is_not_injected_with_its_results():
+    history = [user("q"), assistant(calls=["c1"]), tool("c1"), assistant("done")]
+    request = [user("other"), assistant(calls=["c1"]), tool("c1", "again"), user("more")]
+    plan = plan_history(history, request, WIDE)
+    ids = [c.id for m in plan.messages for c in m.tool_calls] + [m.tool_call_id for m in plan.messages]
+    assert "c1" not in ids
+    assert check_openai_chat(wire(sent(history, request))) is None
+
+
+def test_resent_exchange_ids_name_what_the_request_resends():
+    history = [Message("user", "q", exchange_id="e1"), Message("assistant", "a", exchange_id="e1")]
+    plan = plan_history(history, [user("q"), assistant("a"), user("next")], WIDE)
+    assert plan.resent_exchange_ids == {"e1"}
+
+
+def test_history_off_still_recognises_resent_turns():
+    full = conversation(5)
+    plan = plan_history(full, [*full, user("more")], HistoryBudget(max_messages=0))
+    assert (plan.messages, plan.present) == ((), 10)
+
+
+# -- properties ------------------------------------------------------------------------------
+
+
+class Session:
+    """A session as memtap stores it and as the app keeps it."""
+
+    def __init__(self) -> None:
+        self.stored: list[Message] = []  # what memtap stored, in order
+        self.app: list[Message] = []  # the app's own copy (unanswered calls left out)
+        self.ids = itertools.count()
+
+    def text(self, prefix: str) -> str:
+        return f"{prefix} {next(self.ids)}"
+
+    def turn(self, rounds: list[tuple[int, int, bool]], closing: bool) -> None:
+        question = user(self.text("question"))
+        self.stored.append(question)
+        self.app.append(question)
+        for calls, answered, with_text in rounds:
+            ids = [self.text("call") for _ in range(calls)]
+            call = assistant(self.text("thinking") if with_text else "", ids)
+            self.stored.append(call)
+            if answered == 0:  # the app moves on without running the tools
+                if with_text:
+                    self.app.append(assistant(call.content))
+                return
+            results = [tool(i, self.text("result")) for i in ids]
+            self.stored += results
+            self.app += [call, *results]
+        if closing:
+            answer = assistant(self.text("answer"))
+            self.stored.append(answer)
+            self.app.append(answer)
+
+
+_rounds = st.lists(st.tuples(st.integers(1, 3), st.integers(0, 1), st.booleans()), max_size=2)
+_turns = st.lists(st.tuples(_rounds, st.booleans()), min_size=1, max_size=8)
+
+
+def _session(turns: list[tuple[list[tuple[int, int, bool]], bool]]) -> Session:
+    s = Session()
+    for rounds, closing in turns:
+        s.turn(rounds, closing)
+    return s
+
+
+def _check(history: Sequence[Message], request: Sequence[Message], new: Sequence[Message]) -> None:
+    plan = plan_history(history, request, WIDE)
+    body = [*plan.messages, *request]
+    rejection = check_openai_chat(wire(body))
+    assert rejection is None, rejection.message
+    calls = [c.id for m in body for c in m.tool_calls]
+    results = [m.tool_call_id for m in body if m.role == "tool"]
+    assert len(calls) == len(set(calls)) and len(results) == len(set(results))
+    keys = [(m.role, m.content) for m in body if m.content]
+    assert len(keys) == len(set(keys)), "a message is carried twice"
+    assert list(request[plan.present :]) == list(new), "captured messages are not the new ones"
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=_turns, cache=st.integers(12, 60), window=st.integers(0, 40))
+def test_every_app_style_gets_a_valid_body_without_repeats(turns, cache, window):
+    s = _session(turns)
+    history = s.stored[-cache:]
+    new = [user(s.text("new question"))]
+    _check(history, [*s.app, *new], new)  # resends everything
+    start = max(0, len(s.app) - window)
+    answered = leading_results(s.app[start:])
+    if all(any(c.id == i for m in history for c in m.tool_calls) for i in answered):
+        _check(history, [*s.app[start:], *new], new)  # a window (maybe cut inside a tool round)
+    last = s.stored[-1]
+    if last.role == "assistant" and last.tool_calls and len(history) >= 1:
+        answers = [tool(c.id, s.text("late result")) for c in last.tool_calls]
+        _check(history, answers, answers)  # answers a stored call, relying on memtap's history
+    else:
+        _check(history, new, new)  # only the new message
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=_turns, max_messages=st.integers(0, 12), max_tokens=st.integers(0, 200))
+def test_selected_history_is_valid_within_the_budget(turns, max_messages, max_tokens):
+    s = _session(turns)
+    budget = HistoryBudget(max_messages=max_messages, max_tokens=max_tokens)
+    request = [user(s.text("new"))]
+    chosen = plan_history(s.stored, request, budget).messages
+    assert check_openai_chat(wire([*chosen, *request])) is None
+    assert len(chosen) <= max_messages
+    assert sum(len(m.content) for m in chosen) <= max_tokens * 4
