@@ -10,7 +10,6 @@ twice, and capture only the new messages.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 from hypothesis import given, settings
@@ -26,6 +25,7 @@ from memtap.conversation import (
     tool_units,
 )
 from memtap.model import Message, ToolCall
+from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_openai_chat
 
 WIDE = HistoryBudget(max_messages=10_000, max_tokens=10_000_000)
@@ -222,44 +222,12 @@ def test_history_off_still_recognises_resent_turns():
 # -- properties ------------------------------------------------------------------------------
 
 
-class Session:
-    """A session as memtap stores it and as the app keeps it."""
-
-    def __init__(self) -> None:
-        self.stored: list[Message] = []  # what memtap stored, in order
-        self.app: list[Message] = []  # the app's own copy (unanswered calls left out)
-        self.ids = itertools.count()
-
-    def text(self, prefix: str) -> str:
-        return f"{prefix} {next(self.ids)}"
-
-    def turn(self, rounds: list[tuple[int, int, bool]], closing: bool) -> None:
-        question = user(self.text("question"))
-        self.stored.append(question)
-        self.app.append(question)
-        for calls, answered, with_text in rounds:
-            ids = [self.text("call") for _ in range(calls)]
-            call = assistant(self.text("thinking") if with_text else "", ids)
-            self.stored.append(call)
-            if answered == 0:  # the app moves on without running the tools
-                if with_text:
-                    self.app.append(assistant(call.content))
-                return
-            results = [tool(i, self.text("result")) for i in ids]
-            self.stored += results
-            self.app += [call, *results]
-        if closing:
-            answer = assistant(self.text("answer"))
-            self.stored.append(answer)
-            self.app.append(answer)
-
-
-_rounds = st.lists(st.tuples(st.integers(1, 3), st.integers(0, 1), st.booleans()), max_size=2)
+_rounds = st.lists(st.builds(Round, st.integers(1, 3), st.booleans(), st.booleans()), max_size=2)
 _turns = st.lists(st.tuples(_rounds, st.booleans()), min_size=1, max_size=8)
 
 
-def _session(turns: list[tuple[list[tuple[int, int, bool]], bool]]) -> Session:
-    s = Session()
+def _session(turns: list[tuple[list[Round], bool]]) -> SessionScript:
+    s = SessionScript()
     for rounds, closing in turns:
         s.turn(rounds, closing)
     return s
@@ -278,23 +246,23 @@ def _check(history: Sequence[Message], request: Sequence[Message], new: Sequence
     assert list(request[plan.present :]) == list(new), "captured messages are not the new ones"
 
 
+def _in_cache(history: Sequence[Message], request: Sequence[Message]) -> bool:
+    """Whether the calls the request's leading results answer are in the cached history."""
+    cached = {c.id for m in history for c in m.tool_calls}
+    return leading_results(request) <= cached
+
+
+# The cache holds at least one whole turn (memtap's holds the latest 200 messages).
 @settings(max_examples=300, deadline=None)
 @given(turns=_turns, cache=st.integers(12, 60), window=st.integers(0, 40))
 def test_every_app_style_gets_a_valid_body_without_repeats(turns, cache, window):
     s = _session(turns)
     history = s.stored[-cache:]
-    new = [user(s.text("new question"))]
-    _check(history, [*s.app, *new], new)  # resends everything
-    start = max(0, len(s.app) - window)
-    answered = leading_results(s.app[start:])
-    if all(any(c.id == i for m in history for c in m.tool_calls) for i in answered):
-        _check(history, [*s.app[start:], *new], new)  # a window (maybe cut inside a tool round)
-    last = s.stored[-1]
-    if last.role == "assistant" and last.tool_calls and len(history) >= 1:
-        answers = [tool(c.id, s.text("late result")) for c in last.tool_calls]
-        _check(history, answers, answers)  # answers a stored call, relying on memtap's history
-    else:
-        _check(history, new, new)  # only the new message
+    styles = ["everything", "window", "results" if s.pending_calls() else "new"]
+    for style in styles:
+        request, new = s.next_request(style, window=window)
+        if _in_cache(history, request):
+            _check(history, request, new)
 
 
 @settings(max_examples=300, deadline=None)
@@ -302,7 +270,7 @@ def test_every_app_style_gets_a_valid_body_without_repeats(turns, cache, window)
 def test_selected_history_is_valid_within_the_budget(turns, max_messages, max_tokens):
     s = _session(turns)
     budget = HistoryBudget(max_messages=max_messages, max_tokens=max_tokens)
-    request = [user(s.text("new"))]
+    request, _ = s.next_request("new")
     chosen = plan_history(s.stored, request, budget).messages
     assert check_openai_chat(wire([*chosen, *request])) is None
     assert len(chosen) <= max_messages
