@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -44,7 +44,9 @@ VERIFY_DEPTH = 8
 
 def approx_tokens(message: Message) -> int:
     """A cheap, provider-neutral token estimate for one message."""
-    chars = len(message.content) + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+    chars = len(message.content)
+    if message.tool_calls:
+        chars += sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
     return MESSAGE_OVERHEAD_TOKENS + (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
@@ -85,9 +87,7 @@ def overlap(history: Sequence[Message], request: Sequence[Message]) -> int:
     return _align(reversed(history), request)[0]
 
 
-def _answered_unit(
-    call: Message, results: Sequence[Message], answered_next: Collection[str]
-) -> list[Message]:
+def _answered_unit(call: Message, results: Sequence[Message], answered_next: Container[str]) -> list[Message]:
     """``call`` (an assistant message with tool calls) with only its answered calls, followed
     by their results (oldest first, one per call); answered means by one of ``results`` or, for
     ``answered_next``, by what follows. With no answered call: its text alone, or nothing."""
@@ -106,7 +106,7 @@ def _answered_unit(
 
 
 def units_newest_first(
-    newest_first: Iterable[Message], answered_next: Collection[str] = frozenset()
+    newest_first: Iterable[Message], answered_next: Container[str] = frozenset()
 ) -> Iterator[list[Message]]:
     """The injectable units of a conversation given newest first, newest first (each unit
     oldest first): a single user or assistant message, or an assistant message with its
@@ -130,7 +130,7 @@ def units_newest_first(
 
 
 def tool_units(
-    messages: Sequence[Message], answered_next: Collection[str] = frozenset()
+    messages: Sequence[Message], answered_next: Container[str] = frozenset()
 ) -> list[list[Message]]:
     """Group messages into the units history may inject, oldest first: an assistant message
     with tool calls followed by its results, or a single message. Calls that no result
@@ -152,7 +152,7 @@ def leading_results(request: Sequence[Message]) -> frozenset[str]:
     return frozenset(ids)
 
 
-def _relies_on(unit: Sequence[Message], answered_next: Collection[str]) -> bool:
+def _relies_on(unit: Sequence[Message], answered_next: Container[str]) -> bool:
     head = unit[0]
     return head.role == "assistant" and any(c.id in answered_next for c in head.tool_calls)
 
@@ -176,7 +176,7 @@ class HistoryBudget:
         return self.max_messages == 0 or self.max_tokens == 0
 
     def select(
-        self, history: Sequence[Message], answered_next: Collection[str] = frozenset()
+        self, history: Sequence[Message], answered_next: Container[str] = frozenset()
     ) -> list[Message]:
         """The newest part of ``history`` that fits, whole answered tool units only
         (:func:`tool_units`), starting at a user turn when there is one. ``answered_next``:
@@ -186,7 +186,7 @@ class HistoryBudget:
         return self.choose(units_newest_first(reversed(history), answered_next), answered_next)
 
     def choose(
-        self, units: Iterable[list[Message]], answered_next: Collection[str] = frozenset()
+        self, units: Iterable[list[Message]], answered_next: Container[str] = frozenset()
     ) -> list[Message]:
         """:meth:`select` over units given newest first (:func:`units_newest_first`)."""
         if self.off:
@@ -194,7 +194,7 @@ class HistoryBudget:
         chosen: list[list[Message]] = []
         count = tokens = 0
         for unit in units:
-            unit_tokens = sum(approx_tokens(m) for m in unit)
+            unit_tokens = approx_tokens(unit[0]) if len(unit) == 1 else sum(approx_tokens(m) for m in unit)
             required = not chosen and _relies_on(unit, answered_next)
             if not required and (
                 count + len(unit) > self.max_messages or tokens + unit_tokens > self.max_tokens
@@ -223,27 +223,50 @@ class HistoryPlan:
     resent_exchange_ids: frozenset[str] = frozenset()
 
 
-def _turn_keys(m: Message) -> Iterator[tuple[object, ...]]:
-    """What makes a stored message one the request already carries: the same turn, or an
-    answer to the same call, or a call with the same id (sending those twice is an error)."""
-    yield (m.role, m.content, m.tool_call_id, tuple(c.id for c in m.tool_calls))
-    if m.role == "tool" and m.tool_call_id:
-        yield ("result", m.tool_call_id)
-    for call in m.tool_calls:
-        yield ("call", call.id)
+def _turn_key(m: Message) -> tuple[object, ...]:
+    return (m.role, m.content, m.tool_call_id, tuple(c.id for c in m.tool_calls) if m.tool_calls else ())
 
 
 class _Carried:
-    """The keys of a request's messages, built on first use."""
+    """What a request carries, built on first use: a stored message is carried when it is
+    the same turn as one of the request's, answers a call the request answers, or makes a
+    call with an id the request has (sending those twice is an error)."""
 
     def __init__(self, request: Sequence[Message]) -> None:
         self._request = request
-        self._keys: set[tuple[object, ...]] | None = None
+        self._turns: set[tuple[object, ...]] | None = None
+        self._answered: set[str] = set()  # call ids the request's tool messages answer
+        self._called: set[str] = set()  # call ids the request's assistant messages make
 
     def __contains__(self, message: Message) -> bool:
-        if self._keys is None:
-            self._keys = {key for m in self._request for key in _turn_keys(m)}
-        return any(key in self._keys for key in _turn_keys(message))
+        turns = self._turns
+        if turns is None:
+            turns = self._turns = set()
+            for m in self._request:
+                turns.add(_turn_key(m))
+                if m.role == "tool" and m.tool_call_id:
+                    self._answered.add(m.tool_call_id)
+                if m.tool_calls:
+                    self._called.update(c.id for c in m.tool_calls)
+        if _turn_key(message) in turns:
+            return True
+        if message.role == "tool":
+            return message.tool_call_id in self._answered
+        return any(c.id in self._called for c in message.tool_calls)
+
+
+class _Results:
+    """The call ids a request's tool messages answer, collected on first use (a history
+    whose newest unit is no tool call never needs them)."""
+
+    def __init__(self, request: Sequence[Message]) -> None:
+        self._request = request
+        self._ids: set[str] | None = None
+
+    def __contains__(self, call_id: object) -> bool:
+        if self._ids is None:
+            self._ids = {m.tool_call_id for m in self._request if m.role == "tool" and m.tool_call_id}
+        return call_id in self._ids
 
 
 def plan_history(
@@ -259,9 +282,11 @@ def plan_history(
     """
     if not history:
         return HistoryPlan()
-    every_result = {m.tool_call_id for m in request if m.role == "tool" and m.tool_call_id}
-    stored = _messages_newest_first(units_newest_first(reversed(history), every_result))
+    stored = _messages_newest_first(units_newest_first(reversed(history), _Results(request)))
     present, tail = _align(stored, request)
+    if present >= len(history):  # the request resends all that is cached: nothing to walk
+        ids = frozenset(m.exchange_id for m in history if m.exchange_id)
+        return HistoryPlan(present=present, resent_exchange_ids=ids)
     rest = itertools.chain(tail, stored)
     resent = list(itertools.islice(rest, present))
     resent_ids = frozenset(m.exchange_id for m in resent if m.exchange_id)
@@ -276,7 +301,10 @@ def plan_history(
 
 def _messages_newest_first(units: Iterable[list[Message]]) -> Iterator[Message]:
     for unit in units:
-        yield from reversed(unit)
+        if len(unit) == 1:
+            yield unit[0]
+        else:
+            yield from reversed(unit)
 
 
 class _LastPlan(threading.local):
