@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+from conversation_support import assistant, conversation, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,32 +21,17 @@ from memtap.chat_format import write_message
 from memtap.conversation import (
     VERIFY_DEPTH,
     HistoryBudget,
+    approx_tokens,
     leading_results,
     overlap,
     plan_history,
     tool_units,
 )
-from memtap.model import Message, ToolCall
+from memtap.model import Message
 from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_openai_chat
 
 WIDE = HistoryBudget(max_messages=10_000, max_tokens=10_000_000)
-
-
-def user(text: str) -> Message:
-    return Message(role="user", content=text)
-
-
-def assistant(text: str = "", calls: Sequence[str] = ()) -> Message:
-    return Message(
-        role="assistant",
-        content=text,
-        tool_calls=[ToolCall(id=c, name="lookup", arguments="{}") for c in calls],
-    )
-
-
-def tool(call_id: str, text: str = "result") -> Message:
-    return Message(role="tool", content=text, tool_call_id=call_id)
 
 
 def wire(messages: Sequence[Message]) -> dict[str, object]:
@@ -127,13 +114,6 @@ def test_leading_results():
 
 
 # -- resent conversations ------------------------------------------------------------------
-
-
-def conversation(turns: int, start: int = 0) -> list[Message]:
-    out: list[Message] = []
-    for i in range(start, start + turns):
-        out += [user(f"question {i}"), assistant(f"answer {i}")]
-    return out
 
 
 def test_a_resent_conversation_longer_than_the_cache_is_recognised():
@@ -275,3 +255,153 @@ def test_selected_history_is_valid_within_the_budget(turns, max_messages, max_to
     assert check_openai_chat(wire([*chosen, *request])) is None
     assert len(chosen) <= max_messages
     assert sum(len(m.content) for m in chosen) <= max_tokens * 4
+
+
+# -- overlap ------------------------------------------------------------------------------
+
+
+def test_overlap_app_resending_its_whole_history():
+    history = conversation(3)
+    request = [*history, user("question 3")]
+    assert overlap(history, request) == 6
+
+
+def test_overlap_partial_when_app_resends_only_a_recent_window():
+    history = conversation(3)
+    request = [*history[-2:], user("question 3")]
+    assert overlap(history, request) == 2
+
+
+def test_overlap_none_for_a_fresh_turn():
+    history = conversation(3)
+    assert overlap(history, [user("question 3")]) == 0
+
+
+def test_overlap_empty_inputs():
+    assert overlap([], [user("hi")]) == 0
+    assert overlap(conversation(1), []) == 0
+
+
+def test_overlap_ignores_a_single_coincidentally_equal_message():
+    history = [user("ok"), assistant("Noted."), user("ok"), assistant("Done.")]
+    request = [user("ok"), assistant("Something else"), user("next")]
+    assert overlap(history, request) == 0
+
+
+def test_overlap_repeated_message_at_tail_matches_only_the_tail():
+    history = [user("x"), user("x")]
+    assert overlap(history, [user("x"), user("y")]) == 1
+
+
+def test_overlap_distinguishes_tool_call_ids():
+    history = [user("weather?"), assistant(calls=["call_1"])]
+    request = [user("weather?"), assistant(calls=["call_2"]), tool("call_2")]
+    assert overlap(history, request) == 0
+
+
+def test_overlap_ignores_store_metadata():
+    stored = [Message(role="user", content="hi", exchange_id="ex1"), assistant("hello")]
+    assert overlap(stored, [user("hi"), assistant("hello"), user("more")]) == 2
+
+
+# -- tool_units ---------------------------------------------------------------------------
+
+
+def test_tool_units_groups_calls_with_their_results():
+    call = assistant(calls=["c1", "c2"])
+    messages = [user("q"), call, tool("c1"), tool("c2"), assistant("done")]
+    assert tool_units(messages) == [[user("q")], [call, tool("c1"), tool("c2")], [assistant("done")]]
+
+
+def test_tool_units_drops_orphan_tool_results():
+    call = assistant(calls=["c1"])
+    messages = [tool("c0"), user("q"), call, tool("c1"), tool("c9"), user("again"), tool("c1")]
+    assert tool_units(messages) == [[user("q")], [call, tool("c1")], [user("again")]]
+
+
+def test_tool_units_keeps_plain_messages_single():
+    messages = conversation(2)
+    assert tool_units(messages) == [[m] for m in messages]
+
+
+# -- HistoryBudget ------------------------------------------------------------------------
+
+
+def test_select_respects_max_messages():
+    history = conversation(10)
+    assert HistoryBudget(max_messages=4, max_tokens=10_000).select(history) == history[-4:]
+
+
+def test_select_starts_at_a_user_turn():
+    history = conversation(10)
+    selected = HistoryBudget(max_messages=3, max_tokens=10_000).select(history)
+    assert selected == history[-2:]
+    assert selected[0].role == "user"
+
+
+def test_select_respects_max_tokens():
+    history = [user("u" * 36), assistant("a" * 36)] * 3
+    per_message = approx_tokens(history[0])
+    assert per_message == 13
+    budget = HistoryBudget(max_messages=100, max_tokens=4 * per_message + per_message - 1)
+    assert budget.select(history) == history[-4:]
+
+
+def test_select_never_splits_a_tool_call_from_its_results():
+    call = assistant(calls=["c1", "c2"])
+    history = [user("q"), call, tool("c1"), tool("c2"), assistant("done")]
+    for max_messages in range(1, 6):
+        selected = HistoryBudget(max_messages=max_messages, max_tokens=10_000).select(history)
+        assert (call in selected) == (tool("c1") in selected) == (tool("c2") in selected)
+    assert HistoryBudget(max_messages=5, max_tokens=10_000).select(history) == history
+
+
+def test_select_zero_max_messages_disables():
+    assert HistoryBudget(max_messages=0).select(conversation(3)) == []
+
+
+def test_select_zero_max_tokens_disables():
+    assert HistoryBudget(max_tokens=0).select(conversation(3)) == []
+
+
+@pytest.mark.parametrize("kwargs", [{"max_messages": -1}, {"max_tokens": -1}])
+def test_budget_negative_limits_raise(kwargs):
+    with pytest.raises(ValueError, match="zero or positive"):
+        HistoryBudget(**kwargs)
+
+
+_call_ids = st.sampled_from(["c1", "c2", "c3"])
+_text = st.text(alphabet="ab ", max_size=60)
+_messages = st.lists(
+    st.one_of(
+        st.builds(user, _text),
+        st.builds(assistant, _text, st.lists(_call_ids, max_size=2, unique=True)),
+        st.builds(lambda cid, text: tool(cid, text), _call_ids, _text),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=_messages, max_messages=st.integers(0, 12), max_tokens=st.integers(0, 200))
+def test_select_property_whole_unit_suffix_within_limits(history, max_messages, max_tokens):
+    budget = HistoryBudget(max_messages=max_messages, max_tokens=max_tokens)
+    selected = budget.select(history)
+    units = tool_units(history)
+
+    suffixes = [[m for unit in units[i:] for m in unit] for i in range(len(units) + 1)]
+    assert selected in suffixes
+
+    for j, m in enumerate(selected):
+        if m.role == "tool":
+            announced = {c.id for p in selected[:j] if p.role == "assistant" for c in p.tool_calls}
+            assert m.tool_call_id in announced
+
+    assert len(selected) <= max_messages
+    assert sum(approx_tokens(m) for m in selected) <= max_tokens
+    if any(m.role == "user" for m in selected):
+        assert selected[0].role == "user"
+    if units:
+        last = units[-1]
+        if len(last) <= max_messages and sum(approx_tokens(m) for m in last) <= max_tokens:
+            assert selected

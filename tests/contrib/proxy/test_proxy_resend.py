@@ -17,23 +17,17 @@ from proxy_support import API_KEY, make_memory, needs_anthropic
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 from memtap_duckdb.store import DuckDBStore
-from memtap_proxy import Proxy, ProxyConfig, ProxyThread
+from memtap_proxy import ProxyThread
 
 TURNS = 150
 
 
 @pytest.fixture
 def mem(tmp_path: Path) -> Iterator[memtap.Memory]:
+    """The proxy's Memory (the conftest's `proxy` fixture uses it) on a DuckDB file."""
     memory = make_memory(DuckDBStore(tmp_path / "proxy.duckdb"), spool=False)
     yield memory
     memory.close()
-
-
-@pytest.fixture
-def proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[ProxyThread]:
-    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
-    with ProxyThread(Proxy(config, mem)) as thread:
-        yield thread
 
 
 def _no_message_twice(upstream: ScriptedModelServer) -> None:
