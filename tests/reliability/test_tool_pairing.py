@@ -21,7 +21,7 @@ from reliability_support import API_KEY, BACKENDS
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
-from memtap.testing.validation import check_anthropic_messages, check_openai_chat
+from memtap.testing.validation import check_anthropic_messages, check_openai_chat, check_openai_responses
 
 ANTHROPIC_KEY = "sk-ant-RELIABILITYsecret0123456789abcdef"
 WEATHER = ToolCallSpec(name="get_weather", arguments='{"city": "Paris"}')
@@ -173,3 +173,25 @@ def test_results_sent_alone_are_paired_with_the_stored_call(
     answered = json.dumps(server.requests[1].json)
     assert calls[0] in answered and calls[1] not in answered  # only the answered call is sent
     assert [m.tool_call_id for m in stored if m.role == "tool"] == [calls[0]]
+
+
+def test_openai_responses_unanswered_and_answered_calls(store_url: str, server: ScriptedModelServer) -> None:
+    """The Responses API: a function call answered by an input holding only its output, then
+    one the app never runs; before and after a restart."""
+    with _restart(store_url) as mem, mem.scope(entity_id="u4", session_id="s4"):
+        client = _openai(mem, server)
+        server.script(Reply(tool_calls=(WEATHER,)))
+        first = client.responses.create(model="m", input="Weather in Paris?")
+        (call_id,) = [item.call_id for item in first.output if item.type == "function_call"]
+        client.responses.create(
+            model="m", input=[{"type": "function_call_output", "call_id": call_id, "output": "18 C"}]
+        )
+        server.script(Reply(tool_calls=(TIME,)))
+        client.responses.create(model="m", input="And the time?")
+        client.responses.create(model="m", input="Never mind")
+    with _restart(store_url) as mem, mem.scope(entity_id="u4", session_id="s4"):
+        client = _openai(mem, server)
+        client.responses.create(model="m", input="After the restart")
+    _assert_all_accepted(server, check_openai_responses)
+    final = json.dumps(server.last_json()["input"])
+    assert call_id in final and '"get_time"' not in final  # the answered call stays, not the other
