@@ -10,6 +10,7 @@ inside the call, which the SDK's own per-message cost and machine noise do not b
 what memtap stored (each turn once: 2 messages per turn).
 
     python benchmarks/resend.py [--turns 300] [--window 0] [--store duckdb:///...]
+    python benchmarks/resend.py --plan   # only the cost of finding what a request resends
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 import openai
 
 import memtap
+from memtap.chat_format import read_chat_request
+from memtap.conversation import HistoryBudget, plan_history
+from memtap.model import Message
 from memtap.tap import Call
 from memtap.testing.server import ScriptedModelServer
 
@@ -85,6 +89,33 @@ def run(turns: int, window: int, store: str) -> None:
     print(f"stored messages: {stored} (2 per turn: {2 * turns})")
 
 
+def plan_costs(turns: int) -> None:
+    """The median cost of :func:`memtap.conversation.plan_history` with a full cache (200
+    messages) for a request resending everything, a window of 41, and only the new message."""
+    conversation: list[Message] = []
+    for turn in range(turns):
+        question = f"Question number {turn}: what next?"
+        conversation += [Message("user", question), Message("assistant", f"You said: {question}")]
+    body = {"messages": [{"role": m.role, "content": m.content} for m in conversation]}
+    body["messages"].append({"role": "user", "content": "new"})
+    request = read_chat_request(body).messages
+    history, budget = conversation[-200:], HistoryBudget()
+    print(f"plan_history, 200 cached messages, a conversation of {len(request)} messages")
+    for name, sent in [("everything", request), ("window of 41", request[-41:]), ("only new", request[-1:])]:
+        runs = []
+        for _ in range(21):
+            started = time.perf_counter()
+            for _ in range(200):
+                plan_history(history, sent, budget)
+            runs.append((time.perf_counter() - started) / 200 * 1e3)
+        print(f"  {name:14} {statistics.median(runs):.3f} ms")
+    started = time.perf_counter()
+    for _ in range(50):
+        read_chat_request(body)
+    reading = (time.perf_counter() - started) / 50 * 1e3
+    print(f"  (reading those {len(request)} messages from the body: {reading:.3f} ms)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -92,7 +123,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=300)
     parser.add_argument("--window", type=int, default=0, help="resend only the last N messages (0: all)")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary DuckDB file)")
+    parser.add_argument("--plan", action="store_true", help="only time plan_history (no SDK, no server)")
     args = parser.parse_args()
+    if args.plan:
+        plan_costs(args.turns)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         run(args.turns, args.window, args.store or f"duckdb:///{Path(tmp) / 'bench.duckdb'}")
 
