@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import openai
 import pytest
 from proxy_support import API_KEY, make_memory, needs_anthropic
@@ -61,6 +60,8 @@ def test_openai_client_resending_everything_stores_each_turn_once(
 def test_anthropic_client_resending_everything_stores_each_turn_once(
     proxy: ProxyThread, upstream: ScriptedModelServer, mem: memtap.Memory
 ) -> None:
+    import anthropic
+
     client = anthropic.Anthropic(base_url=proxy.url, api_key=API_KEY, max_retries=0)
     conversation: list[dict[str, Any]] = []
     turns = 130
@@ -77,6 +78,8 @@ def test_anthropic_client_resending_everything_stores_each_turn_once(
 def test_anthropic_unanswered_tool_call_never_breaks_the_session(
     proxy: ProxyThread, upstream: ScriptedModelServer, mem: memtap.Memory
 ) -> None:
+    import anthropic
+
     client = anthropic.Anthropic(base_url=proxy.url, api_key=API_KEY, max_retries=0)
     upstream.script(Reply(tool_calls=(ToolCallSpec(name="get_weather", arguments='{"city": "Oslo"}'),)))
     first = client.messages.create(
