@@ -105,9 +105,10 @@ def storage(session: nox.Session, backend: str) -> None:
 
 @nox.session
 def reliability(session: nox.Session) -> None:
-    """Concurrency, faults, isolation, bad input, secrets and durability (incl. slow tests),
-    on DuckDB and (with MEMTAP_TEST_POSTGRES_URL) PostgreSQL, through the real openai SDK."""
-    session.install(*DEFAULTS, PLUGINS["postgres"], *TEST_DEPS)
+    """Concurrency, faults, isolation, bad input, secrets, durability and tool pairing (incl.
+    slow tests), on DuckDB and (with MEMTAP_TEST_POSTGRES_URL) PostgreSQL, through the real
+    openai and anthropic SDKs."""
+    session.install(*DEFAULTS, PLUGINS["postgres"], PLUGINS["anthropic"], *TEST_DEPS)
     session.run(*PYTEST, "tests/reliability", *session.posargs, env=_postgres_env(session))
 
 

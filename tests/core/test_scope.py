@@ -9,7 +9,7 @@ import pytest
 
 import memtap
 from memtap.model import Attribution
-from memtap.scope import attribution_scope, current_attribution
+from memtap.scope import AttributionScopes
 
 
 @pytest.fixture
@@ -60,11 +60,12 @@ def test_scope_is_reset_when_the_block_raises(mem):
     assert mem.current_attribution() == DEFAULT
 
 
-def test_scope_module_works_with_any_default():
+def test_scopes_work_with_any_default():
     default = Attribution(entity_id="x", session_id="y")
-    with attribution_scope(default, entity_id="alice"):
-        assert current_attribution(default) == Attribution(entity_id="alice", session_id="y")
-    assert current_attribution(default) == default
+    scopes = AttributionScopes(default)
+    with scopes.scope(entity_id="alice"):
+        assert scopes.current() == Attribution(entity_id="alice", session_id="y")
+    assert scopes.current() == default
 
 
 def test_new_threads_start_unscoped(mem):
@@ -148,3 +149,49 @@ def test_invalid_scope_values_raise_a_clear_error(mem, field, value):
     with pytest.raises(ValueError, match=re.escape(message)), mem.scope(**{field: value}):
         pass
     assert mem.current_attribution() == DEFAULT
+
+
+# -- scopes belong to the Memory that opened them (issue #13, item 4) ----------------------
+
+
+@pytest.fixture
+def other():
+    m = memtap.Memory("memory://", entity_id="tenant-b", session_id="b-main", entry_points=False)
+    yield m
+    m.close()
+
+
+def test_a_scope_on_one_memory_leaves_another_memorys_attribution_alone(mem, other):
+    with mem.scope(entity_id="tenant-a", session_id="private"):
+        assert other.current_attribution() == Attribution(entity_id="tenant-b", session_id="b-main")
+        with other.scope(session_id="b-2"):
+            assert mem.current_attribution() == Attribution(entity_id="tenant-a", session_id="private")
+            assert other.current_attribution() == Attribution(entity_id="tenant-b", session_id="b-2")
+        captured = other.capture([memtap.Message("user", "hello from b")], [])
+    assert captured.attribution == Attribution(entity_id="tenant-b", session_id="b-main")
+    assert other.flush()
+    assert [s.entity_id for s in other.sessions()] == ["tenant-b"]
+    assert other.history("b-main", entity_id="tenant-b")[0].content == "hello from b"
+
+
+def test_scopes_of_two_memories_in_threads_and_tasks_stay_apart(mem, other):
+    async def task(i: int) -> tuple[Attribution, Attribution]:
+        with mem.scope(entity_id=f"a{i}"):
+            await asyncio.sleep(0)
+            with other.scope(session_id=f"b{i}"):
+                await asyncio.sleep(0)
+                return mem.current_attribution(), other.current_attribution()
+
+    async def main() -> list[tuple[Attribution, Attribution]]:
+        return await asyncio.gather(*(task(i) for i in range(20)))
+
+    for i, (a, b) in enumerate(asyncio.run(main())):
+        assert a == Attribution(entity_id=f"a{i}", session_id="main")
+        assert b == Attribution(entity_id="tenant-b", session_id=f"b{i}")
+
+    seen: list[Attribution] = []
+    with mem.scope(entity_id="tenant-a"):
+        t = threading.Thread(target=lambda: seen.append(other.current_attribution()))
+        t.start()
+        t.join()
+    assert seen == [Attribution(entity_id="tenant-b", session_id="b-main")]

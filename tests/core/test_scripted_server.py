@@ -167,8 +167,9 @@ def test_responses_json_string_input(server: ScriptedModelServer, client: httpx.
 def test_responses_json_item_input_and_tools(server: ScriptedModelServer, client: httpx.Client) -> None:
     items = [
         {"role": "user", "content": "older"},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "newer"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "42"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "newer"}]},
     ]
     url = f"{server.openai_base_url}/responses"
     echoed = client.post(url, json={"model": "m", "input": items}).json()
@@ -274,9 +275,10 @@ def test_anthropic_tool_result_turn_echoes_last_text(
     server: ScriptedModelServer, client: httpx.Client
 ) -> None:
     body = anthropic_body()
-    body["messages"].append(
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "1"}]}
-    )
+    body["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "1"}]},
+    ]
     reply = client.post(f"{server.anthropic_base_url}/v1/messages", json=body).json()
     assert reply["content"][0]["text"] == "You said: bonjour"
 

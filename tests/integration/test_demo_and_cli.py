@@ -136,3 +136,30 @@ def test_forget_without_yes_refuses_when_it_cannot_ask(filled):
         assert mem.facts(entity_id="alice")
     assert "deleted" in run("forget", "--entity", "alice", "--yes", "--store", filled)
     assert "alice" not in run("sessions", "--store", filled)
+
+
+def test_demo_reruns_do_not_pile_up_memories(tmp_path):
+    """Re-running the demo in the same home stores each thing alice said once: by the third
+    run the memory block repeats no sentence and the recall table shows what it holds."""
+    env = {"MEMTAP_HOME": str(tmp_path / "home"), "COLUMNS": "200", "PATH": ""}
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-m", "memtap.cli", "demo"], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+    run_3 = done.stdout.split("Run 3:", 1)[1]
+    block = [
+        line.split("the user said: ", 1)[1].strip(" │")
+        for line in run_3.splitlines()
+        if "the user said: " in line
+    ]
+    assert sorted(block) == [
+        "Hi! I'm Alice and I live in Tokyo.",
+        "I adopted a beagle called Mochi last week.",
+    ]
+    table = [
+        line.split("│")[3].strip() for line in run_3.split("user:", 1)[0].splitlines() if "│ episode" in line
+    ]
+    assert table == block
+    with memtap.Memory(f"duckdb:///{tmp_path / 'home' / 'demo.duckdb'}", spool=False) as mem:
+        assert len(mem.facts(entity_id="alice")) == 2

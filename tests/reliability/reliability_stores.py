@@ -52,6 +52,10 @@ class FaultyStore:
         self._gate()
         return self.inner.exchanges(entity_id=entity_id, session_id=session_id)
 
+    def entities(self) -> list[str]:
+        self._gate()
+        return self.inner.entities()
+
     def add_facts(self, facts: Sequence[Fact]) -> None:
         self._gate()
         self.inner.add_facts(facts)

@@ -158,3 +158,31 @@ def test_spool_bound_drops_the_oldest_counted_and_logged(
     assert delta[("memtap.exchanges.dropped", "spool_bound")] == dropped
     assert sum(p.stat().st_size for p in (tmp_path / "spool").glob("*.jsonl")) <= 8_000
     mem.close()
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+@pytest.mark.parametrize("mode", ["flush-kill", "flush-term"])
+def test_restarts_after_kill_or_sigterm_leave_the_fact_count_unchanged(
+    mode: str, store_url: str, server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """The process dies (kill -9, or SIGTERM as systemd, docker and k8s stop it) after its
+    calls were stored and memorized; the next starts replay its spool: no fact is added."""
+    env = {**os.environ, "MEMTAP_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, str(CHILD), store_url, server.openai_base_url, "12", "replay", mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    expected = -signal.SIGTERM if mode == "flush-term" else -signal.SIGKILL
+    assert proc.returncode == expected, proc.stderr
+    before = int(proc.stdout.split("facts", 1)[1])
+    assert before == 12
+    assert _segments(tmp_path / "home"), "the killed process left no spool to replay"
+    for _ in range(2):
+        with memtap.Memory(store_url) as mem:
+            assert mem.flush(30)
+            assert len(mem.facts(entity_id="e-replay")) == before
+            assert mem.stats()["exchanges"] == 12
+    assert _segments(tmp_path / "home") == []

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import uuid
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from reliability_support import pg_base_url
+from reliability_support import BACKENDS, pg_base_url, with_schema
 
 import memtap
 from memtap.cli import main
@@ -89,9 +90,8 @@ def test_import_rejects_a_file_that_is_not_an_export(tmp_path: Path) -> None:
     assert "not a memtap export" in result.output
 
 
-@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 def test_facts_of_an_entity_without_sessions_are_exported(store_url: str, tmp_path: Path) -> None:
-    pg_base_url()
     with memtap.Memory(store_url, spool=False) as mem:
         lonely = mem.remember("Lonely likes jazz", entity_id="lonely")
     out = tmp_path / "out.jsonl"
@@ -99,3 +99,46 @@ def test_facts_of_an_entity_without_sessions_are_exported(store_url: str, tmp_pa
     assert result.exit_code == 0, result.output
     facts = [r["data"] for r in _records(out) if r["type"] == "fact"]
     assert [f["id"] for f in facts] == [lonely.id]
+
+
+@pytest.mark.parametrize("target", BACKENDS)
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_export_then_import_round_trips_every_fact(store_url: str, target: str, tmp_path: Path) -> None:
+    """Facts of entities with and without sessions, superseded ones and tombstones, remembered
+    and learned: all of them, on every backend pair."""
+    if target == "postgres":
+        pg_base_url()
+    with memtap.Memory(store_url, spool=False) as src:
+        src.store.write_exchanges([make_exchange(1, entity_id="talker")])
+        old = make_fact(1, entity_id="talker", text="Talker lives in Paris")
+        src.store.add_facts(
+            [
+                old,
+                make_fact(2, entity_id="talker", text="Talker lives in Tokyo", supersedes=old.id),
+                make_fact(3, entity_id="talker", text="x", kind="tombstone", supersedes="gone"),
+                make_fact(4, entity_id="silent", text="Silent likes tea", kind="episode"),
+            ]
+        )
+        src.remember("Remembered without a session", entity_id="noted")
+        expected = {e: src.store.facts(entity_id=e, include_superseded=True) for e in src.store.entities()}
+    assert sorted(expected) == ["noted", "silent", "talker"]
+    out = tmp_path / "export.jsonl"
+    result = CliRunner().invoke(main, ["export", "--store", store_url, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    if target == "duckdb":
+        target_url = f"duckdb:///{tmp_path / 'target.duckdb'}"
+    else:
+        target_url = with_schema(pg_base_url(), f"memtap_rt_{uuid.uuid4().hex[:12]}")
+    try:
+        result = CliRunner().invoke(main, ["import", "--store", target_url, str(out)])
+        assert result.exit_code == 0, result.output
+        with memtap.Memory(target_url, spool=False) as dst:
+            assert dst.store.entities() == sorted(expected)
+            for entity, facts in expected.items():
+                assert dst.store.facts(entity_id=entity, include_superseded=True) == facts
+    finally:
+        if target != "duckdb":
+            import psycopg
+
+            with psycopg.connect(pg_base_url(), autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{target_url.rsplit("schema=", 1)[1]}" CASCADE')

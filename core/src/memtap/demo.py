@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from .memory import Memory, memtap_home
+from .recall_plugin import RecallBudget
 from .testing.server import Reply, ScriptedModelServer
 
 RUN_1 = (
@@ -109,9 +110,11 @@ def _session_two(store: str, server: ScriptedModelServer, session: str, console:
     server.clear()
     question, answer = RUN_3
     mem = Memory(store)
-    # What the app's call will get, shown first (this also loads alice's recall index: a
-    # cold index is loaded in the background and skipped by the call that found it cold).
-    found = mem.recall(question, entity_id="alice", k=3)
+    # What the app's call will get, shown first, with the injector's own limits (this also
+    # loads alice's recall index: a cold index is loaded in the background and skipped by
+    # the call that found it cold).
+    budget = RecallBudget()
+    found = mem.recall(question, entity_id="alice", k=budget.k, min_score=budget.min_score)
     table = Table(title=f"memtap recall {question!r} --entity alice")
     table.add_column("score", justify="right")
     table.add_column("kind")

@@ -5,8 +5,10 @@ keeps a bounded, in-process cache of recent session histories (:class:`SessionHi
 read from the store once per session (plus any exchange still waiting to be written), then
 kept current as calls complete. Reads run in background threads; a call waits for its
 session's read a bounded time (none for a session the store does not have), so a slow or
-frozen store never holds a call up for longer. :class:`HistoryBudget` picks what fits, never separating
-a tool call from its results. :class:`HistoryPlugin` is core's built-in injector.
+frozen store never holds a call up for longer. :mod:`memtap.conversation` decides what of
+it a request resends and what may be injected (:class:`HistoryBudget` picks what fits,
+never separating a tool call from its results). :class:`HistoryPlugin` is core's built-in
+injector.
 """
 
 from __future__ import annotations
@@ -21,122 +23,37 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 
-import attrs
-
 from .background import DaemonPool
+from .conversation import (
+    CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD_TOKENS,
+    HistoryBudget,
+    HistoryPlan,
+    approx_tokens,
+    cached_plan,
+    overlap,
+    same_turn,
+    tool_units,
+)
 from .hookspecs import hookimpl
 from .known_sessions import KnownSessions
 from .metrics import count
 from .model import Attribution, Message
 from .wire import HistoryInjection, InjectionRequest
 
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "HistoryBudget",
+    "HistoryPlugin",
+    "SessionHistories",
+    "approx_tokens",
+    "overlap",
+    "same_turn",
+    "tool_units",
+]
+
 log = logging.getLogger("memtap.history")
-
-#: Characters per token for the approximate token count (no tokenizer on the hot path).
-CHARS_PER_TOKEN = 4
-#: Tokens counted for a message's framing (role, separators), as providers roughly do.
-MESSAGE_OVERHEAD_TOKENS = 4
-
-
-def approx_tokens(message: Message) -> int:
-    """A cheap, provider-neutral token estimate for one message."""
-    chars = len(message.content) + sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
-    return MESSAGE_OVERHEAD_TOKENS + (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
-
-
-def same_turn(a: Message, b: Message) -> bool:
-    """Whether two messages are the same conversation turn (as an app would resend it)."""
-    return (
-        a.role == b.role
-        and a.content == b.content
-        and a.tool_call_id == b.tool_call_id
-        and tuple(c.id for c in a.tool_calls) == tuple(c.id for c in b.tool_calls)
-    )
-
-
-def overlap(history: Sequence[Message], request: Sequence[Message]) -> int:
-    """How many leading request messages repeat the end of ``history``.
-
-    An app that keeps its own conversation resends earlier turns; they must be neither
-    injected twice nor captured twice. Returns the largest ``k`` with
-    ``history[-k:] == request[:k]``.
-    """
-    if not history or not request:
-        return 0
-    first = request[0]
-    n = len(history)
-    for start in range(max(0, n - len(request)), n):
-        if same_turn(history[start], first) and all(
-            same_turn(h, r) for h, r in zip(history[start + 1 :], request[1:])
-        ):
-            return n - start
-    return 0
-
-
-def tool_units(messages: Sequence[Message]) -> list[list[Message]]:
-    """Group messages into units that must stay together: an assistant message with tool
-    calls followed by its tool results, or a single message. Tool results whose call is
-    not in ``messages`` are dropped (a provider rejects them)."""
-    units: list[list[Message]] = []
-    open_calls: set[str] = set()
-    for m in messages:
-        if m.role == "tool":
-            if m.tool_call_id in open_calls and units:
-                units[-1].append(m)
-            continue
-        open_calls = {c.id for c in m.tool_calls} if m.role == "assistant" else set()
-        units.append([m])
-    return units
-
-
-@attrs.frozen
-class HistoryBudget:
-    """How much history to inject: at most ``max_messages`` messages and about
-    ``max_tokens`` tokens (characters / 4), newest first. ``max_messages=0`` turns
-    history injection off."""
-
-    max_messages: int = 20
-    max_tokens: int = 2000
-
-    def __attrs_post_init__(self) -> None:
-        if self.max_messages < 0 or self.max_tokens < 0:
-            raise ValueError("HistoryBudget limits must be zero or positive")
-
-    def select(self, history: Sequence[Message]) -> list[Message]:
-        """The newest part of ``history`` that fits, whole tool units only, starting at a
-        user turn when there is one. Walks back from the end: the cost is what is chosen,
-        not the length of the history."""
-        if self.max_messages == 0 or self.max_tokens == 0:
-            return []
-        chosen: list[list[Message]] = []
-        count = tokens = 0
-        for unit in _units_newest_first(history):
-            unit_tokens = sum(approx_tokens(m) for m in unit)
-            if count + len(unit) > self.max_messages or tokens + unit_tokens > self.max_tokens:
-                break
-            chosen.append(unit)
-            count += len(unit)
-            tokens += unit_tokens
-        chosen.reverse()
-        while len(chosen) > 1 and chosen[0][0].role != "user":
-            chosen.pop(0)
-        return [m for unit in chosen for m in unit]
-
-
-def _units_newest_first(messages: Sequence[Message]) -> Iterator[list[Message]]:
-    """:func:`tool_units`, newest first, computed lazily from the end."""
-    results: list[Message] = []
-    for m in reversed(messages):
-        if m.role == "tool":
-            results.append(m)
-            continue
-        if results and m.role == "assistant" and m.tool_calls:
-            ids = {c.id for c in m.tool_calls}
-            answered = [r for r in reversed(results) if r.tool_call_id in ids]
-            yield [m, *answered]
-        else:
-            yield [m]
-        results = []
 
 
 class _Pending:
@@ -370,18 +287,23 @@ class SessionHistories:
 
 
 class HistoryPlugin:
-    """Built-in injector: puts the session's earlier turns in front of the request."""
+    """Built-in injector: puts the session's earlier turns in front of the request (those
+    the request does not resend or carry, whole answered tool units, within the budget), and
+    tells the capture path how many of the request's messages resend stored ones."""
 
     def __init__(self, histories: SessionHistories, budget: HistoryBudget) -> None:
         self.histories = histories
         self.budget = budget
 
+    def plan(self, request: InjectionRequest) -> HistoryPlan:
+        """The history plan of ``request`` (made once per request, whoever asks)."""
+        history = self.histories.get(request.attribution)
+        return cached_plan(history, request.request.messages, self.budget)
+
     @hookimpl
     def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
         """Inject the budgeted part of the session history the request does not repeat."""
-        if self.budget.max_messages == 0:
+        plan = self.plan(request)
+        if not plan.messages and not plan.present:
             return []
-        history = self.histories.get(request.attribution)
-        present = overlap(history, request.request.messages)
-        selected = self.budget.select(history[: len(history) - present])
-        return [HistoryInjection(messages=selected, already_present=present)]
+        return [HistoryInjection(messages=plan.messages, already_present=plan.present)]

@@ -30,9 +30,10 @@ import attrs
 from .background import lower_priority
 from .builtins import redact_text
 from .metrics import count
-from .model import Exchange, Fact, utcnow
+from .model import Exchange, Fact, derived_id, utcnow
 from .pending import PendingWork
 from .recall import RecallEngine
+from .recall_plugin import _norm
 from .scope import internal_calls
 from .storage import Store
 from .text import terms
@@ -240,9 +241,16 @@ def _is_question_only(text: str) -> bool:
     return bool(sentences) and all(s.rstrip().endswith("?") for s in sentences)
 
 
+def episode_id(entity_id: str, process_id: str | None, text: str) -> str:
+    """The id of an episode: one per entity, process and text (compared without case or
+    spacing), so a turn said again, or an exchange replayed from the spool, stores nothing new."""
+    return derived_id("episode", entity_id, process_id or "", _norm(text))
+
+
 def episodes_of(exchange: Exchange, *, min_terms: int = 3) -> list[Fact]:
     """The user turns of ``exchange`` worth keeping verbatim: with at least ``min_terms``
-    content words, and not only questions (a question says little about the user)."""
+    content words, and not only questions (a question says little about the user). Identical
+    turns of an entity are one episode (:func:`episode_id`): the first one said."""
     reply = " ".join(m.content for m in exchange.output if m.role == "assistant" and m.content)
     out = []
     for m in exchange.input:
@@ -250,10 +258,12 @@ def episodes_of(exchange: Exchange, *, min_terms: int = 3) -> list[Fact]:
         if m.role != "user" or len(terms(text)) < min_terms or _is_question_only(text):
             continue
         metadata = {"context": reply[:MAX_FACT_CHARS]} if reply else {}
+        a = exchange.attribution
         out.append(
             Fact(
-                entity_id=exchange.attribution.entity_id,
-                process_id=exchange.attribution.process_id,
+                id=episode_id(a.entity_id, a.process_id, text[:MAX_EPISODE_CHARS]),
+                entity_id=a.entity_id,
+                process_id=a.process_id,
                 text=text[:MAX_EPISODE_CHARS],
                 kind="episode",
                 source_exchange_id=exchange.id,
@@ -425,9 +435,14 @@ class Memorizer:
         return True
 
     @staticmethod
-    def _fact(exchange: Exchange, text: str, *, supersedes: str | None = None, kind: str = "fact") -> Fact:
+    def _fact(
+        exchange: Exchange, position: int, text: str, *, supersedes: str | None = None, kind: str = "fact"
+    ) -> Fact:
+        """The fact the ``position``-th operation on ``exchange`` makes: its id is derived from
+        both, so memorizing the exchange again (a replay after a crash) adds no copy."""
         a = exchange.attribution
         return Fact(
+            id=derived_id("memorize", exchange.id, str(position)),
             entity_id=a.entity_id,
             process_id=a.process_id,
             text=text,
@@ -440,7 +455,7 @@ class Memorizer:
     def _apply(self, exchange: Exchange, operations: list[Operation], known: dict[str, Fact]) -> None:
         new: list[Fact] = []
         retired: set[str] = set()
-        for op in operations:
+        for position, op in enumerate(operations):
             old = known.get(op.target) if op.target else None
             if op.op == "NOOP":
                 self.stats.noop += 1
@@ -449,14 +464,14 @@ class Memorizer:
                 continue
             text = redact_text(op.text)
             if op.op == "ADD":
-                new.append(self._fact(exchange, text))
+                new.append(self._fact(exchange, position, text))
                 self.stats.added += 1
             elif op.op == "UPDATE" and old is not None:
-                new.append(self._fact(exchange, text, supersedes=old.id))
+                new.append(self._fact(exchange, position, text, supersedes=old.id))
                 retired.add(old.id)
                 self.stats.updated += 1
             elif op.op == "DELETE" and old is not None:
-                new.append(self._fact(exchange, old.text, supersedes=old.id, kind="tombstone"))
+                new.append(self._fact(exchange, position, old.text, supersedes=old.id, kind="tombstone"))
                 retired.add(old.id)
                 self.stats.deleted += 1
         if new:

@@ -37,7 +37,7 @@ from .model import (
 from .plugins import PluginManager, make_plugin_manager
 from .private import make_private
 from .recall_plugin import RecallBudget
-from .scope import attribution_scope, current_attribution
+from .scope import AttributionScopes
 from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
 from .tap import Tap
 
@@ -145,6 +145,8 @@ class Memory:
         self.default_attribution = Attribution(
             entity_id=entity_id, session_id=session_id, process_id=process_id
         )
+        #: This Memory's attribution: its defaults and the scopes opened on it.
+        self.scopes = AttributionScopes(self.default_attribution)
         self.history_budget = history or HistoryBudget()
         #: The sessions the store has (read once in the background): a new session's first
         #: call does not wait for a store read.
@@ -174,7 +176,7 @@ class Memory:
         self.pm.builtin_names.add("recall")
         self.tap = Tap(
             hook=self.pm.hook,
-            default_attribution=self.default_attribution,
+            scopes=self.scopes,
             histories=self.histories,
             writer=self.writer,
             register_client=self._register_inner,
@@ -272,17 +274,13 @@ class Memory:
         process_id: str | None = None,
         session_id: str | None = None,
     ) -> AbstractContextManager[Attribution]:
-        """Attribute calls made inside the ``with`` block (per thread and asyncio task)."""
-        return attribution_scope(
-            self.default_attribution,
-            entity_id=entity_id,
-            process_id=process_id,
-            session_id=session_id,
-        )
+        """Attribute this Memory's calls made inside the ``with`` block (per thread and asyncio
+        task). The scope belongs to this Memory: another Memory's calls keep their own."""
+        return self.scopes.scope(entity_id=entity_id, process_id=process_id, session_id=session_id)
 
     def current_attribution(self) -> Attribution:
-        """The attribution a call made here and now would get."""
-        return current_attribution(self.default_attribution)
+        """The attribution a call made here and now through this Memory would get."""
+        return self.scopes.current()
 
     # -- reading and writing memory -----------------------------------------------------
 

@@ -9,6 +9,7 @@ serialisation.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import itertools
 import os
 from collections.abc import Iterable
@@ -55,6 +56,13 @@ if hasattr(os, "register_at_fork"):
 def new_id() -> str:
     """A new unique identifier (32 hex characters)."""
     return _ids.next()
+
+
+def derived_id(*parts: str) -> str:
+    """An identifier made from ``parts`` (32 hex characters, like :func:`new_id`): whatever
+    is derived again from the same parts gets the same id, so storing it twice is a no-op."""
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
 
 
 def as_messages(value: Iterable[Message]) -> tuple[Message, ...]:

@@ -14,7 +14,8 @@ import re
 
 import attrs
 
-from .history import CHARS_PER_TOKEN, HistoryBudget, SessionHistories, overlap
+from .conversation import CHARS_PER_TOKEN, HistoryBudget, cached_plan
+from .history import SessionHistories
 from .hookspecs import hookimpl
 from .model import Fact, Message
 from .recall import RecallEngine
@@ -91,14 +92,10 @@ class RecallPlugin:
         """Exchange ids and texts the request carries, with the history injected for it."""
         own = request.request.messages
         texts = {_norm(m.content) for m in own if m.content}
-        ids: set[str] = set()
-        if self.history_budget.max_messages:
-            history = self.histories.get(request.attribution)
-            present = overlap(history, own)
-            carried = list(self.history_budget.select(history[: len(history) - present]))
-            carried += history[len(history) - present :]
-            ids = {m.exchange_id for m in carried if m.exchange_id}
-            texts |= {_norm(m.content) for m in carried if m.content}
+        history = self.histories.get(request.attribution)
+        plan = cached_plan(history, own, self.history_budget)
+        ids = {m.exchange_id for m in plan.messages if m.exchange_id} | plan.resent_exchange_ids
+        texts |= {_norm(m.content) for m in plan.messages if m.content}
         return ids, texts
 
     @hookimpl

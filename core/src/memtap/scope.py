@@ -1,4 +1,5 @@
-"""Per-call attribution on context variables: correct per thread and per asyncio task."""
+"""Per-call attribution on context variables (one per Memory): correct per thread and per
+asyncio task, and never shared between Memory instances."""
 
 from __future__ import annotations
 
@@ -10,44 +11,50 @@ import attrs
 
 from .model import Attribution
 
-_current: contextvars.ContextVar[Attribution | None] = contextvars.ContextVar(
-    "memtap_attribution", default=None
-)
 
+class AttributionScopes:
+    """Who one :class:`memtap.Memory`'s calls are attributed to: its defaults, overridden by
+    the scopes opened on that Memory (and only on it: each Memory has its own context
+    variable, so a scope on one Memory never changes another's attribution).
 
-def current_attribution(default: Attribution) -> Attribution:
-    """The attribution of the innermost active scope, else ``default``."""
-    return _current.get() or default
-
-
-@contextmanager
-def attribution_scope(
-    default: Attribution,
-    *,
-    entity_id: str | None = None,
-    process_id: str | None = None,
-    session_id: str | None = None,
-) -> Iterator[Attribution]:
-    """Attribute the calls made inside the ``with`` block.
-
-    Fields left as ``None`` are inherited from the enclosing scope (or ``default``). A new
-    thread starts outside any scope; an asyncio task starts in the scope it was created in.
+    Correct per thread and per asyncio task: a new thread starts outside any scope; an
+    asyncio task starts in the scopes active where it was created.
     """
-    outer = current_attribution(default)
-    changes = {
-        k: v
-        for k, v in (("entity_id", entity_id), ("process_id", process_id), ("session_id", session_id))
-        if v is not None
-    }
-    for name, value in changes.items():
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"scope {name} must be a non-empty string, got {value!r}")
-    inner = attrs.evolve(outer, **changes)
-    token = _current.set(inner)
-    try:
-        yield inner
-    finally:
-        _current.reset(token)
+
+    def __init__(self, default: Attribution) -> None:
+        self.default = default
+        self._current: contextvars.ContextVar[Attribution | None] = contextvars.ContextVar(
+            f"memtap_attribution_{id(self):x}", default=None
+        )
+
+    def current(self) -> Attribution:
+        """The attribution of the innermost active scope, else the defaults."""
+        return self._current.get() or self.default
+
+    @contextmanager
+    def scope(
+        self,
+        *,
+        entity_id: str | None = None,
+        process_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Iterator[Attribution]:
+        """Attribute the calls made inside the ``with`` block. Fields left as ``None`` are
+        inherited from the enclosing scope (or the defaults)."""
+        changes = {
+            k: v
+            for k, v in (("entity_id", entity_id), ("process_id", process_id), ("session_id", session_id))
+            if v is not None
+        }
+        for name, value in changes.items():
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"scope {name} must be a non-empty string, got {value!r}")
+        inner = attrs.evolve(self.current(), **changes)
+        token = self._current.set(inner)
+        try:
+            yield inner
+        finally:
+            self._current.reset(token)
 
 
 _internal: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_internal", default=False)

@@ -54,6 +54,10 @@ class Store(Protocol):
     def exchanges(self, *, entity_id: str | None = None, session_id: str | None = None) -> Iterator[Exchange]:
         """Stored exchanges, oldest first (used by export)."""
 
+    def entities(self) -> list[str]:
+        """Every entity with stored data (a session, an exchange or a fact, current or
+        superseded), sorted (used by export: facts of an entity without sessions too)."""
+
     def add_facts(self, facts: Sequence[Fact]) -> None:
         """Store facts, skipping known ids; a fact that ``supersedes`` another marks it."""
 
@@ -232,6 +236,14 @@ class InMemoryStore:
             if session_id is not None and a.session_id != session_id:
                 continue
             yield r.exchange
+
+    def entities(self) -> list[str]:
+        """See :meth:`Store.entities`."""
+        with self._lock:
+            self._check()
+            found = {r.exchange.attribution.entity_id for r in self._rows.values()}
+            found |= {f.entity_id for f in self._facts.values()}
+        return sorted(found)
 
     def add_facts(self, facts: Sequence[Fact]) -> None:
         """See :meth:`Store.add_facts`."""

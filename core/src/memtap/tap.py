@@ -30,7 +30,7 @@ from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
-from .scope import current_attribution, in_internal_call
+from .scope import AttributionScopes, in_internal_call
 from .sessionblocks import SessionBlocks
 from .spool import Spool, journal_call, response_json
 from .storage import exchange_messages
@@ -85,7 +85,7 @@ class Tap:
         self,
         *,
         hook: pluggy.HookRelay,
-        default_attribution: Attribution,
+        scopes: AttributionScopes,
         histories: SessionHistories,
         writer: CaptureWriter,
         register_client: Callable[[Any], Callable[[], None]] | None = None,
@@ -93,7 +93,8 @@ class Tap:
         agent: str | None = None,
     ) -> None:
         self.hook = hook
-        self.default_attribution = default_attribution
+        #: The Memory's attribution (defaults and scopes) its calls get.
+        self.scopes = scopes
         self.histories = histories
         self.writer = writer
         self._register_client = register_client
@@ -104,6 +105,11 @@ class Tap:
         #: The ``session_init`` blocks kept per session.
         self.session_blocks = SessionBlocks()
         self._profiles: list[AgentProfile] | None = None
+
+    @property
+    def default_attribution(self) -> Attribution:
+        """The attribution of calls outside any scope."""
+        return self.scopes.default
 
     @property
     def format_in_caller(self) -> bool:
@@ -146,7 +152,7 @@ class Tap:
         ``fallback_body`` is used for capture when the SDK never reached
         :meth:`Call.prepare` (e.g. an SDK version whose internals moved).
         """
-        return Call(self, protocol, current_attribution(self.default_attribution), fallback_body)
+        return Call(self, protocol, self.scopes.current(), fallback_body)
 
 
 class Call:

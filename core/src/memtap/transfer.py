@@ -26,22 +26,13 @@ class ExportFormatError(ValueError):
     """A file is not a memtap export (or a line of it is damaged)."""
 
 
-def _fact_entities(store: Store) -> list[str]:
-    """Entities that may have facts: those with sessions or exchanges (the Store protocol
-    has no "every fact" query; a store may offer ``entities()``)."""
-    entities = getattr(store, "entities", None)
-    if callable(entities):
-        return sorted(entities())
-    seen = {s.entity_id for s in store.sessions(limit=2**31 - 1)}
-    return sorted(seen)
-
-
 def export_records(store: Store) -> Iterator[dict[str, Any]]:
-    """The header, every exchange (oldest first), then every fact (per entity, oldest first)."""
+    """The header, every exchange (oldest first), then every fact of every entity
+    (:meth:`~memtap.storage.Store.entities`, sessions or not; per entity, oldest first)."""
     yield {"type": FORMAT, "version": VERSION}
     for exchange in store.exchanges():
         yield {"type": "exchange", "data": to_dict(exchange)}
-    for entity in _fact_entities(store):
+    for entity in store.entities():
         for fact in reversed(store.facts(entity_id=entity, include_superseded=True)):
             yield {"type": "fact", "data": to_dict(fact)}
 

@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
 from typing import Any, ClassVar
 
+from .validation import Rejection, check_request
+
 __all__ = ["RecordedRequest", "Reply", "ScriptedModelServer", "ToolCallSpec"]
 
 JSONObject = dict[str, Any]
@@ -786,10 +788,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_json(400, wire.error(400, "request body is not a JSON object"))
             return
+        owner = self.server.owner
+        rejection = owner._check(request, body)
+        if rejection is not None:
+            self._send_json(rejection.status, rejection.body)
+            return
         mode = route.mode
         if route.model is None and body.get("stream") is True:
             mode = "sse"
-        owner = self.server.owner
         reply = owner._next_reply(lambda: wire.user_text(body))
         model = route.model if route.model is not None else str(body.get("model", ""))
         call = _Call(reply, body, model, owner._next_id(), int(time.time()))
@@ -887,13 +893,21 @@ class ScriptedModelServer:
 
     Every request is recorded in :attr:`requests`. Note that SDKs retry 429 and 5xx answers by
     default, and each retry consumes the next scripted reply.
+
+    Like the real providers, the server rejects a request whose tool calls and results do not
+    pair up (:mod:`memtap.testing.validation`: same status, error body and message), without
+    consuming a scripted reply; :attr:`rejected` lists those requests with their messages.
+    ``validate=False`` accepts them.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, validate: bool = True) -> None:
         """Prepare a server bound to ``host:port`` on :meth:`start` (port 0: any free port)."""
         self.host = host
         self.port = port
+        self.validate = validate
         self.requests: list[RecordedRequest] = []
+        #: Requests refused by the providers' validation rules, with the error message.
+        self.rejected: list[tuple[RecordedRequest, str]] = []
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -965,6 +979,7 @@ class ScriptedModelServer:
         """Forget recorded requests and drop any replies still queued."""
         with self._lock:
             self.requests.clear()
+            self.rejected.clear()
             self._replies.clear()
 
     def last_json(self) -> dict[str, Any]:
@@ -982,6 +997,13 @@ class ScriptedModelServer:
         if not isinstance(body, dict):
             raise ValueError("the last request body is not a JSON object")
         return body
+
+    def _check(self, request: RecordedRequest, body: dict[str, Any]) -> Rejection | None:
+        rejection = check_request(request.path, body) if self.validate else None
+        if rejection is not None:
+            with self._lock:
+                self.rejected.append((request, rejection.message))
+        return rejection
 
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:

@@ -156,6 +156,7 @@ class StoreComplianceSuite:
         assert store.history("s1") == []
         assert store.sessions() == []
         assert list(store.exchanges()) == []
+        assert store.entities() == []
 
     # -- exchanges round-trip ------------------------------------------------------------
 
@@ -526,6 +527,22 @@ class StoreComplianceSuite:
         store.add_facts([f])
         assert store.indexable_facts(entity_id="alice", model="m") == [(f, None)]
 
+    # -- entities --------------------------------------------------------------------------
+
+    def test_entities_lists_every_entity_with_data_sorted(self, store: Store) -> None:
+        """entities() names each entity with an exchange, once, sorted; with facts, also an
+        entity that has facts only (superseded ones count) and never had a session."""
+        store.write_exchanges([make_exchange(1, entity_id="carol"), make_exchange(2), make_exchange(3)])
+        expected = ["alice", "carol"]
+        if FACTS in self.capabilities:
+            old = make_fact(1, entity_id="dave")
+            store.add_facts([make_fact(2), old, make_fact(3, entity_id="dave", supersedes=old.id)])
+            store.add_facts([make_fact(4, entity_id="bob")])
+            expected = ["alice", "bob", "carol", "dave"]
+        assert store.entities() == expected
+        store.forget(entity_id="carol")
+        assert store.entities() == [e for e in expected if e != "carol"]
+
     # -- forget and stats ----------------------------------------------------------------
 
     def test_forget_deletes_only_that_entity(self, store: Store) -> None:
@@ -634,6 +651,7 @@ class StoreComplianceSuite:
             lambda: store.history("s1", limit=0),
             store.sessions,
             lambda: list(store.exchanges()),
+            store.entities,
             lambda: store.forget(entity_id="alice"),
             store.stats,
         ]
@@ -668,6 +686,7 @@ class StoreComplianceSuite:
             [(m.exchange_id, m.created_at) for m in store.history("s1")],
             store.sessions(),
             store.stats(),
+            store.entities(),
             store.facts(entity_id="alice", include_superseded=True) if FACTS in self.capabilities else [],
         )
         store = reopen_store(store)
@@ -677,6 +696,7 @@ class StoreComplianceSuite:
             [(m.exchange_id, m.created_at) for m in store.history("s1")],
             store.sessions(),
             store.stats(),
+            store.entities(),
             store.facts(entity_id="alice", include_superseded=True) if FACTS in self.capabilities else [],
         )
         assert after == before

@@ -151,10 +151,12 @@ def write_history(history: Sequence[Message], following: Any) -> list[dict[str, 
             }
         else:
             out.append(wire)
+    answered = _tool_result_ids(following)
     while out and (out[0]["role"] != "user" or _tool_result_ids(out[0])):
+        if len(out) == 1 and _tool_use_ids(out[0]) & answered:
+            break  # the app's own tool results answer it: the request needs this tool_use
         out.pop(0)  # the first turn is the user's, and no result precedes its tool_use
     next_role = following.get("role") if isinstance(following, Mapping) else None
-    answered = _tool_result_ids(following)
     while out:
         last = out[-1]
         if last["role"] == next_role or (_tool_use_ids(last) - answered):

@@ -470,6 +470,13 @@ class DuckDBStore:
             with contextlib.suppress(duckdb.Error):
                 cur.close()
 
+    def entities(self) -> list[str]:
+        """Every entity with a session or a fact, sorted (used by ``memtap export``)."""
+        sql = "SELECT entity_id FROM sessions UNION SELECT entity_id FROM facts ORDER BY 1"
+        with self._reader("listing entities") as cur:
+            rows = cur.execute(sql).fetchall()
+        return [str(entity) for (entity,) in rows]
+
     def facts(
         self,
         *,

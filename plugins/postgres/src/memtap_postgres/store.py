@@ -455,7 +455,7 @@ class PostgresStore:
         return [R.fact(row) for row in self._read("reading facts", sql, params)]
 
     def entities(self) -> list[str]:
-        """Every entity with a session or a fact (used by ``memtap export``)."""
+        """Every entity with a session or a fact, sorted (used by ``memtap export``)."""
         sql = "SELECT entity_id FROM sessions UNION SELECT entity_id FROM facts ORDER BY 1"
         return [entity for (entity,) in self._read("listing entities", sql)]
 
