@@ -3,7 +3,11 @@ that neither a storage outage nor a crashed process (``kill -9``) loses it.
 
 The request thread appends one line of JSON per call (the app's request body and the
 response as raw JSON, redacted) to the process's current *segment* file: one ``write(2)``
-to the page cache, no fsync. The background writer formats and stores calls as before; once
+to the page cache, no fsync. No secret reaches the disk, and redacting costs the call
+almost nothing: the request half of the record is redacted and encoded by a worker thread
+while the request is in flight (see :class:`RequestJournal`); when the answer arrives only
+the (small) response half is redacted on the request path, joined to it, and written in one
+``write`` before the call returns. The background writer formats and stores calls as before; once
 the store has every call of a segment, the segment is deleted (that is the compaction). A
 process that dies leaves its segments behind; the next :class:`memtap.Memory` on the same
 store finds them (segments are ``flock``-ed by the live process that owns them, so only a
@@ -24,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,16 +37,17 @@ from typing import Any
 
 import attrs
 
-from .builtins import might_contain_secret, redact_text
 from .metrics import count
 from .model import Attribution
+from .redact import dumps_redacted, redact_text
 from .wire import RawExchange, StreamAccumulator, WireProtocol
 
 log = logging.getLogger("memtap.spool")
 
 #: Environment variable: ``off`` disables the spool, a path puts it there.
 SPOOL_ENV = "MEMTAP_SPOOL"
-#: Format version of spool records.
+#: Format version of spool records (unchanged by the two-halves encoding: a record is the
+#: same JSON object, so processes of either version replay each other's spools).
 VERSION = 1
 _SUFFIX = ".jsonl"
 
@@ -114,6 +120,48 @@ class SpoolStats:
     adopted: int = 0
 
 
+def encode_head(
+    *,
+    call_id: str,
+    protocol: str,
+    attribution: Attribution,
+    started_at: str,
+    already_present: int,
+    body: Any,
+) -> str:
+    """The request half of a spool record: what is known when the request is sent, the
+    app's body redacted (decoded: every string of it, and secret-named keys), as JSON text
+    without its closing brace (:func:`encode_tail` completes it)."""
+    head = _dumps(
+        {
+            "v": VERSION,
+            "id": call_id,
+            "p": protocol,
+            "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
+            "t0": started_at,
+            "ap": already_present,
+        }
+    )
+    return head[:-1] + ',"req":' + dumps_redacted(body, _fallback)
+
+
+def encode_tail(
+    *,
+    ended_at: str,
+    stream: bool,
+    error: str | None,
+    partial: bool,
+    response: str | None,
+    events: Sequence[str] | None,
+) -> str:
+    """The response half of a spool record, closing it: the response (or stream events) as
+    JSON text, redacted escape-aware (small: what the model answered)."""
+    fields = _dumps({"t1": ended_at, "s": stream, "e": redact_text(error) if error else error, "pa": partial})
+    res = redact_text(response) if response is not None else "null"
+    ev = redact_text("[" + ",".join(events) + "]") if events is not None else "null"
+    return "," + fields[1:-1] + ',"res":' + res + ',"ev":' + ev + "}\n"
+
+
 def encode_record(
     *,
     call_id: str,
@@ -130,27 +178,119 @@ def encode_record(
     events: Sequence[str] | None,
 ) -> bytes:
     """One spool line for a finished call, redacted (no credential reaches the disk)."""
-    head = _dumps(
-        {
-            "v": VERSION,
-            "id": call_id,
-            "p": protocol,
-            "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
-            "t0": started_at,
-            "t1": ended_at,
-            "ap": already_present,
-            "s": stream,
-            "e": error,
-            "pa": partial,
-            "req": body,
-        }
+    head = encode_head(
+        call_id=call_id,
+        protocol=protocol,
+        attribution=attribution,
+        started_at=started_at,
+        already_present=already_present,
+        body=body,
     )
-    tail = ',"res":' + (response if response is not None else "null")
-    tail += ',"ev":' + ("[" + ",".join(events) + "]" if events is not None else "null") + "}\n"
-    line = head[:-1] + tail
-    if might_contain_secret(line):
-        line = redact_text(line)
-    return line.encode()
+    tail = encode_tail(
+        ended_at=ended_at, stream=stream, error=error, partial=partial, response=response, events=events
+    )
+    return (head + tail).encode()
+
+
+class RequestJournal:
+    """The request half of one call's spool record (:func:`encode_head`), made off the
+    request path.
+
+    Why this order: the record must be on disk before the call returns (a ``kill -9``
+    right after loses nothing) and must hold no secret, yet redacting and encoding a
+    70 KB request body must not delay the call. The body is final when the SDK has built
+    it (:meth:`memtap.tap.Call.prepare`); from then on the call waits for the network,
+    which releases the GIL. So the body is handed to the journal worker there, and the
+    worker redacts and encodes it while the request is in flight. When the answer comes,
+    :meth:`text` returns the finished half at once, or waits for the worker to finish it,
+    or encodes it itself when the worker has not started it (never both: a lock decides),
+    and only the response half is redacted on the request path.
+    """
+
+    __slots__ = ("_encode", "_error", "_lock", "_text", "body")
+
+    def __init__(self, body: Any, encode: Callable[[], str]) -> None:
+        self.body = body
+        self._encode: Callable[[], str] | None = encode
+        self._lock = threading.Lock()
+        self._text: str | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        """Encode the half unless it is done (the worker calls this; so does :meth:`text`)."""
+        with self._lock:
+            encode, self._encode = self._encode, None
+            if encode is None:
+                return
+            try:
+                self._text = encode()
+            except Exception as exc:
+                self._error = exc
+
+    def text(self) -> str:
+        """The encoded half (raises what encoding raised)."""
+        self.run()
+        if self._text is None:
+            assert self._error is not None
+            raise self._error
+        return self._text
+
+
+class _JournalWorker:
+    """One daemon thread that encodes request halves in the background (started on first
+    use, and again in a forked child, where threads do not survive)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[RequestJournal] = queue.SimpleQueue()
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def submit(self, job: RequestJournal) -> None:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()
+                    threading.Thread(target=self._run, name="memtap-journal", daemon=True).start()
+                    self._pid = os.getpid()
+        self._queue.put(job)
+
+    def _run(self) -> None:
+        jobs = self._queue
+        while True:
+            job = jobs.get()
+            try:
+                job.run()
+            except Exception:  # pragma: no cover - run() keeps its own errors
+                log.debug("journal worker error", exc_info=True)
+
+
+_WORKER = _JournalWorker()
+
+
+def journal_request(spool: Spool | None, call: Any, body: Any) -> RequestJournal | None:
+    """Start the request half of ``call``'s spool record in the background (request path:
+    costs a queue put). ``None`` when there is no spool."""
+    if spool is None:
+        return None
+    attribution, started_at = call.attribution, call.started_at.isoformat()
+    call_id, protocol, present = call.id, call.protocol.name, call.already_present
+
+    def encode() -> str:
+        return encode_head(
+            call_id=call_id,
+            protocol=protocol,
+            attribution=attribution,
+            started_at=started_at,
+            already_present=present,
+            body=body,
+        )
+
+    job = RequestJournal(body, encode)
+    try:
+        _WORKER.submit(job)
+    except Exception:  # no thread to be had: the request thread encodes it at the end
+        log.debug("memtap journal worker unavailable", exc_info=True)
+    return job
 
 
 def journal_call(
@@ -165,24 +305,35 @@ def journal_call(
     stream: bool,
 ) -> Segment | None:
     """Journal one finished :class:`memtap.tap.Call` (request path; never raises): the
-    app's body and the response JSON (``payload``), redacted. Returns the segment, or
-    ``None`` if the call could not be journaled (counted and logged)."""
+    request half made ahead (:func:`journal_request`) joined to the response half
+    (``payload``: the response JSON or the stream's events), redacted, in one write.
+    Returns the segment, or ``None`` if the call could not be journaled (counted and
+    logged)."""
     try:
+        job: RequestJournal | None = getattr(call, "journal", None)
+        if job is None or job.body is not body:  # prepare() never ran (or saw another body)
+            job = RequestJournal(
+                body,
+                lambda: encode_head(
+                    call_id=call.id,
+                    protocol=call.protocol.name,
+                    attribution=call.attribution,
+                    started_at=call.started_at.isoformat(),
+                    already_present=call.already_present,
+                    body=body,
+                ),
+            )
+        head = job.text()
         response, events = payload()
-        line = encode_record(
-            call_id=call.id,
-            protocol=call.protocol.name,
-            attribution=call.attribution,
-            started_at=call.started_at.isoformat(),
+        tail = encode_tail(
             ended_at=ended_at.isoformat(),
-            already_present=call.already_present,
             stream=stream,
             error=error,
             partial=partial,
-            body=body,
             response=response,
             events=events,
         )
+        line = (head + tail).encode()
     except Exception:
         spool.stats.failed += 1
         count("failed", reason="spool_encode")
