@@ -45,7 +45,7 @@ import logging
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -59,6 +59,7 @@ __all__ = [
     "find_secrets",
     "guard_loggers",
     "redact_json",
+    "redact_stream",
     "redact_text",
     "redact_url",
 ]
@@ -131,6 +132,11 @@ def _discord_bot(secret: str) -> bool:
     return decoded.isdigit() and 15 <= len(decoded) <= 21
 
 
+def _real_password(secret: str) -> bool:
+    """Not a placeholder ("pass", "***", "<password>", "${PW}") of documentation."""
+    return _PLACEHOLDER.match(secret) is None
+
+
 def _aws_secret(secret: str) -> bool:
     return any(c.isdigit() for c in secret) and any(c.isupper() for c in secret) and not secret.isupper()
 
@@ -151,14 +157,13 @@ class Detector:
     ``gate`` is the cheap test, right after the pivot, that makes a position a candidate
     (default: ``before`` as a lookbehind, merged with the pivot's other detectors, and the
     pivot's :data:`PIVOT_AHEAD`; or the whole ``after`` when ``before`` is empty).
-    ``example`` is a fake value of the format, for the tests.
+    Each detector is tested on fake values in ``memtap.testing.secrets``.
     """
 
     name: str
     pivot: str
     before: str
     after: str
-    example: str
     check: Callable[[str], bool] | None = None
     secret: str | None = None
     extend: str | None = None
@@ -168,136 +173,79 @@ class Detector:
 
 _D = Detector
 _TOK = r"[A-Za-z0-9_-]"
-_SL = r"\\?/"  # a slash, escaped or not (some JSON encoders write "\/")
+_SL = r"\\*/"  # a slash, escaped or not (some JSON encoders write "\/", nested JSON "\\\/")
 
 DETECTORS: tuple[Detector, ...] = (
-    # -- "-" ---------------------------------------------------------------------------
-    _D("anthropic", "-", "sk", r"ant-[a-z]{2,10}\d{2}-[A-Za-z0-9_-]{20,}",
-       "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe_Dc-BaZx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1-AA"),
-    _D("openai-project", "-", "sk", r"(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}",
-       "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78St90Uv12Wx34_yZ-9AbCd"),
-    _D("openrouter", "-", "sk", r"or-v1-[a-f0-9]{32,}",
-       "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"),
-    _D("openai", "-", "sk", r"(?:[a-z]{2,12}-)?[A-Za-z0-9_-]{16,}",
-       "sk-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0", check=_random_key),
-    _D("xai", "-", "xai", r"[A-Za-z0-9]{20,}", "xai-Qw3Er4Ty5Ui6Op7As8Df9Gh0Jk1Lz2Xc3Vb4Nm5Qw3Er4Ty5Ui6Op7"),
-    _D("slack-token", "-", "xox[abposre]", r"[A-Za-z0-9-]{10,}",
-       "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"),
-    _D("slack-app-token", "-", "xapp", r"\d-[A-Za-z0-9-]{10,}",
-       "xapp-1-A0123456789-1234567890123-0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071"),
-    _D("gitlab", "-", "gl(?:pat|ptt|cbt|oas|imt)", r"[A-Za-z0-9_-]{20,}", "glpat-xY3zA9bC2dE5fG8hJ1kL"),
-    _D("gitlab-deploy", "-", "gl(?:dt|rt|ft)", r"[A-Za-z0-9_-]{20,}", "gldt-Ab3dE6gH9jK2mN5pQ8sT"),
-    _D("pypi", "-", "pypi", r"Ag[A-Za-z0-9_-]{50,}",
-       "pypi-AgEIcHlwaS5vcmcCJGE2ZDM1ZjEwLTk3NjQtNDlmOC1iYTk5LWNkNWE3ZTQ0NDc0MQACKlsz"),
-    _D("mailgun", "-", "key", r"[0-9a-f]{32}(?![A-Za-z0-9])", "key-0a1b2c3d4e5f60718293a4b5c6d7e8f9"),
-    _D("perplexity", "-", "pplx", r"[A-Za-z0-9]{40,}",
-       "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"),
-    _D("postman", "-", "PMAK", r"[0-9a-f]{24}-[0-9a-f]{34}",
-       "PMAK-5f8e2c1a9b7d3e4f6a0b1c2d-0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d"),
-    _D("newrelic", "-", "NRAK", r"[A-Z0-9]{27}", "NRAK-7JZ4Q2M9X1B8C3D6E5F0G4H2K1L"),
-    _D("heroku", "-", "HRKU", r"[A-Za-z0-9_-]{30,}",
-       "HRKU-AAbC1dE2fG3hI4jK5lM6nO7pQ8rS9tU0vW1xY2zA3bC4dE5fG6hI7jK8lM9n"),
-    _D("google-oauth-secret", "-", "GOCSPX", r"[A-Za-z0-9_-]{28}", "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"),
-    _D("age", "-", "AGE-SECRET-KEY", r"1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
-       "AGE-SECRET-KEY-1QYZ9X8GF2TVDW0S3JN54KHCE6MUA7LQPZRY9X8GF2TVDW0S3JN54KHCE6MU"),
-    _D("square", "-", "sq0(?:atp|csp)", r"[A-Za-z0-9_-]{22,}", "sq0atp-4bR7tY1uI9oP3aS6dF2gH8"),
-    _D("mailchimp", "-", "[0-9a-f]{32}", r"us\d{1,2}(?![A-Za-z0-9])", "0a1b2c3d4e5f60718293a4b5c6d7e8f9-us21",
-       gate=r"(?=us\d)(?<=[0-9a-f]{32}-)"),
-    _D("private-key", "-", "",
-       r"----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[^\x00]{0,20000}?"
-       r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\:-]*)",
-       "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi6Z1o5H0Pm9Zk2XrVnW+Bq1xYb\n"
-       "c3l6QmR0bXo5cGJ6ZjN0Z2hqa2xtbm9wcXJzdHV2d3h5ejAxMjM0NTY3ODk=\n-----END RSA PRIVATE KEY-----",
-       gate="(?=----BEGIN )"),
-    # -- "_" ---------------------------------------------------------------------------
-    _D("stripe", "_", "[sr]k_(?:live|test)", r"[A-Za-z0-9]{20,}",
-       "sk_live_51HqLyjWDarjtT1zdp7dcXYZ0a1b2c3d4"),
-    _D("stripe-webhook", "_", "whsec", r"[A-Za-z0-9+/]{24,}", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
-    _D("github", "_", "gh[pousr]", r"[A-Za-z0-9]{30,}", "ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6"),
-    _D("github-pat", "_", "github_pat", r"[A-Za-z0-9_]{22,}",
-       "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345"),
-    _D("huggingface", "_", "hf", r"[A-Za-z0-9]{30,}", "hf_QwErTyUiOpAsDfGhJkLzXcVbNm1234567890"),
-    _D("huggingface-org", "_", "api_org", r"[A-Za-z0-9]{30,}", "api_org_QwErTyUiOpAsDfGhJkLzXcVbNm123456"),
-    _D("npm", "_", "npm", r"[A-Za-z0-9]{36,}", "npm_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2q"),
-    _D("digitalocean", "_", "do[opr]_v1", r"[a-f0-9]{64}",
-       "dop_v1_0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9"),
-    _D("shopify", "_", "shp(?:at|ca|pa|ss)", r"[a-fA-F0-9]{32}", "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"),
-    _D("linear", "_", "lin_api", r"[A-Za-z0-9]{40,}", "lin_api_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR"),
-    _D("notion", "_", "secret", r"[A-Za-z0-9]{43}(?![A-Za-z0-9])",
-       "secret_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY"),
-    _D("notion-ntn", "_", "ntn", r"[A-Za-z0-9]{40,}", "ntn_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY"),
-    _D("groq", "_", "gsk", r"[A-Za-z0-9]{48,}", "gsk_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY7uI9oP1"),
-    _D("replicate", "_", "r8", r"[A-Za-z0-9]{37,}", "r8_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW"),
-    _D("grafana-cloud", "_", "glc", r"[A-Za-z0-9+/]{32,}={0,2}",
-       "glc_eyJvIjoiMTIzNDU2IiwibiI6InN0YWNrIiwiayI6IkFiQzEyMyJ9"),
-    _D("grafana-service-account", "_", "glsa", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
-       "glsa_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0_0a1b2c3d"),
-    _D("figma", "_", "figd", r"[A-Za-z0-9_-]{40,}", "figd_4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR"),
-    _D("sentry", "_", "sntry[su]", r"[A-Za-z0-9+/=_]{40,}",
-       "sntrys_eyJpYXQiOjE2ODkwMDAwMDAsInVybCI6Imh0dHBzOi8vc2VudHJ5LmlvIn0_4bR7tY1uI9oP3aS6dF2gH8"),
-    # -- "." ---------------------------------------------------------------------------
-    _D("sendgrid", ".", "SG", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
-       "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"),
-    _D("google-oauth-token", ".", "ya29", r"[A-Za-z0-9_-]{20,}",
-       "ya29.a0AfH6SMBx4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY7uI9oP1"),
-    _D("vault", ".", "hv[sb]", r"[A-Za-z0-9_-]{24,}",
-       "hvs.CAESIJ4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY"),
-    _D("slack-webhook", ".", "hooks",
-       rf"slack\.com{_SL}(?:services|workflows|triggers){_SL}(?:[A-Za-z0-9_+-]|{_SL}){{20,}}",
-       "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
-       gate=r"(?=slack\.com)(?<=hooks\.)"),
-    _D("discord-webhook", ".", "discord", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}",
-       "https://discord.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-aBcDeF",
-       gate=r"(?=com\\?/api)(?<=discord\.)"),
-    _D("discordapp-webhook", ".", "discordapp", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}",
-       "https://discordapp.com/api/webhooks/123456789012345678/AbCdEfGhIjKlMnOpQrStUvWxYz0123456789_-aB",
-       gate=r"(?=com\\?/api)(?<=discordapp\.)"),
-    _D("terraform", ".", "[A-Za-z0-9]{14}", r"atlasv1\.[A-Za-z0-9_=-]{60,}",
-       "Ab1Cd2Ef3Gh4Ij.atlasv1.4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY7uI9oP1aS2dF3gH4jK5lZ6xC7vB8",
-       gate=r"(?=atlasv1\.)"),
-    _D("discord-bot", ".", "[A-Za-z0-9_-]{24}", rf"{_TOK}{{6}}\.{_TOK}{{27,}}",
-       "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM", check=_discord_bot,
-       extend="A-Za-z0-9_-", gate=rf"(?={_TOK}{{6}}\.{_TOK}{{27}})(?<=[A-Za-z0-9_-]{{24}}\.)"),
-    _D("dropbox", ".", "sl", rf"{_TOK}{{130,}}", "sl." + "AbC1dE2fG3hI4jK5lM6nO7pQ8rS9tU0vW" * 5),
-    _D("doppler", ".", r"dp\.pt", r"[A-Za-z0-9]{40,}", "dp.pt.4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY"),
-    # -- letters -----------------------------------------------------------------------
-    _D("aws-access-key-id", "A", "", r"(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
-       "AKIAIOSFODNN7EXAMPLE"),
-    _D("google-api-key", "A", "", r"Iza[A-Za-z0-9_-]{33,}", "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
-    _D("atlassian", "A", "", r"TATT3[A-Za-z0-9_=-]{50,}",
-       "ATATT3xFfGF0" + "4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY7uI9oP1aS2dF3gH4jK5lZ6xC7vB8=0A1B2C3D"),
-    _D("bitbucket", "A", "", r"TBB[A-Za-z0-9_=.-]{28,}", "ATBB4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2q"),
-    _D("facebook", "A", "E", r"A[A-Za-z0-9]{80,}",
-       "EAACEdEose0cBA" + "4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY7uI9oP1aS2dF3gH4jK5lZ6xC7vB8nM9",
-       gate="(?=A[A-Za-z0-9]{40})(?<=EA)"),
-    _D("firebase-fcm", "A", "", rf"AAA{_TOK}{{7}}:{_TOK}{{100,}}",
-       "AAAA4bR7tY1:APA91b" + "4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM2qW3eR5tY7uI9oP1aS2dF3gH4jK5lZ6xC7vB8nM9q"
-       "W1eR2tY3uI4oP5aS6dF7gH8jK9lZ0xC1vB2nM3"),
-    _D("jwt", "J", "ey", rf"{_TOK}{{8,}}\.eyJ{_TOK}{{8,}}\.{_TOK}*",
-       "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
-       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", gate=r"(?=[A-Za-z0-9_-]{8})(?<=eyJ)"),
-    _D("twilio", "K", "S", r"[0-9a-fA-F]{32}(?![A-Za-z0-9])", "SK0a1b2c3d4e5f60718293a4b5c6d7e8f9",
-       gate="(?=[0-9a-fA-F]{32})(?<=SK)"),
-    _D("azure-ad-client-secret", "Q", r"[A-Za-z0-9_.-]{3}\d", r"~[A-Za-z0-9_.~-]{31,34}",
-       "Xy78Q~4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0nM", gate="(?=~)"),
-    _D("databricks", "p", "da", r"i[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])",
-       "dapi0a1b2c3d4e5f60718293a4b5c6d7e8f9",
-       gate="(?=i[a-f0-9]{32})(?<=dap)"),
-    _D("bearer", "B", "", r"(?:earer|EARER)\s+[A-Za-z0-9._~+/=-]{16,}",
-       "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r", check=_bearer),
-    _D("bearer-lowercase", "b", "", r"earer\s+[A-Za-z0-9._~+/=-]{16,}",
-       "bearer 0123456789abcdef0123456789abcdef", check=_bearer),
-    _D("basic-auth", "B", "", r"(?:asic|ASIC)\s+[A-Za-z0-9+/]{8,}={0,2}", "Basic YWxpY2U6aHVudGVyMg==",
-       check=_basic_credentials),
-    _D("basic-auth-lowercase", "b", "", r"asic\s+[A-Za-z0-9+/]{8,}={0,2}", "basic YWxpY2U6czNjcjN0IQ==",
-       check=_basic_credentials),
-    # -- ":" ---------------------------------------------------------------------------
-    _D("url-credentials", ":", "",
-       rf"{_SL}{_SL}[^\s\x00/@:\"'\\<>]{{0,128}}:(?P<pw>[^\s\x00/@\"'\\<>]{{1,256}})@",
-       "postgres://alice:hunter2@db.example.com:5432/app", secret="pw", boundary=False),
-    _D("telegram-bot", ":", r"\d{8}", rf"AA{_TOK}{{33}}(?![A-Za-z0-9_-])",
-       "123456789:AAE4bR7tY1uI9oP3aS6dF2gH8jK5lZxCvB0", extend="0-9", boundary=False,
-       gate=r"(?=AA)(?<=\d:)"),
+    # -- "-" ---------------------------------------------------------------------
+    _D("anthropic", "-", "sk", r"ant-[a-z]{2,10}\d{2}-[A-Za-z0-9_-]{20,}"),
+    _D("openai-project", "-", "sk", r"(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}"),
+    _D("openrouter", "-", "sk", r"or-v1-[a-f0-9]{32,}"),
+    _D("openai", "-", "sk", r"(?:[a-z]{2,12}-)?[A-Za-z0-9_-]{16,}", check=_random_key),
+    _D("xai", "-", "xai", r"[A-Za-z0-9]{20,}"),
+    _D("slack-token", "-", "xox[abposre]", r"[A-Za-z0-9-]{10,}"),
+    _D("slack-app-token", "-", "xapp", r"\d-[A-Za-z0-9-]{10,}"),
+    _D("gitlab", "-", "gl(?:pat|ptt|cbt|oas|imt)", r"[A-Za-z0-9_-]{20,}"),
+    _D("gitlab-deploy", "-", "gl(?:dt|rt|ft)", r"[A-Za-z0-9_-]{20,}"),
+    _D("pypi", "-", "pypi", r"Ag[A-Za-z0-9_-]{50,}"),
+    _D("mailgun", "-", "key", r"[0-9a-f]{32}(?![A-Za-z0-9])"),
+    _D("perplexity", "-", "pplx", r"[A-Za-z0-9]{40,}"),
+    _D("postman", "-", "PMAK", r"[0-9a-f]{24}-[0-9a-f]{34}"),
+    _D("newrelic", "-", "NRAK", r"[A-Z0-9]{27}"),
+    _D("heroku", "-", "HRKU", r"[A-Za-z0-9_-]{30,}"),
+    _D("google-oauth-secret", "-", "GOCSPX", r"[A-Za-z0-9_-]{28}"),
+    _D("age", "-", "AGE-SECRET-KEY", r"1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    _D("square", "-", "sq0(?:atp|csp)", r"[A-Za-z0-9_-]{22,}"),
+    _D("mailchimp", "-", "[0-9a-f]{32}", r"us\d{1,2}(?![A-Za-z0-9])", gate=r"(?=us\d)(?<=[0-9a-f]{32}-)"),
+    _D("private-key", "-", "", r"----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[^\x00]{0,20000}?"
+       r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\:-]*)", gate="(?=----BEGIN )"),
+    # -- "_" ---------------------------------------------------------------------
+    _D("stripe", "_", "[sr]k_(?:live|test)", r"[A-Za-z0-9]{20,}"),
+    _D("stripe-webhook", "_", "whsec", r"[A-Za-z0-9+/]{24,}"),
+    _D("github", "_", "gh[pousr]", r"[A-Za-z0-9]{30,}"),
+    _D("github-pat", "_", "github_pat", r"[A-Za-z0-9_]{22,}"),
+    _D("huggingface", "_", "hf", r"[A-Za-z0-9]{30,}"),
+    _D("huggingface-org", "_", "api_org", r"[A-Za-z0-9]{30,}"),
+    _D("npm", "_", "npm", r"[A-Za-z0-9]{36,}"),
+    _D("digitalocean", "_", "do[opr]_v1", r"[a-f0-9]{64}"),
+    _D("shopify", "_", "shp(?:at|ca|pa|ss)", r"[a-fA-F0-9]{32}"),
+    _D("linear", "_", "lin_api", r"[A-Za-z0-9]{40,}"),
+    _D("notion", "_", "secret", r"[A-Za-z0-9]{43}(?![A-Za-z0-9])"),
+    _D("notion-ntn", "_", "ntn", r"[A-Za-z0-9]{40,}"),
+    _D("groq", "_", "gsk", r"[A-Za-z0-9]{48,}"),
+    _D("replicate", "_", "r8", r"[A-Za-z0-9]{37,}"),
+    _D("grafana-cloud", "_", "glc", r"[A-Za-z0-9+/]{32,}={0,2}"),
+    _D("grafana-service-account", "_", "glsa", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}"),
+    _D("figma", "_", "figd", r"[A-Za-z0-9_-]{40,}"),
+    _D("sentry", "_", "sntry[su]", r"[A-Za-z0-9+/=_]{40,}"),
+    # -- "." ---------------------------------------------------------------------
+    _D("sendgrid", ".", "SG", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    _D("google-oauth-token", ".", "ya29", r"[A-Za-z0-9_-]{20,}"),
+    _D("vault", ".", "hv[sb]", r"[A-Za-z0-9_-]{24,}"),
+    _D("slack-webhook", ".", "hooks", rf"slack\.com{_SL}(?:services|workflows|triggers){_SL}(?:[A-Za-z0-9_+-]|{_SL}){{20,}}", gate=r"(?=slack\.com)(?<=hooks\.)"),
+    _D("discord-webhook", ".", "discord", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}", gate=r"(?=com\\*/api)(?<=discord\.)"),
+    _D("discordapp-webhook", ".", "discordapp", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}", gate=r"(?=com\\*/api)(?<=discordapp\.)"),
+    _D("terraform", ".", "[A-Za-z0-9]{14}", r"atlasv1\.[A-Za-z0-9_=-]{60,}", gate=r"(?=atlasv1\.)"),
+    _D("discord-bot", ".", "[A-Za-z0-9_-]{24}", rf"{_TOK}{{6}}\.{_TOK}{{27,}}", check=_discord_bot, extend="A-Za-z0-9_-", gate=rf"(?={_TOK}{{6}}\.{_TOK}{{27}})(?<=[A-Za-z0-9_-]{{24}}\.)"),
+    _D("dropbox", ".", "sl", rf"{_TOK}{{130,}}"),
+    _D("doppler", ".", r"dp\.pt", r"[A-Za-z0-9]{40,}"),
+    # -- letters -----------------------------------------------------------------
+    _D("aws-access-key-id", "A", "", r"(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    _D("google-api-key", "A", "", r"Iza[A-Za-z0-9_-]{33,}"),
+    _D("atlassian", "A", "", r"TATT3[A-Za-z0-9_=-]{50,}"),
+    _D("bitbucket", "A", "", r"TBB[A-Za-z0-9_=.-]{28,}"),
+    _D("facebook", "A", "E", r"A[A-Za-z0-9]{80,}", gate="(?=A[A-Za-z0-9]{40})(?<=EA)"),
+    _D("firebase-fcm", "A", "", rf"AAA{_TOK}{{7}}:{_TOK}{{100,}}"),
+    _D("jwt", "J", "ey", rf"{_TOK}{{8,}}\.eyJ{_TOK}{{8,}}\.{_TOK}*", gate=r"(?=[A-Za-z0-9_-]{8})(?<=eyJ)"),
+    _D("twilio", "K", "S", r"[0-9a-fA-F]{32}(?![A-Za-z0-9])", gate="(?=[0-9a-fA-F]{32})(?<=SK)"),
+    _D("azure-ad-client-secret", "Q", r"[A-Za-z0-9_.-]{3}\d", r"~[A-Za-z0-9_.~-]{31,34}", gate="(?=~)"),
+    _D("databricks", "p", "da", r"i[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", gate="(?=i[a-f0-9]{32})(?<=dap)"),
+    _D("bearer", "B", "", r"(?:earer|EARER)\s+[A-Za-z0-9._~+/=-]{16,}", check=_bearer),
+    _D("bearer-lowercase", "b", "", r"earer\s+[A-Za-z0-9._~+/=-]{16,}", check=_bearer),
+    _D("basic-auth", "B", "", r"(?:asic|ASIC)\s+[A-Za-z0-9+/]{8,}={0,2}", check=_basic_credentials),
+    _D("basic-auth-lowercase", "b", "", r"asic\s+[A-Za-z0-9+/]{8,}={0,2}", check=_basic_credentials),
+    # -- ":" ---------------------------------------------------------------------
+    _D("url-credentials", ":", "", rf"{_SL}{_SL}[^\s\x00/@:\"'\\<>]{{0,128}}:(?P<pw>[^\s\x00/@\"'\\<>]{{1,256}})@", secret="pw", boundary=False, check=_real_password),
+    _D("telegram-bot", ":", r"\d{8}", rf"AA{_TOK}{{33}}(?![A-Za-z0-9_-])", extend="0-9", boundary=False, gate=r"(?=AA)(?<=\d:)"),
 )  # fmt: skip
 
 
@@ -313,7 +261,8 @@ _NOT_SECRET_KEYS = re.compile(
 _PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
         \**|x{3,}|\.{3}|…|<[^>]*>?|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{[^}]*\}\}?|%\(?\w*\)?s|\{\w*\}
-        |null|none|nil|true|false|undefined|string|str|text|password|secret|token|redacted|\[redacted\]
+        |null|none|nil|true|false|undefined|string|str|text|redacted|\[redacted\]
+        |pass|passw(?:or)?d|pwd|pw|secret|token|key|user(?:name)?
         |your[_-]?\w*|change[_-]?me|example|placeholder|env|required|optional
     )$"""
 )
@@ -324,15 +273,18 @@ _CODE_REFERENCE = re.compile(
 )
 _PLAIN_WORD = re.compile(r"^[a-z]+$")
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_OPENING = re.compile(r"[ \t]{0,3}(\\\"|[\"'`])?")
+_OPENING = re.compile(r"[ \t]{0,3}(\\*[\"'`])?")
 _QUOTED_BY = {
-    '"': re.compile(r'(?:[^"\\\n\x00]|\\[^n\x00])*'),
-    '\\"': re.compile(r'(?:(?!\\")[^\n\x00])*'),
-    "'": re.compile(r"[^'\n\x00]*"),
-    "`": re.compile(r"[^`\n\x00]*"),
+    '"': re.compile(r'(?:[^"\\\x00-\x1f]|\\[^nrt\x00-\x1f])*'),
+    "'": re.compile(r"[^'\x00-\x1f]*"),
+    "`": re.compile(r"[^`\x00-\x1f]*"),
 }
-_UNQUOTED = re.compile(r"[^\s\x00\"'`&,;)(<>\[\]{}\\]*")
-_HEADER_VALUE = re.compile(r"(?:[^\n\r\x00\"'`\\]|\\(?![nr\"]))*")
+#: An unquoted value: up to a blank, a quote, a delimiter or an escape (``\/`` and an
+#: escaped backslash continue it; ``\\n``, ``\\u001b``: JSON nested once more, end it).
+_UNQUOTED = re.compile(r"(?:[^\s\x00-\x1f\"'`&,;)(<>\[\]{}\\]|\\+/|\\\\(?![\\nrtbfu]))*")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_HEADER_VALUE = re.compile(r"(?:[^\x00-\x1f\"'`\\]|\\(?![nrt\"]))*")
+_CONTROL_OR_ESCAPED_NEWLINE = re.compile(r"[\x00-\x1f]|\\+[nr]")
 _RUN_8 = re.compile(r"[A-Za-z0-9+/=._~-]{8,}")
 _MAX_VALUE = 512
 
@@ -379,7 +331,7 @@ def _key_before(text: str, pivot: int) -> str:
         i -= 1
     if i > 0 and text[i - 1] in "\"'`":
         i -= 1
-        if i > 0 and text[i - 1] == "\\":
+        while i > 0 and pivot - i < 72 and text[i - 1] == "\\":
             i -= 1
     end = i
     while i > 0 and end - i < 64 and text[i - 1] in _KEY_CHARS:
@@ -403,17 +355,23 @@ def _value_span(text: str, at: int, kind: str, separator: str) -> tuple[int, int
     quote_mark = opening.group(1)
     start = opening.end()
     limit = min(len(text), start + _MAX_VALUE)
-    if quote_mark:
+    if quote_mark and len(quote_mark) > 1:  # \" in JSON text (\\\" one level deeper...)
+        close = text.find(quote_mark, start, limit)
+        end = close if close >= 0 else limit
+        newline = _CONTROL_OR_ESCAPED_NEWLINE.search(text, start, end)
+        value = None
+        end = newline.start() if newline else end
+    elif quote_mark:
         value = _QUOTED_BY[quote_mark].match(text, start, limit)
     elif kind == "header":
         value = _HEADER_VALUE.match(text, start, limit)
     else:
         value = _UNQUOTED.match(text, start, limit)
         assert value is not None
-        if value.end() < len(text) and text[value.end()] in "([":
+        if value.end() < len(text) and text[value.end()] in "([" and _IDENTIFIER.fullmatch(value.group()):
             return None  # password=get_password(), token=tokens[0]: code
-    assert value is not None
-    end = value.end()
+    if value is not None:
+        end = value.end()
     if not is_secret_value(kind, text[start:end], quoted=bool(quote_mark), separator=separator):
         return None
     return start, end
@@ -428,7 +386,7 @@ _CLI_FLAG = re.compile(
 def _cli_flag(text: str, pivot: int) -> tuple[int, int] | None:
     """``--password hunter2`` / ``--token=...`` (``pivot``: the first ``-``)."""
     m = _CLI_FLAG.match(text, pivot + 1)
-    if m is None:
+    if m is None or not _starts_word(text, pivot):
         return None
     kind = key_kind(m.group("name").replace("-", "_")) or "random"
     return _value_span(text, m.end(), kind, "=" if m.group("sep") == "=" else ":")
@@ -439,14 +397,14 @@ def _word_variants(word: str) -> str:
 
 
 #: What must follow ``=``/``:`` of an assignment worth a closer look.
-_VALUE_AHEAD = r"(?=[ \t]{0,3}(?:\\?[\"'`])?[^\s\"'`\\&,;<>(){}\[\]=])"
+_VALUE_AHEAD = r"(?=[ \t]{0,3}(?:\\*[\"'`])?[^\s\"'`\\&,;<>(){}\[\]=])"
 
 
 # -- the scanner ------------------------------------------------------------------------
 
 _ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 _HEX = frozenset("0123456789abcdefABCDEF")
-_ANSI_BEFORE = re.compile(r"(?:\x1b|\\u001[bB]|\\x1[bB]|\\033|\\e)\[[0-9;]{0,12}m$")
+_ANSI_BEFORE = re.compile(r"(?:\x1b|\\u001[bB]|\\x1[bB]|\\033|\\e)\[[0-9;]{0,12}m\Z")
 
 
 def _starts_word(text: str, i: int) -> bool:
@@ -488,11 +446,15 @@ class _Rule:
 
 
 def _before_width(d: Detector) -> int:
-    """The width of ``d.before`` (fixed, as lookbehinds require), measured on its example."""
-    m = re.search(f"(?P<b>{d.before}){re.escape(d.pivot)}(?:{d.after})", d.example)
-    if m is None:
-        raise ValueError(f"detector {d.name!r} does not match its own example")
-    return m.end("b") - m.start("b")
+    """The width of ``d.before`` (fixed, as lookbehinds require): the ``n`` for which
+    ``(?<=before|.{n})`` compiles (Python accepts alternatives of one width only)."""
+    for n in range(1, 65):
+        try:
+            re.compile(f"(?<=(?:{d.before})|[\\s\\S]{{{n}}})")
+        except re.error:
+            continue
+        return n
+    raise ValueError(f"detector {d.name!r}: 'before' must have a fixed width")
 
 
 def _merged_lookbehinds(detectors: Iterable[Detector]) -> str:
@@ -521,12 +483,15 @@ def _assignment_gate(pivot: str) -> str:
         by_width.setdefault(n + 1, []).append(f"{w}{p}")
         by_width.setdefault(n + 2, []).append(f"{w}[\"'` ]{p}")
         by_width.setdefault(n + 3, []).append(f'{w}(?:\\\\"|["\'`] ){p}')
+        by_width.setdefault(n + 4, []).append(f'{w}\\\\" {p}')
     lookbehinds = "|".join(f"(?<={'|'.join(alts)})" for _, alts in sorted(by_width.items()))
-    return f"{_VALUE_AHEAD}(?:{lookbehinds})"
+    # JSON nested twice or more (\\\" before the separator) is rare: each such key is read.
+    nested = f'(?<=\\\\\\\\"{p})'
+    return f"{_VALUE_AHEAD}(?:{lookbehinds}|{nested})"
 
 
 #: The ``--password``-style flags (``pivot``: the first ``-``).
-_CLI_GATE = r"(?<![A-Za-z0-9-]-)(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token))"
+_CLI_GATE = r"(?:(?<![A-Za-z0-9-]-)|(?<=[ntrm0-9a-fA-F]-))(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token))"
 
 
 class _Scanner:
@@ -543,7 +508,7 @@ class _Scanner:
             verify = f"{lookbehind}{pivot}(?:{d.after})"
             if d.secret:
                 verify = verify.replace(f"(?P<{d.secret}>", "(?P<s>")
-            extend = re.compile(f"[{d.extend}]{{0,8}}$") if d.extend else None
+            extend = re.compile(f"[{d.extend}]{{0,8}}\\Z") if d.extend else None
             self.rules.setdefault(d.pivot, []).append(_Rule(d.name, re.compile(verify), d, extend=extend))
             if d.gate is not None:
                 gates.setdefault(d.pivot, []).append(d.gate)
@@ -597,18 +562,27 @@ class _Scanner:
         if m is None:
             return None
         d = rule.detector
-        start = m.start("b") if d.before else at
-        if rule.extend is not None:
-            ext = rule.extend.search(text, max(0, start - 8), start)
-            if ext is not None:
-                start = ext.start()
-        if d.boundary and not _starts_word(text, start):
-            return None
-        if d.check is not None and not d.check(text[start : m.end()]):
-            return None
         if d.secret:
-            return m.start("s"), m.end("s"), d.name
-        return start, m.end(), d.name
+            start, end = m.start("s"), m.end("s")
+            if d.check is not None and not d.check(text[start:end]):
+                return None
+            return start, end, d.name
+        end = m.end()
+        for start in _starts(rule, text, m.start("b") if d.before else at):
+            if d.boundary and not _starts_word(text, start):
+                continue
+            if d.check is None or d.check(text[start:end]):
+                return start, end, d.name
+        return None
+
+
+def _starts(rule: _Rule, text: str, start: int) -> list[int]:
+    """Where a match may start: at ``start``, or (nearest first) further left over the
+    rule's ``extend`` characters."""
+    if rule.extend is None:
+        return [start]
+    ext = rule.extend.search(text, max(0, start - 8), start)
+    return list(range(start, (ext.start() if ext else start) - 1, -1))
 
 
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])")
@@ -887,6 +861,92 @@ def _rebuild(obj: Any, results: dict[str, str], convert: Callable[[Any], Any]) -
     if isinstance(converted, str):
         return redact_text(converted)
     return redact_json(converted, convert)
+
+
+# -- streams ----------------------------------------------------------------------------
+
+
+def redact_stream(events: Sequence[str]) -> list[str]:
+    """A stream's events (JSON texts, in order) with every secret removed, including one the
+    stream cut across several events: the strings found at the same place of successive
+    events (``choices.0.delta.content``, ``delta.partial_json``...) are joined and scanned
+    as one text, and each event keeps its part of the result. Events that change are
+    encoded again; the others are returned as they were. A text that is not JSON is
+    redacted on its own."""
+    decoded: list[Any] = []
+    pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
+    for index, event in enumerate(events):
+        try:
+            obj = json.loads(event)
+        except ValueError:
+            obj = None
+        decoded.append(obj)
+        if obj is not None:
+            _stream_leaves(obj, (), index, None, None, pieces)
+    changed: set[int] = set()
+    for group in pieces.values():
+        joined = "".join(p[3] for p in group)
+        if len(joined) < MIN_SECRET_CHARS:
+            continue
+        spans = _merge(_SCANNER.spans(joined))
+        if spans:
+            _cut(group, spans, decoded, changed)
+    out = []
+    for index, event in enumerate(events):
+        if decoded[index] is None:
+            out.append(redact_text(event))
+        elif index in changed:
+            out.append(json.dumps(decoded[index], ensure_ascii=False, separators=(",", ":")))
+        else:
+            out.append(event)
+    return out
+
+
+def _stream_leaves(
+    obj: Any,
+    path: tuple[Any, ...],
+    index: int,
+    parent: Any,
+    key: Any,
+    pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]],
+) -> None:
+    if isinstance(obj, str):
+        if parent is not None:
+            pieces.setdefault(path, []).append((index, parent, key, obj))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _stream_leaves(v, (*path, k), index, obj, k, pieces)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _stream_leaves(v, (*path, i), index, obj, i, pieces)
+
+
+def _cut(
+    group: list[tuple[int, Any, Any, str]],
+    spans: list[tuple[int, int]],
+    decoded: list[Any],
+    changed: set[int],
+) -> None:
+    """Remove ``spans`` (offsets in the joined pieces) from the pieces: the piece where a
+    span starts gets :data:`REDACTED`, the rest of the span is dropped."""
+    offset = 0
+    for index, parent, key, text in group:
+        start, end = offset, offset + len(text)
+        offset = end
+        parts = []
+        last = start
+        for a, b in spans:
+            if b <= start or a >= end:
+                continue
+            parts.append(text[last - start : max(a, start) - start])
+            if a >= start:
+                parts.append(REDACTED)
+            last = min(b, end)
+        if not parts:
+            continue
+        parts.append(text[last - start :])
+        parent[key] = "".join(parts)
+        changed.add(index)
 
 
 # -- URLs -------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ import attrs
 
 from .metrics import count
 from .model import Attribution
-from .redact import dumps_redacted, redact_text
+from .redact import dumps_redacted, redact_stream, redact_text
 from .wire import RawExchange, StreamAccumulator, WireProtocol
 
 log = logging.getLogger("memtap.spool")
@@ -154,11 +154,12 @@ def encode_tail(
     response: str | None,
     events: Sequence[str] | None,
 ) -> str:
-    """The response half of a spool record, closing it: the response (or stream events) as
-    JSON text, redacted escape-aware (small: what the model answered)."""
+    """The response half of a spool record, closing it: the response as JSON text,
+    redacted escape-aware, or the stream's events, redacted across events (a secret the
+    stream split is found too). Small: what the model answered."""
     fields = _dumps({"t1": ended_at, "s": stream, "e": redact_text(error) if error else error, "pa": partial})
     res = redact_text(response) if response is not None else "null"
-    ev = redact_text("[" + ",".join(events) + "]") if events is not None else "null"
+    ev = "[" + ",".join(redact_stream(events)) + "]" if events is not None else "null"
     return "," + fields[1:-1] + ',"res":' + res + ',"ev":' + ev + "}\n"
 
 
