@@ -85,9 +85,16 @@ def test_a_secret_named_key_loses_its_value_in_decoded_json(key: str, value: str
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("password", "${DB_PASSWORD}"), ("password", "string"), ("api_key", "os.environ"), ("max_tokens", "4096"),
-     ("sort_key", "created_at"), ("token_count", "512"), ("cache_key", "9fceb02d0ae598e95dc970b74767f19372d61af8")],
-)  # fmt: skip
+    [
+        ("password", "${DB_PASSWORD}"),
+        ("password", "string"),
+        ("api_key", "os.environ"),
+        ("max_tokens", "4096"),
+        ("sort_key", "created_at"),
+        ("token_count", "512"),
+        ("cache_key", "9fceb02d0ae598e95dc970b74767f19372d61af8"),
+    ],
+)
 def test_placeholders_and_ordinary_keys_keep_their_values(key: str, value: str):
     body = {key: value}
     assert redact_json(body) is body

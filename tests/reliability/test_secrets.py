@@ -232,7 +232,9 @@ def test_secret_corpus_is_nowhere_at_rest_traced_or_logged(
             [(s.name, dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events])
              for s in memtap_spans.get_finished_spans()]
         ),
-        "logs": "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records if r.name.startswith("memtap")),
+        "logs": "\n".join(
+            r.getMessage() + (r.exc_text or "") for r in caplog.records if r.name.startswith("memtap")
+        ),
     }  # fmt: skip
     assert "[REDACTED]" in places["store tables"] and "[REDACTED]" in places["export"]
     assert {where: found_secrets(text) for where, text in places.items()} == {where: [] for where in places}

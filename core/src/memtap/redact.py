@@ -221,11 +221,16 @@ DETECTORS: tuple[Detector, ...] = (
     _D("sendgrid", ".", "SG", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
     _D("google-oauth-token", ".", "ya29", r"[A-Za-z0-9_-]{20,}"),
     _D("vault", ".", "hv[sb]", r"[A-Za-z0-9_-]{24,}"),
-    _D("slack-webhook", ".", "hooks", rf"slack\.com{_SL}(?:services|workflows|triggers){_SL}(?:[A-Za-z0-9_+-]|{_SL}){{20,}}", gate=r"(?=slack\.com)(?<=hooks\.)"),
-    _D("discord-webhook", ".", "discord", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}", gate=r"(?=com\\*/api)(?<=discord\.)"),
-    _D("discordapp-webhook", ".", "discordapp", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}", gate=r"(?=com\\*/api)(?<=discordapp\.)"),
+    _D("slack-webhook", ".", "hooks",
+       rf"slack\.com{_SL}(?:services|workflows|triggers){_SL}(?:[A-Za-z0-9_+-]|{_SL}){{20,}}",
+       gate=r"(?=slack\.com)(?<=hooks\.)"),
+    _D("discord-webhook", ".", "discord", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}",
+       gate=r"(?=com\\*/api)(?<=discord\.)"),
+    _D("discordapp-webhook", ".", "discordapp", rf"com{_SL}api{_SL}webhooks{_SL}\d+{_SL}{_TOK}{{20,}}",
+       gate=r"(?=com\\*/api)(?<=discordapp\.)"),
     _D("terraform", ".", "[A-Za-z0-9]{14}", r"atlasv1\.[A-Za-z0-9_=-]{60,}", gate=r"(?=atlasv1\.)"),
-    _D("discord-bot", ".", "[A-Za-z0-9_-]{24}", rf"{_TOK}{{6}}\.{_TOK}{{27,}}", check=_discord_bot, extend="A-Za-z0-9_-", gate=rf"(?={_TOK}{{6}}\.{_TOK}{{27}})(?<=[A-Za-z0-9_-]{{24}}\.)"),
+    _D("discord-bot", ".", "[A-Za-z0-9_-]{24}", rf"{_TOK}{{6}}\.{_TOK}{{27,}}", check=_discord_bot,
+       extend="A-Za-z0-9_-", gate=rf"(?={_TOK}{{6}}\.{_TOK}{{27}})(?<=[A-Za-z0-9_-]{{24}}\.)"),
     _D("dropbox", ".", "sl", rf"{_TOK}{{130,}}"),
     _D("doppler", ".", r"dp\.pt", r"[A-Za-z0-9]{40,}"),
     # -- letters -----------------------------------------------------------------
@@ -244,8 +249,11 @@ DETECTORS: tuple[Detector, ...] = (
     _D("basic-auth", "B", "", r"(?:asic|ASIC)\s+[A-Za-z0-9+/]{8,}={0,2}", check=_basic_credentials),
     _D("basic-auth-lowercase", "b", "", r"asic\s+[A-Za-z0-9+/]{8,}={0,2}", check=_basic_credentials),
     # -- ":" ---------------------------------------------------------------------
-    _D("url-credentials", ":", "", rf"{_SL}{_SL}[^\s\x00/@:\"'\\<>]{{0,128}}:(?P<pw>[^\s\x00/@\"'\\<>]{{1,256}})@", secret="pw", boundary=False, check=_real_password),
-    _D("telegram-bot", ":", r"\d{8}", rf"AA{_TOK}{{33}}(?![A-Za-z0-9_-])", extend="0-9", boundary=False, gate=r"(?=AA)(?<=\d:)"),
+    _D("url-credentials", ":", "",
+       rf"{_SL}{_SL}[^\s\x00/@:\"'\\<>]{{0,128}}:(?P<pw>[^\s\x00/@\"'\\<>]{{1,256}})@",
+       secret="pw", boundary=False, check=_real_password),
+    _D("telegram-bot", ":", r"\d{8}", rf"AA{_TOK}{{33}}(?![A-Za-z0-9_-])", extend="0-9", boundary=False,
+       gate=r"(?=AA)(?<=\d:)"),
 )  # fmt: skip
 
 
@@ -491,7 +499,10 @@ def _assignment_gate(pivot: str) -> str:
 
 
 #: The ``--password``-style flags (``pivot``: the first ``-``).
-_CLI_GATE = r"(?:(?<![A-Za-z0-9-]-)|(?<=[ntrm0-9a-fA-F]-))(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token))"
+_CLI_GATE = (
+    r"(?:(?<![A-Za-z0-9-]-)|(?<=[ntrm0-9a-fA-F]-))"
+    r"(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token))"
+)
 
 
 class _Scanner:
@@ -888,9 +899,14 @@ def redact_stream(events: Sequence[str]) -> list[str]:
         joined = "".join(p[3] for p in group)
         if len(joined) < MIN_SECRET_CHARS:
             continue
-        spans = _merge(_SCANNER.spans(joined))
-        if spans:
-            _cut(group, spans, decoded, changed)
+        found = _SCANNER.spans(joined)
+        if len(group) > 1:  # each piece alone too: joining may glue a word to a key's start
+            offset = 0
+            for piece in group:
+                found += [(a + offset, b + offset, n) for a, b, n in _SCANNER.spans(piece[3])]
+                offset += len(piece[3])
+        if found:
+            _cut(group, _merge(found), decoded, changed)
     out = []
     for index, event in enumerate(events):
         if decoded[index] is None:

@@ -144,8 +144,8 @@ def _secrets() -> list[FakeSecret]:
     )
     out.append(s("jwt", jwt))
     hook = _tok(B62, 24)
-    out.append(s("slack-webhook", f"https://hooks.slack.com/services/T{_tok(UPPER, 8)}/B{_tok(UPPER, 8)}/{hook}",
-                 secret=hook))  # fmt: skip
+    path = f"T{_tok(UPPER, 8)}/B{_tok(UPPER, 8)}/{hook}"
+    out.append(s("slack-webhook", f"https://hooks.slack.com/services/{path}", secret=hook))
     hook = _tok(B64URL, 68)
     out.append(
         s("discord-webhook", f"https://discord.com/api/webhooks/{_tok(DIGITS, 18)}/{hook}", secret=hook)
@@ -331,7 +331,8 @@ ORDINARY_TEXTS: tuple[tuple[str, str], ...] = (
         "Work risk-first: run the failing test before you edit. Use the Bash tool for git; use the Read\n"
         "tool to read files (max_tokens: 8192, temperature: 0). Never print an API key or a password.\n"
         "IMPORTANT: the user's token budget is limited; prefer short answers.\n"
-        "<system-reminder>As you answer, use the TodoWrite tool to track task-level progress.</system-reminder>\n"
+        "<system-reminder>As you answer, use the TodoWrite tool to track task-level progress."
+        "</system-reminder>\n"
         "Today's date: 2025-06-14. Working directory: /home/alice/src/memtap (git repo: yes, branch main).",
     ),
     ("tool-definitions", _TOOLS),
@@ -349,8 +350,10 @@ ORDINARY_TEXTS: tuple[tuple[str, str], ...] = (
     ),
     (
         "typed-settings",
-        "class Settings(BaseSettings):\n    database_url: str\n    password: SecretStr = Field(..., min_length=12)\n"
-        '    api_key: str = ""\n    token_ttl_seconds: int = 3600\n    auth: Literal["oauth", "basic"] = "oauth"\n',
+        "class Settings(BaseSettings):\n    database_url: str\n"
+        "    password: SecretStr = Field(..., min_length=12)\n"
+        '    api_key: str = ""\n    token_ttl_seconds: int = 3600\n'
+        '    auth: Literal["oauth", "basic"] = "oauth"\n',
     ),
     (
         "ids-and-hashes",
@@ -384,7 +387,8 @@ ORDINARY_TEXTS: tuple[tuple[str, str], ...] = (
     (
         "prose-about-secrets",
         "Never paste your API key into the chat. The bearer of this letter is my friend. Basic usage: run "
-        "the script. Reset your password: open Settings, then Security. Set the token: in the dashboard. AKIA "
+        "the script. Reset your password: open Settings, then Security. Set the token: in the dashboard. "
+        "AKIA "
         "is the prefix AWS uses for access key ids, and ghp_ tokens are GitHub's. Use sk-learn for the "
         "baseline, or sk-learn-compatible-estimators. The password policy requires 12 characters.",
     ),
@@ -396,7 +400,8 @@ ORDINARY_TEXTS: tuple[tuple[str, str], ...] = (
     ),
     (
         "public-keys-and-certificates",
-        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2gIa3m5pZ8q1WQ0m2b3c4d5e6f7\n-----END CERTIFICATE-----\n"
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2gIa3m5pZ8q1WQ0m2b3c4d5e6f7\n"
+        "-----END CERTIFICATE-----\n"
         "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEyw==\n-----END PUBLIC KEY-----\n"
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl alice@laptop",
     ),
