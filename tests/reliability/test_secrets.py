@@ -16,7 +16,7 @@ from reliability_support import BACKENDS
 import memtap
 import memtap_openai
 from memtap.redact import REDACTED
-from memtap.testing.secrets import CONTEXTS, Context, leaked
+from memtap.testing.secrets import CONTEXTS, corpus_text, leaks
 from memtap.testing.secrets import SECRETS as CORPUS
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 
@@ -112,15 +112,6 @@ E2E_CONTEXTS = [c for c in CONTEXTS if c.name in {
 }]  # fmt: skip
 
 
-def corpus_text(context: Context) -> str:
-    """Every secret of the corpus in ``context``, one per line."""
-    return "\n".join(context.wrap(s.text) for s in CORPUS if s.inline or not context.inline_only)
-
-
-def found_secrets(text: str) -> list[str]:
-    return [s.name for s in CORPUS if leaked(s, text)]
-
-
 def _store_files_text(url: str) -> str:
     if not url.startswith("duckdb:"):
         return ""
@@ -138,29 +129,13 @@ def _export(url: str) -> str:
     return result.output
 
 
-@pytest.fixture
-def spool_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    """Every byte memtap writes to any spool file (even what is deleted later)."""
-    import memtap.spool as spool_module
-
-    written: list[bytes] = []
-    real = spool_module._write
-
-    def recording(fd: int, data: bytes) -> int:
-        written.append(data)
-        return real(fd, data)
-
-    monkeypatch.setattr(spool_module, "_write", recording)
-    return written
-
-
 @pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 def test_secret_corpus_is_nowhere_at_rest_traced_or_logged(
     store_url: str,
     server: ScriptedModelServer,
     tmp_path: Path,
     memtap_spans: Any,
-    spool_writes: list[bytes],
+    memtap_spool_writes: list[bytes],
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -210,7 +185,7 @@ def test_secret_corpus_is_nowhere_at_rest_traced_or_logged(
             ant.messages.create(model="c", max_tokens=64, messages=[{"role": "user", "content": "go"}])
     on_disk = b"".join(p.read_bytes() for p in spool_dir.glob("*.jsonl")).decode()
     assert on_disk.count('"v":1') == 8 * len(E2E_CONTEXTS)
-    assert found_secrets(on_disk) == []
+    assert leaks(on_disk) == []
     store.down.clear()
     short = [s for s in CORPUS if len(s.text) < 400]  # the tool takes one sentence
     for s in CORPUS:
@@ -224,7 +199,7 @@ def test_secret_corpus_is_nowhere_at_rest_traced_or_logged(
     mem.close()
     assert server.requests and KEY in server.requests[-1].headers.get("x-api-key", KEY)
     places = {
-        "spool writes": b"".join(spool_writes).decode(),
+        "spool writes": b"".join(memtap_spool_writes).decode(),
         "store files": _store_files_text(store_url),
         "store tables": _dump_store(store_url),
         "export": _export(store_url),
@@ -237,4 +212,4 @@ def test_secret_corpus_is_nowhere_at_rest_traced_or_logged(
         ),
     }  # fmt: skip
     assert "[REDACTED]" in places["store tables"] and "[REDACTED]" in places["export"]
-    assert {where: found_secrets(text) for where, text in places.items()} == {where: [] for where in places}
+    assert {where: leaks(text) for where, text in places.items()} == {where: [] for where in places}

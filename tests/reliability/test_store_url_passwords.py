@@ -126,11 +126,17 @@ def test_proxy_start_up_log_and_mem_status_never_show_the_password(
                 output += os.read(proc.stdout.fileno(), 65536)
             assert proc.poll() is None, output.decode()
         assert b"memtap proxy on" in output, output.decode()
-        status = httpx.post(
-            f"http://127.0.0.1:{port}/v1/chat/completions",
-            json={"model": "m", "messages": [{"role": "user", "content": "mem:status"}]},
-            timeout=30,
-        )
+        status = None
+        while status is None:  # the log line comes just before the server listens
+            try:
+                status = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions",
+                    json={"model": "m", "messages": [{"role": "user", "content": "mem:status"}]},
+                    timeout=30,
+                )
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and proc.poll() is None, output.decode()
+                time.sleep(0.1)
         answer = status.json()["choices"][0]["message"]["content"]
         assert "memory://alice:***@store.internal" in answer
     finally:

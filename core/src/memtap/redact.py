@@ -43,6 +43,7 @@ import bisect
 import json
 import logging
 import math
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -480,22 +481,27 @@ _KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "wo
 
 
 def _assignment_gate(pivot: str) -> str:
-    """Right after ``=``/``:``: a value follows, and the key before ends like a secret's
-    name (quotes and a blank allowed in between). Most keys ("type", "name", "content")
-    fail here, inside the regex engine."""
-    by_width: dict[int, list[str]] = {}
+    """Right after ``=``/``:``: a value follows, the key's last two letters are those of a
+    secret's name (one test of two character classes, which most keys fail: "type",
+    "content"), then the whole ending (literal alternatives, which the regex engine
+    dismisses by their first character). Quotes and a blank may stand between key and
+    separator. All of it runs inside the regex engine."""
     p = re.escape(pivot)
+    second = "".join(sorted({c for e in _KEY_ENDINGS for c in (e[-2], e[-2].upper())}))
+    last = "".join(sorted({c for e in _KEY_ENDINGS for c in (e[-1], e[-1].upper())}))
+    pair = f"[{second}][{last}]"
+    tails = ("", "[\"'` ]", '(?:\\\\"|["\'`] )', '\\\\" ')
+    widths = (0, 1, 2, 3)
+    quick = "|".join(f"(?<={pair}{tail}{p})" for tail in tails)
+    by_width: dict[int, list[str]] = {}
     for ending in _KEY_ENDINGS:
-        w = _word_variants(ending)
-        n = len(ending)
-        by_width.setdefault(n + 1, []).append(f"{w}{p}")
-        by_width.setdefault(n + 2, []).append(f"{w}[\"'` ]{p}")
-        by_width.setdefault(n + 3, []).append(f'{w}(?:\\\\"|["\'`] ){p}')
-        by_width.setdefault(n + 4, []).append(f'{w}\\\\" {p}')
-    lookbehinds = "|".join(f"(?<={'|'.join(alts)})" for _, alts in sorted(by_width.items()))
+        for case in {ending, ending.capitalize(), ending.upper()}:
+            for tail, width in zip(tails, widths):
+                by_width.setdefault(len(ending) + width, []).append(f"{case}{tail}{p}")
+    full = "|".join(f"(?<={'|'.join(alts)})" for _, alts in sorted(by_width.items()))
     # JSON nested twice or more (\\\" before the separator) is rare: each such key is read.
     nested = f'(?<=\\\\\\\\"{p})'
-    return f"{_VALUE_AHEAD}(?:{lookbehinds}|{nested})"
+    return f"{_VALUE_AHEAD}(?:(?:{quick})(?:{full})|{nested})"
 
 
 #: The ``--password``-style flags (``pivot``: the first ``-``).
@@ -1032,6 +1038,74 @@ def guard_loggers(prefix: str = "memtap") -> None:
             logger.addFilter(_FILTER)
 
 
-def dumps_redacted(obj: Any, default: Callable[[Any], Any] | None = None) -> str:
-    """Compact JSON text of ``obj`` with every secret replaced (:func:`redact_json`)."""
-    return json.dumps(redact_json(obj, default), ensure_ascii=False, separators=(",", ":"), default=default)
+#: Strings at least this long are encoded once and their JSON kept (see :func:`dumps_redacted`).
+ENCODE_CACHE_MIN_CHARS = 1024
+_NONCE = os.urandom(6).hex()
+
+
+class _Encoded:
+    """The UTF-8 JSON encoding of long (redacted) strings, bounded by bytes (oldest first)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._data: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> bytes:
+        try:
+            return self._data[text]
+        except KeyError:
+            pass
+        data = json.dumps(text, ensure_ascii=False).encode()
+        with self._lock:
+            if text not in self._data:
+                self._data[text] = data
+                self.size += len(data)
+                while self.size > self.max_bytes and self._data:
+                    oldest = next(iter(self._data))
+                    self.size -= len(self._data.pop(oldest))
+        return data
+
+
+_ENCODED = _Encoded(32_000_000)
+
+
+def dumps_redacted(obj: Any, default: Callable[[Any], Any] | None = None) -> bytes:
+    """Compact UTF-8 JSON of ``obj`` with every secret replaced (:func:`redact_json`).
+
+    Long strings (an agent's system prompt, earlier turns) come back on every call: their
+    JSON encoding is kept, and each call encodes only the rest (the long strings are swapped
+    for placeholders that cannot occur in text, the rest goes through :func:`json.dumps`,
+    and the kept encodings are joined in), so a 70 KB body costs about a copy of it.
+    """
+    redacted = redact_json(obj, default)
+    longs: list[str] = []
+    light = _lift(redacted, longs)
+    text = json.dumps(light, ensure_ascii=False, separators=(",", ":"), default=default)
+    if not longs:
+        return text.encode()
+    marker = f'"\\u0000{_NONCE}'
+    pieces = text.split(marker)
+    out = [pieces[0].encode()]
+    for piece in pieces[1:]:
+        index, rest = piece.split('\\u0000"', 1)
+        out.append(_ENCODED.get(longs[int(index)]))
+        out.append(rest.encode())
+    return b"".join(out)
+
+
+def _lift(obj: Any, longs: list[str]) -> Any:
+    """``obj`` with its long strings replaced by placeholders (copies only what changes)."""
+    if isinstance(obj, str):
+        if len(obj) < ENCODE_CACHE_MIN_CHARS:
+            return obj
+        longs.append(obj)
+        return f"\x00{_NONCE}{len(longs) - 1}\x00"
+    if isinstance(obj, dict):
+        out = {k: _lift(v, longs) for k, v in obj.items()}
+        return obj if all(out[k] is v for k, v in obj.items()) else out
+    if isinstance(obj, list):
+        items = [_lift(v, longs) for v in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else items
+    return obj

@@ -128,10 +128,10 @@ def encode_head(
     started_at: str,
     already_present: int,
     body: Any,
-) -> str:
+) -> bytes:
     """The request half of a spool record: what is known when the request is sent, the
-    app's body redacted (decoded: every string of it, and secret-named keys), as JSON text
-    without its closing brace (:func:`encode_tail` completes it)."""
+    app's body redacted (decoded: every string of it, and secret-named keys), as UTF-8
+    JSON without its closing brace (:func:`encode_tail` completes it)."""
     head = _dumps(
         {
             "v": VERSION,
@@ -142,7 +142,7 @@ def encode_head(
             "ap": already_present,
         }
     )
-    return head[:-1] + ',"req":' + dumps_redacted(body, _fallback)
+    return (head[:-1] + ',"req":').encode() + dumps_redacted(body, _fallback)
 
 
 def encode_tail(
@@ -190,7 +190,7 @@ def encode_record(
     tail = encode_tail(
         ended_at=ended_at, stream=stream, error=error, partial=partial, response=response, events=events
     )
-    return (head + tail).encode()
+    return head + tail.encode()
 
 
 class RequestJournal:
@@ -203,18 +203,18 @@ class RequestJournal:
     it (:meth:`memtap.tap.Call.prepare`); from then on the call waits for the network,
     which releases the GIL. So the body is handed to the journal worker there, and the
     worker redacts and encodes it while the request is in flight. When the answer comes,
-    :meth:`text` returns the finished half at once, or waits for the worker to finish it,
+    :meth:`data` returns the finished half at once, or waits for the worker to finish it,
     or encodes it itself when the worker has not started it (never both: a lock decides),
     and only the response half is redacted on the request path.
     """
 
-    __slots__ = ("_encode", "_error", "_lock", "_text", "body")
+    __slots__ = ("_data", "_encode", "_error", "_lock", "body")
 
-    def __init__(self, body: Any, encode: Callable[[], str]) -> None:
+    def __init__(self, body: Any, encode: Callable[[], bytes]) -> None:
         self.body = body
-        self._encode: Callable[[], str] | None = encode
+        self._encode: Callable[[], bytes] | None = encode
         self._lock = threading.Lock()
-        self._text: str | None = None
+        self._data: bytes | None = None
         self._error: BaseException | None = None
 
     def run(self) -> None:
@@ -224,17 +224,17 @@ class RequestJournal:
             if encode is None:
                 return
             try:
-                self._text = encode()
+                self._data = encode()
             except Exception as exc:
                 self._error = exc
 
-    def text(self) -> str:
+    def data(self) -> bytes:
         """The encoded half (raises what encoding raised)."""
         self.run()
-        if self._text is None:
+        if self._data is None:
             assert self._error is not None
             raise self._error
-        return self._text
+        return self._data
 
 
 class _JournalWorker:
@@ -268,25 +268,24 @@ class _JournalWorker:
 _WORKER = _JournalWorker()
 
 
+def _request_journal(call: Any, body: Any) -> RequestJournal:
+    """The request half of ``call``'s record, to be encoded (what it needs is read now)."""
+    fields = {
+        "call_id": call.id,
+        "protocol": call.protocol.name,
+        "attribution": call.attribution,
+        "started_at": call.started_at.isoformat(),
+        "already_present": call.already_present,
+    }
+    return RequestJournal(body, lambda: encode_head(body=body, **fields))
+
+
 def journal_request(spool: Spool | None, call: Any, body: Any) -> RequestJournal | None:
     """Start the request half of ``call``'s spool record in the background (request path:
     costs a queue put). ``None`` when there is no spool."""
     if spool is None:
         return None
-    attribution, started_at = call.attribution, call.started_at.isoformat()
-    call_id, protocol, present = call.id, call.protocol.name, call.already_present
-
-    def encode() -> str:
-        return encode_head(
-            call_id=call_id,
-            protocol=protocol,
-            attribution=attribution,
-            started_at=started_at,
-            already_present=present,
-            body=body,
-        )
-
-    job = RequestJournal(body, encode)
+    job = _request_journal(call, body)
     try:
         _WORKER.submit(job)
     except Exception:  # no thread to be had: the request thread encodes it at the end
@@ -313,18 +312,8 @@ def journal_call(
     try:
         job: RequestJournal | None = getattr(call, "journal", None)
         if job is None or job.body is not body:  # prepare() never ran (or saw another body)
-            job = RequestJournal(
-                body,
-                lambda: encode_head(
-                    call_id=call.id,
-                    protocol=call.protocol.name,
-                    attribution=call.attribution,
-                    started_at=call.started_at.isoformat(),
-                    already_present=call.already_present,
-                    body=body,
-                ),
-            )
-        head = job.text()
+            job = _request_journal(call, body)
+        head = job.data()
         response, events = payload()
         tail = encode_tail(
             ended_at=ended_at.isoformat(),
@@ -334,7 +323,7 @@ def journal_call(
             response=response,
             events=events,
         )
-        line = (head + tail).encode()
+        line = head + tail.encode()
     except Exception:
         spool.stats.failed += 1
         count("failed", reason="spool_encode")

@@ -20,36 +20,14 @@ from click.testing import CliRunner
 from proxy_support import HAS_ANTHROPIC, provider_plugins
 
 import memtap
-import memtap.spool as spool_module
 from memtap.cli import main as memtap_cli
-from memtap.testing.secrets import CONTEXTS, SECRETS, Context, leaked
+from memtap.testing.secrets import CONTEXTS, corpus_text, leaks
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 from memtap_duckdb.store import DuckDBStore
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
 KEY = "sk-proj-PROXYsecretKEY0123456789abcdefXYZ"
 USED = {"after-space", "after-newline", "json-text", "tool-arguments-in-json", "url-query"}
-
-
-def corpus_text(context: Context) -> str:
-    return "\n".join(context.wrap(s.text) for s in SECRETS if s.inline or not context.inline_only)
-
-
-def found(text: str) -> list[str]:
-    return [s.name for s in SECRETS if leaked(s, text)]
-
-
-@pytest.fixture
-def spool_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
-    written: list[bytes] = []
-    real = spool_module._write
-
-    def recording(fd: int, data: bytes) -> int:
-        written.append(data)
-        return real(fd, data)
-
-    monkeypatch.setattr(spool_module, "_write", recording)
-    return written
 
 
 @pytest.fixture
@@ -72,7 +50,7 @@ def test_secret_corpus_through_the_proxy_is_nowhere_at_rest(
     secret_proxy: ProxyThread,
     upstream: ScriptedModelServer,
     db_path: Path,
-    spool_writes: list[bytes],
+    memtap_spool_writes: list[bytes],
     memtap_spans: Any,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
@@ -129,7 +107,7 @@ def test_secret_corpus_through_the_proxy_is_nowhere_at_rest(
     exported = CliRunner().invoke(memtap_cli, ["export", "--store", f"duckdb:///{db_path}", "-o", "-"])
     assert exported.exit_code == 0, exported.output
     places = {
-        "spool writes": b"".join(spool_writes).decode(),
+        "spool writes": b"".join(memtap_spool_writes).decode(),
         "store file": "".join(p.read_bytes().decode("latin-1") for p in db_path.parent.glob("proxy.duckdb*")),
         "store tables": dump,
         "export": exported.output,
@@ -138,6 +116,6 @@ def test_secret_corpus_through_the_proxy_is_nowhere_at_rest(
         "logs": "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records
                           if r.name.startswith("memtap")),
     }  # fmt: skip
-    assert len(spool_writes) == calls and "[REDACTED]" in dump
-    assert {where: found(text) for where, text in places.items()} == {where: [] for where in places}
+    assert len(memtap_spool_writes) == calls and "[REDACTED]" in dump
+    assert {where: leaks(text) for where, text in places.items()} == {where: [] for where in places}
     assert {where: KEY in text for where, text in places.items()} == {where: False for where in places}

@@ -15,7 +15,16 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["CONTEXTS", "ORDINARY_TEXTS", "SECRETS", "Context", "FakeSecret", "leaked"]
+__all__ = [
+    "CONTEXTS",
+    "ORDINARY_TEXTS",
+    "SECRETS",
+    "Context",
+    "FakeSecret",
+    "corpus_text",
+    "leaked",
+    "leaks",
+]
 
 _rng = random.Random(14_15)
 B62 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -271,6 +280,16 @@ def leaked(secret: FakeSecret | str, text: str) -> bool:
     if len(value) <= 16:
         return value in text
     return any(value[i : i + 12] in text for i in range(0, len(value) - 11, 3))
+
+
+def leaks(text: str) -> list[str]:
+    """The names of the :data:`SECRETS` that ``text`` holds (any piece of)."""
+    return [s.name for s in SECRETS if leaked(s, text)]
+
+
+def corpus_text(context: Context) -> str:
+    """Every secret of :data:`SECRETS` that fits ``context``, wrapped in it, one per line."""
+    return "\n".join(context.wrap(s.text) for s in SECRETS if s.inline or not context.inline_only)
 
 
 def _data_uri() -> str:
