@@ -8,9 +8,10 @@
    Next to it, in the same run, the scanner before issue #15: one regex per format (``\\b``
    first) over the text, after a marker pre-check.
 2. The journal on the request path: a registered openai client against the local scripted
-   server, a 70 KB system prompt plus one user message, a new session every call, the
-   durability spool on and off, interleaved with a bare client (house style of
-   ``benchmarks/overhead.py``). ``journal added`` = spool on minus spool off.
+   server (in a process of its own, as a real upstream), a 70 KB system prompt plus one
+   user message, a new session every call, the durability spool on and off, interleaved
+   with a bare client (house style of ``benchmarks/overhead.py``). ``journal added`` =
+   spool on minus spool off.
 
     python benchmarks/redaction.py [--calls 400] [--json]
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import re
 import statistics
 import sys
@@ -26,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import openai
 
@@ -37,26 +40,32 @@ from memtap.testing.server import ScriptedModelServer
 SIZE = 70_000
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
 def agent_prompt(size: int = SIZE) -> str:
-    """Agent-like ordinary text: the corpus's prompt, code, tool JSON, logs, repeated."""
-    parts = [text for name, text in ORDINARY_TEXTS if name != "base64-image"]
-    out, i = [], 0
-    while sum(map(len, out)) < size:
-        out.append(f"\n\n## Section {i}: a <task-notification> is risk-first\n" + parts[i % len(parts)])
-        i += 1
-    return "".join(out)[:size]
+    """Ordinary agent text: an agent's instructions ("<task-notification>", "risk-first"),
+    its tool definitions, then project documentation (this repository's docs: prose, code
+    blocks, tables, URLs), as an agent puts a project's notes in its system prompt."""
+    corpus = dict(ORDINARY_TEXTS)
+    parts = [corpus["agent-system-prompt"], corpus["tool-definitions"]]
+    parts += [p.read_text(encoding="utf-8") for p in sorted(DOCS.glob("*.md")) if p.name != "redaction.md"]
+    text = "\n\n".join(parts)
+    while len(text) < size:
+        text += "\n\n" + text
+    return text[:size]
 
 
 def dense_candidates(size: int = SIZE) -> str:
-    """Every line is a near-miss for some detector."""
+    """Text dense with near misses: code and configuration that name passwords, tokens and
+    keys without holding any, hyphenated ids, URLs, JSON (the corpus's ordinary texts)."""
+    near = [text for name, text in ORDINARY_TEXTS if name not in ("base64-image", "agent-system-prompt")]
     lines = [
         "max_tokens=4096 sort_key=created_at token_count: 512 password_min_length: 12",
         "task-notification-handler risk-first-review sk-learn-compatible xai-style key-value",
-        "https://api.example.com/v1/items?page=2&limit=50 self.settings.api_key os.environ[KEY]",
-        '{"type": "string", "description": "The absolute path", "file_path": "/tmp/a_b_c.d"}',
         'Bearer of news; basic usage; AKIA is a prefix; ghp_ tokens; eyJ is base64 for {"',
     ]
-    text = "\n".join(lines)
+    text = "\n".join(near + lines)
     return (text * (size // len(text) + 1))[:size]
 
 
@@ -135,12 +144,36 @@ def scanner_rows(repeat: int) -> list[dict[str, object]]:
     return rows
 
 
+class ServerProcess:
+    """The scripted server in a process of its own, as a real upstream is: its work does not
+    compete for this process's GIL with the app and memtap's journal worker."""
+
+    def __enter__(self) -> ServerProcess:
+        ctx = multiprocessing.get_context("spawn")
+        self._queue: Any = ctx.Queue()
+        self._stop = ctx.Event()
+        self._proc = ctx.Process(target=_serve, args=(self._queue, self._stop), daemon=True)
+        self._proc.start()
+        self.openai_base_url: str = self._queue.get(timeout=60)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._proc.join(10)
+
+
+def _serve(queue: Any, stop: Any) -> None:
+    with ScriptedModelServer() as server:
+        queue.put(server.openai_base_url)
+        stop.wait()
+
+
 def journal_rows(calls: int) -> list[dict[str, object]]:
     prompt = agent_prompt()
-    messages = [{"role": "system", "content": prompt}, {"role": "user", "content": "What changed?"}]
+    messages: Any = [{"role": "system", "content": prompt}, {"role": "user", "content": "What changed?"}]
     options = {"embedder": False, "episodes": False, "recall": memtap.RecallBudget(k=0)}
     times: dict[str, list[float]] = {"bare": [], "memtap, spool off": [], "memtap, spool on": []}
-    with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer() as server:
+    with tempfile.TemporaryDirectory() as tmp, ServerProcess() as server:
         bare = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
         off = memtap.Memory("memory://", spool=False, **options)  # type: ignore[arg-type]
         on = memtap.Memory("memory://", spool=Path(tmp) / "spool", **options)  # type: ignore[arg-type]

@@ -281,7 +281,6 @@ _CODE_REFERENCE = re.compile(
     re.IGNORECASE,
 )
 _PLAIN_WORD = re.compile(r"^[a-z]+$")
-_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _OPENING = re.compile(r"[ \t]{0,3}(\\*[\"'`])?")
 _QUOTED_BY = {
     '"': re.compile(r'(?:[^"\\\x00-\x1f]|\\[^nrt\x00-\x1f])*'),
@@ -333,24 +332,20 @@ def is_secret_value(kind: str, value: str, *, quoted: bool = True, separator: st
     return looks_random(v, 16)
 
 
+_KEY_REVERSED = re.compile(r"[ \t]{0,2}(?:[\"'`]\\*)?([A-Za-z0-9_.-]{1,64})")
+
+
 def _key_before(text: str, pivot: int) -> str:
-    """The key name ending right before ``pivot`` (blanks and a closing quote skipped)."""
-    i = pivot
-    while i > 0 and pivot - i < 2 and text[i - 1] in " \t":
-        i -= 1
-    if i > 0 and text[i - 1] in "\"'`":
-        i -= 1
-        while i > 0 and pivot - i < 72 and text[i - 1] == "\\":
-            i -= 1
-    end = i
-    while i > 0 and end - i < 64 and text[i - 1] in _KEY_CHARS:
-        i -= 1
-    return text[i:end]
+    """The key name ending right before ``pivot`` (blanks and a closing quote, escaped or
+    not, skipped); read on the reversed window, where a regex can match it forward."""
+    window = text[max(0, pivot - 80) : pivot][::-1]
+    m = _KEY_REVERSED.match(window)
+    return m.group(1)[::-1] if m else ""
 
 
 def _assignment(text: str, pivot: int) -> tuple[int, int] | None:
     """The value span of ``key<pivot>value`` (``=`` or ``:`` at ``pivot``) when it is a secret."""
-    kind = key_kind(_key_before(text, pivot))
+    kind = _key_kind_cached(_key_before(text, pivot))
     if kind is None:
         return None
     return _value_span(text, pivot + 1, kind, text[pivot])
@@ -452,6 +447,8 @@ class _Rule:
     detector: Detector | None = None
     handler: Handler | None = None
     extend: re.Pattern[str] | None = None
+    #: ``before`` when it is plain text: tested with ``str.startswith`` before ``verify``.
+    literal: str | None = None
 
 
 def _before_width(d: Detector) -> int:
@@ -476,7 +473,7 @@ def _merged_lookbehinds(detectors: Iterable[Detector]) -> str:
 
 #: Endings of the key names :func:`key_kind` knows, as long as needed to be rare in keys
 #: that are not secrets ("description", "version" end like "authorization" in ``ion``).
-_KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "word", "ature", "ntial",
+_KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "word", "gnature", "ntial",
                 "ntials", "hrase", "ization")  # fmt: skip
 
 
@@ -516,9 +513,10 @@ class _Scanner:
     that decide on each candidate."""
 
     def __init__(self, detectors: Iterable[Detector]) -> None:
-        self.rules: dict[str, list[_Rule]] = {}
-        gates: dict[str, list[str]] = {}
-        merged: dict[str, list[Detector]] = {}
+        # Per pivot, the gates in order, each with the rules it can let through (a gate is a
+        # named group, so a candidate is decided by its own gate's rules only).
+        gates: dict[str, list[tuple[str, list[_Rule]]]] = {}
+        merged: dict[str, list[tuple[Detector, _Rule]]] = {}
         for d in detectors:
             pivot = re.escape(d.pivot)
             lookbehind = f"(?<=(?P<b>{d.before}))" if d.before else ""
@@ -526,24 +524,29 @@ class _Scanner:
             if d.secret:
                 verify = verify.replace(f"(?P<{d.secret}>", "(?P<s>")
             extend = re.compile(f"[{d.extend}]{{0,8}}\\Z") if d.extend else None
-            self.rules.setdefault(d.pivot, []).append(_Rule(d.name, re.compile(verify), d, extend=extend))
-            if d.gate is not None:
-                gates.setdefault(d.pivot, []).append(d.gate)
-            elif d.before:
-                merged.setdefault(d.pivot, []).append(d)
+            literal = d.before if d.before and re.escape(d.before) == d.before else None
+            rule = _Rule(d.name, re.compile(verify), d, extend=extend, literal=literal)
+            if d.gate is None and d.before:
+                merged.setdefault(d.pivot, []).append((d, rule))
             else:
-                gates.setdefault(d.pivot, []).append(f"(?={d.after})")
+                gates.setdefault(d.pivot, []).append((d.gate or f"(?={d.after})", [rule]))
         for pivot, group in merged.items():
-            gates.setdefault(pivot, []).insert(0, f"(?={PIVOT_AHEAD[pivot]})(?:{_merged_lookbehinds(group)})")
+            gate = f"(?={PIVOT_AHEAD[pivot]})(?:{_merged_lookbehinds(d for d, _ in group)})"
+            gates.setdefault(pivot, []).insert(0, (gate, [rule for _, rule in group]))
         for pivot in ("=", ":"):
-            gates.setdefault(pivot, []).append(_assignment_gate(pivot))
-            self.rules.setdefault(pivot, []).append(_Rule("assignment", None, handler=_assignment))
-        gates["-"].append(_CLI_GATE)
-        self.rules["-"].append(_Rule("cli-flag", None, handler=_cli_flag))
-        self.patterns: list[tuple[str, re.Pattern[str]]] = [
-            (pivot, re.compile(re.escape(pivot) + "(?:" + "|".join(alts) + ")"))
-            for pivot, alts in gates.items()
-        ]
+            gates.setdefault(pivot, []).append(
+                (_assignment_gate(pivot), [_Rule("assignment", None, handler=_assignment)])
+            )
+        gates["-"].append((_CLI_GATE, [_Rule("cli-flag", None, handler=_cli_flag)]))
+        self.rules: dict[str, list[_Rule]] = {}
+        self.patterns: list[tuple[str, re.Pattern[str]]] = []
+        for pivot, alternatives in gates.items():
+            names = []
+            for gate, rules in alternatives:
+                name = f"g{len(self.rules)}"
+                self.rules[name] = rules
+                names.append(f"(?P<{name}>{gate})")
+            self.patterns.append((pivot, re.compile(re.escape(pivot) + "(?:" + "|".join(names) + ")")))
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """``(start, end, detector)`` of every secret in ``text``, in no particular order."""
@@ -551,13 +554,12 @@ class _Scanner:
         for pivot, pattern in self.patterns:
             if pivot not in text:
                 continue
-            rules = self.rules[pivot]
             covered = -1
             for m in pattern.finditer(text):
                 at = m.start()
                 if at < covered:
                     continue  # inside a secret this pivot found already
-                for rule in rules:
+                for rule in self.rules[m.lastgroup or ""]:
                     span = self._decide(rule, text, at)
                     if span is not None:
                         found.append(span)
@@ -575,6 +577,8 @@ class _Scanner:
             value = rule.handler(text, at)
             return None if value is None else (value[0], value[1], rule.name)
         assert rule.verify is not None and rule.detector is not None
+        if rule.literal is not None and not text.startswith(rule.literal, at - len(rule.literal)):
+            return None
         m = rule.verify.match(text, at)
         if m is None:
             return None
