@@ -18,14 +18,16 @@ one by one against a corpus of fake keys and a corpus of ordinary text.
 with one literal character (a ``memchr``-like loop, ~0.6 µs/KB here), and is slow for an
 alternation or a character class at the start (5-50x slower). So every detector names a
 *pivot*: one character every match of it contains at a fixed offset (``-`` in ``sk-``,
-``_`` in ``ghp_``, ``.`` in ``SG.``, ``J`` in ``eyJ``...). There is one compiled pattern
-per pivot: the pivot, then the alternatives of that pivot's detectors, each a fixed-width
-lookbehind for what precedes the pivot (``sk``) and the rest of the format after it. A
-pivot in ordinary text ("task-notification", "risk-first") fails inside the regex engine
-in a few nanoseconds; Python code runs only for real candidates. Texts are scanned once
-per distinct content: :func:`redact_text` caches results of long strings (an agent's system
-prompt and tool definitions are the same on every call), and :func:`redact_json` joins
-all the strings of a structure into one text and scans it once.
+``_`` in ``ghp_``, ``.`` in ``SG.``, ``J`` in ``eyJ``, ``=``/``:`` of ``password=``...).
+There is one compiled pattern per pivot: the pivot, then *gates*, cheap lookarounds tried
+right after it (for most detectors merged: what precedes the pivot, as lookbehinds
+grouped by width, and a minimum run of key characters after it). A pivot in ordinary text
+("task-notification", "risk-first", ``"type":``) fails a gate inside the regex engine in
+a few nanoseconds; Python decides only the candidates a gate lets through, with the full
+formats of that gate's detectors. Texts are scanned once per distinct content:
+:func:`redact_text` caches results (an agent's system prompt and tool definitions are the
+same on every call), and :func:`redact_json` joins all the new strings of a structure into
+one text and scans it once.
 
 **Boundaries.** A secret must not start inside a word (that is what keeps ``sk-`` in
 "task-notification" out), but JSON text puts letters right before it: ``\\nsk-...`` or
@@ -57,8 +59,13 @@ __all__ = [
     "URL_MASK",
     "Detector",
     "RedactingFilter",
+    "clear_cache",
+    "dumps_redacted",
     "find_secrets",
     "guard_loggers",
+    "is_secret_value",
+    "key_kind",
+    "looks_random",
     "redact_json",
     "redact_stream",
     "redact_text",
@@ -293,7 +300,8 @@ _UNQUOTED = re.compile(r"(?:[^\s\x00-\x1f\"'`&,;)(<>\[\]{}\\]|\\+/|\\\\(?![\\nrt
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _HEADER_VALUE = re.compile(r"(?:[^\x00-\x1f\"'`\\]|\\(?![nrt\"]))*")
 _CONTROL_OR_ESCAPED_NEWLINE = re.compile(r"[\x00-\x1f]|\\+[nr]")
-_RUN_8 = re.compile(r"[A-Za-z0-9+/=._~-]{8,}")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=._~-]{8,}")
+_HAS_DIGIT_AND_LETTER = re.compile(r"(?=.*\d)(?=.*[A-Za-z])")
 _MAX_VALUE = 512
 
 
@@ -317,8 +325,8 @@ def is_secret_value(kind: str, value: str, *, quoted: bool = True, separator: st
     Passwords: any value but placeholders (``***``, ``<password>``, ``${PW}``...); unquoted,
     not a reference to code (``password=self.password``), and after ``:`` not a plain
     lowercase word ("password: forgotten" is prose; ``password: hunter2`` is not). Header
-    values: anything with an 8-character token. Other keys: a machine-made value
-    (:func:`looks_random`).
+    values: a token of 8+ characters with letters and digits, or Basic credentials. Other keys: a
+    machine-made value (:func:`looks_random`).
     """
     v = value.strip()
     if not v or _PLACEHOLDER.match(v):
@@ -328,7 +336,9 @@ def is_secret_value(kind: str, value: str, *, quoted: bool = True, separator: st
             return False
         return len(v) >= 3 and (quoted or separator == "=" or not _PLAIN_WORD.match(v))
     if kind == "header":
-        return _RUN_8.search(v) is not None
+        return any(_HAS_DIGIT_AND_LETTER.search(run) for run in _TOKEN_RUN.findall(v)) or _basic_credentials(
+            v
+        )
     return looks_random(v, 16)
 
 
@@ -363,19 +373,15 @@ def _value_span(text: str, at: int, kind: str, separator: str) -> tuple[int, int
         close = text.find(quote_mark, start, limit)
         end = close if close >= 0 else limit
         newline = _CONTROL_OR_ESCAPED_NEWLINE.search(text, start, end)
-        value = None
         end = newline.start() if newline else end
-    elif quote_mark:
-        value = _QUOTED_BY[quote_mark].match(text, start, limit)
-    elif kind == "header":
-        value = _HEADER_VALUE.match(text, start, limit)
     else:
-        value = _UNQUOTED.match(text, start, limit)
+        unquoted = not quote_mark and kind != "header"
+        pattern = _QUOTED_BY[quote_mark] if quote_mark else _UNQUOTED if unquoted else _HEADER_VALUE
+        value = pattern.match(text, start, limit)
         assert value is not None
-        if value.end() < len(text) and text[value.end()] in "([" and _IDENTIFIER.fullmatch(value.group()):
-            return None  # password=get_password(), token=tokens[0]: code
-    if value is not None:
         end = value.end()
+        if unquoted and end < len(text) and text[end] in "([" and _IDENTIFIER.fullmatch(text, start, end):
+            return None  # password=get_password(), token=tokens[0]: code
     if not is_secret_value(kind, text[start:end], quoted=bool(quote_mark), separator=separator):
         return None
     return start, end
@@ -394,10 +400,6 @@ def _cli_flag(text: str, pivot: int) -> tuple[int, int] | None:
         return None
     kind = key_kind(m.group("name").replace("-", "_")) or "random"
     return _value_span(text, m.end(), kind, "=" if m.group("sep") == "=" else ":")
-
-
-def _word_variants(word: str) -> str:
-    return "".join(f"[{c.upper()}{c.lower()}]" for c in word)
 
 
 #: What must follow ``=``/``:`` of an assignment worth a closer look.
