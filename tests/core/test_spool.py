@@ -112,7 +112,8 @@ def test_the_request_half_is_encoded_once_whoever_comes_first() -> None:
 
 def test_the_journal_worker_encodes_the_request_while_the_call_is_in_flight(tmp_path: Path) -> None:
     secret = "sk-proj-" + "Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78"
-    body = {"messages": [{"role": "user", "content": f"line\n{secret}"}], "password": "Tr0ub4dor&3"}
+    new = f"{os.urandom(8).hex()} new text never seen " * 200  # enough to be worth the worker
+    body = {"messages": [{"role": "user", "content": f"{new}\n{secret}"}], "password": "Tr0ub4dor&3"}
     job = journal_request(Spool(tmp_path), _FakeCall(), body)
     assert job is not None
     deadline = time.monotonic() + 10
@@ -125,7 +126,9 @@ def test_the_journal_worker_encodes_the_request_while_the_call_is_in_flight(tmp_
 
 
 def test_a_forked_child_journals_with_its_own_worker(tmp_path: Path) -> None:
-    journal_request(Spool(tmp_path / "parent"), _FakeCall(), {"x": 1})  # the parent's worker runs
+    journal_request(
+        Spool(tmp_path / "parent"), _FakeCall(), {"x": os.urandom(8).hex() * 800}
+    )  # a worker runs
     ctx = multiprocessing.get_context("fork")
     child = ctx.Process(target=_child_journals, args=(str(tmp_path / "child"),))
     child.start()
@@ -134,9 +137,17 @@ def test_a_forked_child_journals_with_its_own_worker(tmp_path: Path) -> None:
 
 
 def _child_journals(directory: str) -> None:
-    job = journal_request(Spool(directory), _FakeCall(), {"x": 2})
+    job = journal_request(Spool(directory), _FakeCall(), {"x": os.urandom(8).hex() * 800})
     assert job is not None
     deadline = time.monotonic() + 10
     while job._data is None and time.monotonic() < deadline:
         time.sleep(0.01)
     os._exit(0 if job._data is not None else 1)
+
+
+def test_a_small_or_known_body_is_encoded_when_the_answer_comes(tmp_path: Path) -> None:
+    job = journal_request(Spool(tmp_path), _FakeCall(), {"messages": [{"role": "user", "content": "hi"}]})
+    assert job is not None
+    time.sleep(0.2)
+    assert job._data is None  # not handed to the worker
+    assert json.loads(job.data() + b"}")["req"]["messages"][0]["content"] == "hi"

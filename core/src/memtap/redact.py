@@ -66,6 +66,7 @@ __all__ = [
     "is_secret_value",
     "key_kind",
     "looks_random",
+    "new_text",
     "redact_json",
     "redact_stream",
     "redact_text",
@@ -787,6 +788,34 @@ def redact_json(obj: Any, default: Callable[[Any], Any] | None = None) -> Any:
     return _rebuild(obj, results, convert)
 
 
+def new_text(obj: Any, enough: int, *, max_nodes: int = 512) -> int:
+    """How many characters of ``obj``'s strings redaction and encoding have not seen yet,
+    counted until ``enough`` (a bound, not a total: it stops there, and after ``max_nodes``
+    values it answers ``enough``)."""
+    stack = [obj]
+    seen = 0
+    nodes = 0
+    while stack:
+        item = stack.pop()
+        nodes += 1
+        if nodes > max_nodes:
+            return enough
+        if isinstance(item, str):
+            n = len(item)
+            if n < MIN_SECRET_CHARS:
+                continue
+            known = n >= CACHE_MIN_CHARS and _CACHE.get(item)[0]
+            if not known or (n >= ENCODE_CACHE_MIN_CHARS and item not in _ENCODED):
+                seen += n
+            if seen >= enough:
+                return seen
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return seen
+
+
 def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) -> bool:
     """Gather the strings of ``obj`` to scan; ``True`` if a secret-named key holds a value
     that must go (or a non-JSON object must be converted)."""
@@ -1057,6 +1086,9 @@ class _Encoded:
         self.size = 0
         self._data: dict[str, bytes] = {}
         self._lock = threading.Lock()
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._data
 
     def get(self, text: str) -> bytes:
         try:

@@ -39,7 +39,7 @@ import attrs
 
 from .metrics import count
 from .model import Attribution
-from .redact import dumps_redacted, redact_stream, redact_text
+from .redact import dumps_redacted, new_text, redact_stream, redact_text
 from .wire import RawExchange, StreamAccumulator, WireProtocol
 
 log = logging.getLogger("memtap.spool")
@@ -195,46 +195,52 @@ def encode_record(
 
 class RequestJournal:
     """The request half of one call's spool record (:func:`encode_head`), made off the
-    request path.
+    request path when that pays.
 
     Why this order: the record must be on disk before the call returns (a ``kill -9``
     right after loses nothing) and must hold no secret, yet redacting and encoding a
     70 KB request body must not delay the call. The body is final when the SDK has built
     it (:meth:`memtap.tap.Call.prepare`); from then on the call waits for the network,
-    which releases the GIL. So the body is handed to the journal worker there, and the
-    worker redacts and encodes it while the request is in flight. When the answer comes,
-    :meth:`data` returns the finished half at once, or waits for the worker to finish it,
-    or encodes it itself when the worker has not started it (never both: a lock decides),
-    and only the response half is redacted on the request path.
+    which releases the GIL. So a body with new text to scan is handed to the journal
+    worker there, and the worker redacts and encodes it while the request is in flight
+    (a body whose text is all known, or small, is cheaper to encode when the answer comes
+    than to hand over: :func:`journal_request` decides). When the answer comes,
+    :meth:`data` returns the finished half, or encodes it itself if the worker has not
+    finished: the request thread never waits for the worker (a thread the OS may not be
+    running just then), at worst the work is done twice. Then only the response half is
+    redacted on the request path.
     """
 
     __slots__ = ("_data", "_encode", "_error", "_lock", "body")
 
     def __init__(self, body: Any, encode: Callable[[], bytes]) -> None:
         self.body = body
-        self._encode: Callable[[], bytes] | None = encode
+        self._encode = encode
         self._lock = threading.Lock()
         self._data: bytes | None = None
         self._error: BaseException | None = None
 
     def run(self) -> None:
-        """Encode the half unless it is done (the worker calls this; so does :meth:`text`)."""
-        with self._lock:
-            encode, self._encode = self._encode, None
-            if encode is None:
-                return
+        """Encode the half in the worker (skipped if it is done or being done)."""
+        if self._data is None and self._lock.acquire(blocking=False):
             try:
-                self._data = encode()
+                if self._data is None:
+                    self._data = self._encode()
             except Exception as exc:
                 self._error = exc
+            finally:
+                self._lock.release()
 
     def data(self) -> bytes:
         """The encoded half (raises what encoding raised)."""
-        self.run()
-        if self._data is None:
-            assert self._error is not None
+        data = self._data
+        if data is not None:
+            return data
+        if self._error is not None:
             raise self._error
-        return self._data
+        data = self._encode()  # not done yet: do not wait for the worker, do it here
+        self._data = data
+        return data
 
 
 class _JournalWorker:
@@ -266,6 +272,10 @@ class _JournalWorker:
 
 
 _WORKER = _JournalWorker()
+#: A request body with fewer characters of text redaction has not seen yet is encoded when
+#: the answer comes (tens of µs); handing it to the worker would cost more (a thread
+#: wake-up, and sharing the GIL with the request while it is sent).
+AHEAD_MIN_CHARS = 4096
 
 
 def _request_journal(call: Any, body: Any) -> RequestJournal:
@@ -286,10 +296,11 @@ def journal_request(spool: Spool | None, call: Any, body: Any) -> RequestJournal
     if spool is None:
         return None
     job = _request_journal(call, body)
-    try:
-        _WORKER.submit(job)
-    except Exception:  # no thread to be had: the request thread encodes it at the end
-        log.debug("memtap journal worker unavailable", exc_info=True)
+    if new_text(body, AHEAD_MIN_CHARS) >= AHEAD_MIN_CHARS:
+        try:
+            _WORKER.submit(job)
+        except Exception:  # no thread to be had: the request thread encodes it at the end
+            log.debug("memtap journal worker unavailable", exc_info=True)
     return job
 
 
