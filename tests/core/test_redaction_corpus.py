@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from memtap import redact
 from memtap.model import Attribution
-from memtap.redact import DETECTORS, REDACTED, find_secrets, redact_json, redact_text, redact_url
+from memtap.redact import (
+    DETECTORS,
+    REDACTED,
+    find_secrets,
+    redact_json,
+    redact_stream,
+    redact_text,
+    redact_url,
+)
 from memtap.spool import encode_record
 from memtap.testing.secrets import CONTEXTS, ORDINARY_TEXTS, SECRETS, FakeSecret, leaked
 
@@ -257,3 +265,18 @@ def test_memtap_log_records_are_redacted(caplog: pytest.LogCaptureFixture):
             log.exception("failed")
     text = caplog.text
     assert REDACTED in text and secret not in text and not leaked(SECRETS[4], text)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 40])
+def test_a_secret_a_stream_cut_into_pieces_is_redacted(size: int):
+    key = next(s for s in SECRETS if s.name == "anthropic").text
+    text = f"here it is: {key} and more"
+    events = [
+        json.dumps({"type": "content_block_delta", "index": 0, "delta": {"text": text[i : i + size]}})
+        for i in range(0, len(text), size)
+    ]
+    events.append("not json " + key)
+    out = redact_stream(events)
+    joined = "".join(json.loads(e)["delta"]["text"] for e in out[:-1])
+    assert joined == f"here it is: {REDACTED} and more"
+    assert key not in "".join(out) and out[-1] == f"not json {REDACTED}"

@@ -932,6 +932,8 @@ def redact_stream(events: Sequence[str]) -> list[str]:
             obj = json.loads(event)
         except ValueError:
             obj = None
+        if not isinstance(obj, (dict, list)):
+            obj = None  # not a JSON object: redacted as text
         decoded.append(obj)
         if obj is not None:
             _stream_leaves(obj, (), index, None, None, pieces)
