@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import datetime
 import json
+import multiprocessing
+import os
+import time
 from pathlib import Path
 
+import pytest
+
 from memtap.model import Attribution
-from memtap.spool import Spool, encode_record, spool_dir_for
+from memtap.spool import RequestJournal, Spool, encode_record, journal_request, spool_dir_for
 from memtap.storage import InMemoryStore, store_identity
 
 
@@ -86,3 +92,74 @@ def test_where_the_spool_lives() -> None:
     a = spool_dir_for(identity, Path("/home"))
     assert "secret" not in str(a) and a.parent == Path("/home/spool")
     assert a != spool_dir_for("postgresql://u@h/other", Path("/home"))
+
+
+# -- the request half, made off the request path ---------------------------------------
+
+
+class _Protocol:
+    name = "openai.chat"
+
+
+class _FakeCall:
+    """What journaling reads from a :class:`memtap.tap.Call`."""
+
+    id = "call-1"
+    attribution = Attribution(entity_id="alice", session_id="s1")
+    started_at = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
+    already_present = 2
+    protocol = _Protocol()
+
+
+def test_the_request_half_is_encoded_once_whoever_comes_first() -> None:
+    calls: list[int] = []
+    job = RequestJournal({"a": 1}, lambda: calls.append(1) or b"head")
+    job.run()
+    job.run()
+    assert job.data() == b"head" and calls == [1]
+    failing = RequestJournal({}, lambda: (_ for _ in ()).throw(ValueError("boom")))
+    with pytest.raises(ValueError):
+        failing.data()
+
+
+def test_the_journal_worker_encodes_the_request_while_the_call_is_in_flight(tmp_path: Path) -> None:
+    secret = "sk-proj-" + "Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78"
+    new = f"{os.urandom(8).hex()} new text never seen " * 200  # enough to be worth the worker
+    body = {"messages": [{"role": "user", "content": f"{new}\n{secret}"}], "password": "Tr0ub4dor&3"}
+    job = journal_request(Spool(tmp_path), _FakeCall(), body)
+    assert job is not None
+    deadline = time.monotonic() + 10
+    while job._data is None and time.monotonic() < deadline:  # nobody asks: the worker does it
+        time.sleep(0.01)
+    head = job.data()
+    assert secret.encode() not in head and b"Tr0ub4dor" not in head
+    record = json.loads(head + b',"t1":null,"s":false,"e":null,"pa":false,"res":null,"ev":null}')
+    assert record["req"]["password"] == "[REDACTED]" and record["ap"] == 2 and record["id"] == "call-1"
+
+
+def test_a_forked_child_journals_with_its_own_worker(tmp_path: Path) -> None:
+    journal_request(
+        Spool(tmp_path / "parent"), _FakeCall(), {"x": os.urandom(8).hex() * 800}
+    )  # a worker runs
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_child_journals, args=(str(tmp_path / "child"),))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+
+
+def _child_journals(directory: str) -> None:
+    job = journal_request(Spool(directory), _FakeCall(), {"x": os.urandom(8).hex() * 800})
+    assert job is not None
+    deadline = time.monotonic() + 10
+    while job._data is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os._exit(0 if job._data is not None else 1)
+
+
+def test_a_small_or_known_body_is_encoded_when_the_answer_comes(tmp_path: Path) -> None:
+    job = journal_request(Spool(tmp_path), _FakeCall(), {"messages": [{"role": "user", "content": "hi"}]})
+    assert job is not None
+    time.sleep(0.2)
+    assert job._data is None  # not handed to the worker
+    assert json.loads(job.data() + b"}")["req"]["messages"][0]["content"] == "hi"

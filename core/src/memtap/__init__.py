@@ -28,6 +28,9 @@ from .model import (
     Usage,
 )
 from .recall_plugin import RecallBudget
+from .redact import guard_loggers as _guard_loggers
+
+_guard_loggers()  # no secret in memtap's log records (plugins' loggers: when a Memory starts)
 
 __all__ = [
     "Attribution",

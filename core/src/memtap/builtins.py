@@ -2,7 +2,8 @@
 
 - ``payload``: formats a raw call into an :class:`~memtap.model.Exchange` through its
   wire protocol (last resort, so a provider plugin may format its own calls).
-- ``redact``: a wrapper around every formatter that removes secrets from what is stored.
+- ``redact``: a wrapper around every formatter that removes secrets from what is stored
+  (the detectors live in :mod:`memtap.redact`).
 - ``accumulator``: a stream's accumulator is its protocol's, unless a plugin says otherwise.
 - ``memory-store``: answers ``memory://`` with the in-process reference store.
 - ``litellm-embedder``: answers the embedder spec ``litellm:<model>`` (remote embeddings).
@@ -10,16 +11,28 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Generator
 from typing import Any
 
 import attrs
 
 from .hookspecs import hookimpl
-from .model import Exchange, ExchangeStatus, Message, new_id
+from .model import Exchange, ExchangeStatus, Fact, Message, new_id
+from .redact import REDACTED, redact_text
 from .storage import InMemoryStore, Store
 from .wire import RawExchange, ResponseView, StreamAccumulator, WireProtocol
+
+__all__ = [
+    "REDACTED",
+    "AccumulatorPlugin",
+    "MemoryStorePlugin",
+    "PayloadPlugin",
+    "RedactPlugin",
+    "builtin_plugins",
+    "redact_exchange",
+    "redact_fact",
+    "redact_text",
+]
 
 
 class PayloadPlugin:
@@ -56,48 +69,6 @@ class PayloadPlugin:
         )
 
 
-#: Patterns of credentials that must never be stored (provider keys, cloud keys, tokens).
-SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bxai-[A-Za-z0-9]{20,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{30,}"),
-    re.compile(r"\b(?:xox[abpors]-)[A-Za-z0-9\-]{10,}"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{16,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
-)
-REDACTED = "[REDACTED]"
-
-
-#: Literal pieces of which every :data:`SECRET_PATTERNS` match contains one (``bearer`` is
-#: checked case-insensitively).
-_SECRET_MARKERS = (
-    "sk-", "xai-", "AIza", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
-    "github_pat_", "xox", "-----BEGIN",
-)  # fmt: skip
-
-
-def might_contain_secret(text: str) -> bool:
-    """Whether ``text`` could contain a credential matching :data:`SECRET_PATTERNS`: a
-    necessary condition, about 1 µs per marker per KB, where the patterns themselves cost
-    ~50 µs per KB each (a leading ``\\b`` defeats the regex engine's literal search)."""
-    for marker in _SECRET_MARKERS:
-        if marker in text:
-            return True
-    return "bearer" in text.lower()
-
-
-def redact_text(text: str) -> str:
-    """``text`` with every credential-looking substring replaced by ``[REDACTED]``."""
-    if not text or not might_contain_secret(text):
-        return text
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(REDACTED, text)
-    return text
-
-
 def _redact_message(m: Message) -> Message:
     content = redact_text(m.content)
     calls = tuple(attrs.evolve(c, arguments=redact_text(c.arguments)) for c in m.tool_calls)
@@ -106,16 +77,39 @@ def _redact_message(m: Message) -> Message:
     return attrs.evolve(m, content=content, tool_calls=calls)
 
 
+def _redact_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    redacted = {k: redact_text(v) for k, v in metadata.items()}
+    return metadata if all(redacted[k] is v for k, v in metadata.items()) else redacted
+
+
 def redact_exchange(exchange: Exchange) -> Exchange:
-    """The exchange with secrets removed from its messages, system text and metadata."""
-    return attrs.evolve(
-        exchange,
-        input=tuple(_redact_message(m) for m in exchange.input),
-        output=tuple(_redact_message(m) for m in exchange.output),
-        system=redact_text(exchange.system) if exchange.system else exchange.system,
-        error=redact_text(exchange.error) if exchange.error else exchange.error,
-        metadata={k: redact_text(v) for k, v in exchange.metadata.items()},
-    )
+    """The exchange with secrets removed from its messages (text and tool-call arguments,
+    which are JSON text: the redaction is escape-aware), system text, error and metadata.
+    The same object when there was nothing to remove."""
+    inputs = tuple(_redact_message(m) for m in exchange.input)
+    outputs = tuple(_redact_message(m) for m in exchange.output)
+    system = redact_text(exchange.system) if exchange.system else exchange.system
+    error = redact_text(exchange.error) if exchange.error else exchange.error
+    metadata = _redact_metadata(exchange.metadata)
+    if (
+        system is exchange.system
+        and error is exchange.error
+        and metadata is exchange.metadata
+        and all(a is b for a, b in zip(inputs, exchange.input))
+        and all(a is b for a, b in zip(outputs, exchange.output))
+    ):
+        return exchange
+    return attrs.evolve(exchange, input=inputs, output=outputs, system=system, error=error, metadata=metadata)
+
+
+def redact_fact(fact: Fact) -> Fact:
+    """The fact with secrets removed from its text and metadata (the same object when
+    there were none)."""
+    text = redact_text(fact.text)
+    metadata = _redact_metadata(fact.metadata)
+    if text is fact.text and metadata is fact.metadata:
+        return fact
+    return attrs.evolve(fact, text=text, metadata=metadata)
 
 
 class RedactPlugin:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .memory import Memory, memtap_home
 from .recall_plugin import RecallBudget
+from .redact import redact_url
 from .testing.server import Reply, ScriptedModelServer
 
 RUN_1 = (
@@ -63,7 +64,9 @@ def run_demo(store_url: str | None, console: Console) -> None:
     session = "demo-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     with ScriptedModelServer() as server:
         console.print(
-            Panel.fit(f"memtap demo: a local scripted model at {server.openai_base_url}\nstore: {store}")
+            Panel.fit(
+                f"memtap demo: a local scripted model at {server.openai_base_url}\nstore: {redact_url(store)}"
+            )
         )
         console.print(
             f"[bold]Run 1[/]: the app registers its openai client and chats (session [italic]{session}[/])."
@@ -97,7 +100,7 @@ def run_demo(store_url: str | None, console: Console) -> None:
             f"session ({stats['exchanges']} exchange(s) in the store). The API key was never stored.\n"
         )
         _session_two(store, server, session + "-2", console)
-    console.print(f"See it again: [bold]memtap history {session} --store {store}[/]")
+    console.print(f"See it again: [bold]memtap history {session} --store {redact_url(store)}[/]")
 
 
 def _session_two(store: str, server: ScriptedModelServer, session: str, console: Console) -> None:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .builtins import redact_text
+from .builtins import redact_fact, redact_text
 from .embedding import Embedder
 from .history import HistoryBudget, SessionHistories
 from .index import HIDDEN_KINDS
@@ -45,7 +45,9 @@ class LongTermMemory:
         self.memorizer.submit(exchanges)
 
     def remember(self, fact: Fact) -> Fact:
-        """Store one fact and index it (its vector follows in the background)."""
+        """Store one fact, redacted, and index it (its vector follows in the background);
+        returns the fact as stored."""
+        fact = redact_fact(fact)
         self.store.add_facts([fact])
         self.engine.added([fact])
         return fact
@@ -92,9 +94,9 @@ class LongTermMemory:
         same = current.get(_norm(text))
         if same is not None:
             return same
-        old = current.get(_norm(parsed.replaces)) if parsed.replaces else None
+        old = current.get(_norm(redact_text(parsed.replaces))) if parsed.replaces else None
         if parsed.replaces and old is None:
-            log.info("memtap remember tool: %r replaces no current fact; storing it as new", parsed.fact)
+            log.info("memtap remember tool: %r replaces no current fact; storing it as new", text)
         fact = Fact(
             entity_id=entity_id,
             process_id=process_id,

@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .background import lower_priority
-from .builtins import redact_text
+from .builtins import redact_fact, redact_text
 from .metrics import count
 from .model import Exchange, Fact, derived_id, utcnow
 from .pending import PendingWork
@@ -384,6 +384,7 @@ class Memorizer:
             self.stats.episodes += len(episodes)
 
     def _store(self, facts: list[Fact]) -> None:
+        facts = [redact_fact(f) for f in facts]  # from redacted exchanges; kept so for any source
         self.store.add_facts(facts)
         self.engine.added(facts)
 

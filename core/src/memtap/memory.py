@@ -37,6 +37,7 @@ from .model import (
 from .plugins import PluginManager, make_plugin_manager
 from .private import make_private
 from .recall_plugin import RecallBudget
+from .redact import guard_loggers, redact_url
 from .scope import AttributionScopes
 from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
 from .tap import Tap
@@ -74,7 +75,7 @@ def open_store(url: str, pm: PluginManager) -> Store:
         schemes = sorted({s for group in pm.hook.memtap_store_schemes() for s in group})
         scheme = url.split(":", 1)[0] if ":" in url else url
         raise UnknownStoreURLError(
-            f"no installed memtap storage plugin accepts {scheme!r} URLs ({url!r}). "
+            f"no installed memtap storage plugin accepts {scheme!r} URLs ({redact_url(url)!r}). "
             f"Installed schemes: {', '.join(schemes) or 'none'}. Install the plugin for it "
             f"(e.g. `pip install memtap-duckdb` for duckdb:///path, `memtap-postgres` for "
             f"postgresql://...) or use one of those."
@@ -139,6 +140,7 @@ class Memory:
     ) -> None:
         self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
         home = memtap_home()
+        guard_loggers()  # the plugins just loaded have their loggers now
         if store is None:
             store = default_store_url()
         self.store: Store = open_store(store, self.pm) if isinstance(store, str) else store
@@ -202,8 +204,9 @@ class Memory:
 
     @property
     def url(self) -> str:
-        """The store's URL."""
-        return self.store.url
+        """The store's URL for display, its password and secret parameters masked
+        (:func:`memtap.redact.redact_url`); the store keeps the real one."""
+        return redact_url(self.store.url)
 
     def _load_history(self, attribution: Attribution, limit: int) -> list[Message]:
         return self.store.history(attribution.session_id, entity_id=attribution.entity_id, limit=limit)
@@ -342,7 +345,8 @@ class Memory:
         return exchange
 
     def remember(self, text: str, *, entity_id: str | None = None, process_id: str | None = None) -> Fact:
-        """Store a fact about an entity (the current scope's by default)."""
+        """Store a fact about an entity (the current scope's by default). Secrets in the
+        text are redacted before it is stored (the returned fact is what was stored)."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("remember() needs the fact as a non-empty string")
         attribution = self.current_attribution()

@@ -3,7 +3,11 @@ that neither a storage outage nor a crashed process (``kill -9``) loses it.
 
 The request thread appends one line of JSON per call (the app's request body and the
 response as raw JSON, redacted) to the process's current *segment* file: one ``write(2)``
-to the page cache, no fsync. The background writer formats and stores calls as before; once
+to the page cache, no fsync. No secret reaches the disk, and redacting costs the call
+almost nothing: the request half of the record is redacted and encoded by a worker thread
+while the request is in flight (see :class:`RequestJournal`); when the answer arrives only
+the (small) response half is redacted on the request path, joined to it, and written in one
+``write`` before the call returns. The background writer formats and stores calls as before; once
 the store has every call of a segment, the segment is deleted (that is the compaction). A
 process that dies leaves its segments behind; the next :class:`memtap.Memory` on the same
 store finds them (segments are ``flock``-ed by the live process that owns them, so only a
@@ -24,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,17 +37,18 @@ from typing import Any
 
 import attrs
 
-from .builtins import might_contain_secret, redact_text
 from .metrics import count
 from .model import Attribution
 from .private import make_private, private_dir
+from .redact import dumps_redacted, new_text, redact_stream, redact_text
 from .wire import RawExchange, StreamAccumulator, WireProtocol
 
 log = logging.getLogger("memtap.spool")
 
 #: Environment variable: ``off`` disables the spool, a path puts it there.
 SPOOL_ENV = "MEMTAP_SPOOL"
-#: Format version of spool records.
+#: Format version of spool records (unchanged by the two-halves encoding: a record is the
+#: same JSON object, so processes of either version replay each other's spools).
 VERSION = 1
 _SUFFIX = ".jsonl"
 #: A segment renamed so by :meth:`Spool.close`: its process closed normally with calls in
@@ -119,6 +125,49 @@ class SpoolStats:
     adopted: int = 0
 
 
+def encode_head(
+    *,
+    call_id: str,
+    protocol: str,
+    attribution: Attribution,
+    started_at: str,
+    already_present: int,
+    body: Any,
+) -> bytes:
+    """The request half of a spool record: what is known when the request is sent, the
+    app's body redacted (decoded: every string of it, and secret-named keys), as UTF-8
+    JSON without its closing brace (:func:`encode_tail` completes it)."""
+    head = _dumps(
+        {
+            "v": VERSION,
+            "id": call_id,
+            "p": protocol,
+            "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
+            "t0": started_at,
+            "ap": already_present,
+        }
+    )
+    return (head[:-1] + ',"req":').encode() + dumps_redacted(body, _fallback)
+
+
+def encode_tail(
+    *,
+    ended_at: str,
+    stream: bool,
+    error: str | None,
+    partial: bool,
+    response: str | None,
+    events: Sequence[str] | None,
+) -> str:
+    """The response half of a spool record, closing it: the response as JSON text,
+    redacted escape-aware, or the stream's events, redacted across events (a secret the
+    stream split is found too). Small: what the model answered."""
+    fields = _dumps({"t1": ended_at, "s": stream, "e": redact_text(error) if error else error, "pa": partial})
+    res = redact_text(response) if response is not None else "null"
+    ev = "[" + ",".join(redact_stream(events)) + "]" if events is not None else "null"
+    return "," + fields[1:-1] + ',"res":' + res + ',"ev":' + ev + "}\n"
+
+
 def encode_record(
     *,
     call_id: str,
@@ -135,27 +184,129 @@ def encode_record(
     events: Sequence[str] | None,
 ) -> bytes:
     """One spool line for a finished call, redacted (no credential reaches the disk)."""
-    head = _dumps(
-        {
-            "v": VERSION,
-            "id": call_id,
-            "p": protocol,
-            "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
-            "t0": started_at,
-            "t1": ended_at,
-            "ap": already_present,
-            "s": stream,
-            "e": error,
-            "pa": partial,
-            "req": body,
-        }
+    head = encode_head(
+        call_id=call_id,
+        protocol=protocol,
+        attribution=attribution,
+        started_at=started_at,
+        already_present=already_present,
+        body=body,
     )
-    tail = ',"res":' + (response if response is not None else "null")
-    tail += ',"ev":' + ("[" + ",".join(events) + "]" if events is not None else "null") + "}\n"
-    line = head[:-1] + tail
-    if might_contain_secret(line):
-        line = redact_text(line)
-    return line.encode()
+    tail = encode_tail(
+        ended_at=ended_at, stream=stream, error=error, partial=partial, response=response, events=events
+    )
+    return head + tail.encode()
+
+
+class RequestJournal:
+    """The request half of one call's spool record (:func:`encode_head`), made off the
+    request path when that pays.
+
+    Why this order: the record must be on disk before the call returns (a ``kill -9``
+    right after loses nothing) and must hold no secret, yet redacting and encoding a
+    70 KB request body must not delay the call. The body is final when the SDK has built
+    it (:meth:`memtap.tap.Call.prepare`); from then on the call waits for the network,
+    which releases the GIL. So a body with new text to scan is handed to the journal
+    worker there, and the worker redacts and encodes it while the request is in flight
+    (a body whose text is all known, or small, is cheaper to encode when the answer comes
+    than to hand over: :func:`journal_request` decides). When the answer comes,
+    :meth:`data` returns the finished half, or encodes it itself if the worker has not
+    finished: the request thread never waits for the worker (a thread the OS may not be
+    running just then), at worst the work is done twice. Then only the response half is
+    redacted on the request path.
+    """
+
+    __slots__ = ("_data", "_encode", "_error", "_lock", "body")
+
+    def __init__(self, body: Any, encode: Callable[[], bytes]) -> None:
+        self.body = body
+        self._encode = encode
+        self._lock = threading.Lock()
+        self._data: bytes | None = None
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        """Encode the half in the worker (skipped if it is done or being done)."""
+        if self._data is None and self._lock.acquire(blocking=False):
+            try:
+                if self._data is None:
+                    self._data = self._encode()
+            except Exception as exc:
+                self._error = exc
+            finally:
+                self._lock.release()
+
+    def data(self) -> bytes:
+        """The encoded half (raises what encoding raised)."""
+        data = self._data
+        if data is not None:
+            return data
+        if self._error is not None:
+            raise self._error
+        data = self._encode()  # not done yet: do not wait for the worker, do it here
+        self._data = data
+        return data
+
+
+class _JournalWorker:
+    """One daemon thread that encodes request halves in the background (started on first
+    use, and again in a forked child, where threads do not survive)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[RequestJournal] = queue.SimpleQueue()
+        self._pid = -1
+        self._lock = threading.Lock()
+
+    def submit(self, job: RequestJournal) -> None:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()
+                    threading.Thread(target=self._run, name="memtap-journal", daemon=True).start()
+                    self._pid = os.getpid()
+        self._queue.put(job)
+
+    def _run(self) -> None:
+        jobs = self._queue
+        while True:
+            job = jobs.get()
+            try:
+                job.run()
+            except Exception:  # pragma: no cover - run() keeps its own errors
+                log.debug("journal worker error", exc_info=True)
+
+
+_WORKER = _JournalWorker()
+#: A request body with fewer characters of text redaction has not seen yet is encoded when
+#: the answer comes (tens of µs); handing it to the worker would cost more (a thread
+#: wake-up, and sharing the GIL with the request while it is sent).
+AHEAD_MIN_CHARS = 4096
+
+
+def _request_journal(call: Any, body: Any) -> RequestJournal:
+    """The request half of ``call``'s record, to be encoded (what it needs is read now)."""
+    fields = {
+        "call_id": call.id,
+        "protocol": call.protocol.name,
+        "attribution": call.attribution,
+        "started_at": call.started_at.isoformat(),
+        "already_present": call.already_present,
+    }
+    return RequestJournal(body, lambda: encode_head(body=body, **fields))
+
+
+def journal_request(spool: Spool | None, call: Any, body: Any) -> RequestJournal | None:
+    """Start the request half of ``call``'s spool record in the background (request path:
+    costs a queue put). ``None`` when there is no spool."""
+    if spool is None:
+        return None
+    job = _request_journal(call, body)
+    if new_text(body, AHEAD_MIN_CHARS) >= AHEAD_MIN_CHARS:
+        try:
+            _WORKER.submit(job)
+        except Exception:  # no thread to be had: the request thread encodes it at the end
+            log.debug("memtap journal worker unavailable", exc_info=True)
+    return job
 
 
 def journal_call(
@@ -170,24 +321,25 @@ def journal_call(
     stream: bool,
 ) -> Segment | None:
     """Journal one finished :class:`memtap.tap.Call` (request path; never raises): the
-    app's body and the response JSON (``payload``), redacted. Returns the segment, or
-    ``None`` if the call could not be journaled (counted and logged)."""
+    request half made ahead (:func:`journal_request`) joined to the response half
+    (``payload``: the response JSON or the stream's events), redacted, in one write.
+    Returns the segment, or ``None`` if the call could not be journaled (counted and
+    logged)."""
     try:
+        job: RequestJournal | None = getattr(call, "journal", None)
+        if job is None or job.body is not body:  # prepare() never ran (or saw another body)
+            job = _request_journal(call, body)
+        head = job.data()
         response, events = payload()
-        line = encode_record(
-            call_id=call.id,
-            protocol=call.protocol.name,
-            attribution=call.attribution,
-            started_at=call.started_at.isoformat(),
+        tail = encode_tail(
             ended_at=ended_at.isoformat(),
-            already_present=call.already_present,
             stream=stream,
             error=error,
             partial=partial,
-            body=body,
             response=response,
             events=events,
         )
+        line = head + tail.encode()
     except Exception:
         spool.stats.failed += 1
         count("failed", reason="spool_encode")

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import attrs
 
 from .model import Exchange, Fact, Message, SessionInfo
+from .redact import redact_url
 
 
 class StoreError(Exception):
@@ -173,7 +174,7 @@ class InMemoryStore:
 
     def _check(self) -> None:
         if self._closed:
-            raise StoreError(f"store {self.url} is closed; open a new memtap.Memory")
+            raise StoreError(f"store {redact_url(self.url)} is closed; open a new memtap.Memory")
 
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
         """See :meth:`Store.write_exchanges`."""

@@ -30,9 +30,10 @@ from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
+from .redact import redact_text
 from .scope import AttributionScopes, in_internal_call
 from .sessionblocks import SessionBlocks
-from .spool import Spool, journal_call, response_json
+from .spool import RequestJournal, Spool, journal_call, journal_request, response_json
 from .storage import exchange_messages
 from .wire import (
     HistoryInjection,
@@ -182,6 +183,8 @@ class Call:
         self.already_present = 0
         self.injected_messages = 0
         self.hide_usage_event = False
+        #: The request half of this call's spool record, made while the call is in flight.
+        self.journal: RequestJournal | None = None
         self._stream_items: list[Any] = []
         #: memtap's own LLM work (memorize): neither injected into nor captured.
         self.internal = in_internal_call()
@@ -230,6 +233,7 @@ class Call:
             )
             sent = body
         self.sent_body = sent
+        self.journal = journal_request(self.tap.spool, self, body)
         return sent
 
     async def prepare_async(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -297,7 +301,7 @@ class Call:
         if not self._finished.acquire(blocking=False):
             return
         try:
-            self.span.record_exception(exc)
+            telemetry.record_exception(self.span, exc)
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
             self.span.set_attribute("error.type", type(exc).__qualname__)
             self.span.end()
@@ -342,7 +346,7 @@ class Call:
                     acc.feed(event)
             return None, acc.result()
 
-        message = f"{type(error).__name__}: {error}" if error is not None else None
+        message = redact_text(f"{type(error).__name__}: {error}") if error is not None else None
         self._capture(
             accumulate,
             error=message,

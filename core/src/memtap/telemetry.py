@@ -3,13 +3,15 @@
 memtap only uses the OpenTelemetry API. Without an SDK configured every span is a no-op;
 with one (``opentelemetry-sdk``), spans go wherever the application exports them. Message
 content is recorded only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is
-true, and never any header or key.
+true (from the redacted exchange), and never any header or key: exception messages and
+tracebacks put on spans are redacted too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ from opentelemetry import metrics, trace
 
 from . import __version__
 from .model import Exchange, Message
+from .redact import redact_text
 
 TRACER_NAME = "memtap"
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -68,3 +71,16 @@ def exchange_attributes(exchange: Exchange) -> dict[str, Any]:
         attrs["gen_ai.input.messages"] = _messages_json(exchange.input)
         attrs["gen_ai.output.messages"] = _messages_json(exchange.output)
     return attrs
+
+
+def record_exception(span: trace.Span, exc: BaseException) -> None:
+    """``span.record_exception(exc)`` with the message and traceback redacted (an SDK's
+    error may quote the request, a provider's may echo a key)."""
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    span.record_exception(
+        exc,
+        attributes={
+            "exception.message": redact_text(str(exc)),
+            "exception.stacktrace": redact_text(stack),
+        },
+    )

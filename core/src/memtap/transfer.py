@@ -5,7 +5,9 @@ One JSON object per line. The first is a header, ``{"type": "memtap-export", "ve
 1}``; then one record per exchange (``{"type": "exchange", "data": {...}}``) and per fact
 (``{"type": "fact", "data": {...}}``, superseded facts included), each serialised by the
 model's cattrs converter, so a round trip through any backend loses nothing. Import is
-idempotent: records whose ids the store has are skipped.
+idempotent: records whose ids the store has are skipped. Both directions redact secrets
+(:mod:`memtap.redact`): an export never carries one, even from a store written by an older
+memtap, and an import never writes one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
+from .builtins import redact_exchange, redact_fact
 from .model import Exchange, Fact, from_dict, to_dict
 from .storage import Store
 
@@ -31,10 +34,10 @@ def export_records(store: Store) -> Iterator[dict[str, Any]]:
     (:meth:`~memtap.storage.Store.entities`, sessions or not; per entity, oldest first)."""
     yield {"type": FORMAT, "version": VERSION}
     for exchange in store.exchanges():
-        yield {"type": "exchange", "data": to_dict(exchange)}
+        yield {"type": "exchange", "data": to_dict(redact_exchange(exchange))}
     for entity in store.entities():
         for fact in reversed(store.facts(entity_id=entity, include_superseded=True)):
-            yield {"type": "fact", "data": to_dict(fact)}
+            yield {"type": "fact", "data": to_dict(redact_fact(fact))}
 
 
 def write_export(store: Store, out: IO[str], progress: Callable[[int], None] | None = None) -> dict[str, int]:
@@ -105,9 +108,9 @@ def import_records(
     for kind, item in records:
         counts[kind] += 1
         if isinstance(item, Exchange):
-            exchanges.append(item)
+            exchanges.append(redact_exchange(item))
         else:
-            facts.append(item)
+            facts.append(redact_fact(item))
         if len(exchanges) + len(facts) >= _BATCH:
             flush()
     flush()

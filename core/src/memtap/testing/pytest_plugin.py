@@ -8,6 +8,8 @@ memtap plugins.
 - ``memtap_store``: a temporary in-process store (``memory://``).
 - ``memtap_spans``: an in-memory span exporter installed on the global tracer provider,
   emptied before each test (needs ``opentelemetry-sdk``).
+- ``memtap_spool_writes``: every byte memtap writes to any spool file during the test (even
+  what is deleted once stored), to search for what must never reach the disk.
 """
 
 from __future__ import annotations
@@ -77,3 +79,19 @@ def memtap_spans() -> Any:
     exporter = _span_exporter()
     exporter.clear()
     return exporter
+
+
+@pytest.fixture
+def memtap_spool_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Every byte written to a spool file during the test, in order."""
+    from .. import spool
+
+    written: list[bytes] = []
+    real = spool._write
+
+    def recording(fd: int, data: bytes) -> int:
+        written.append(data)
+        return real(fd, data)
+
+    monkeypatch.setattr(spool, "_write", recording)
+    return written

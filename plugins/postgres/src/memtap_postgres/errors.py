@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from memtap.redact import redact_text
 from memtap.storage import StoreError
 
 from .urls import redact_url
@@ -67,7 +68,7 @@ def advice(url: str, detail: str) -> str:
 
 def store_error(url: str, action: str, exc: BaseException) -> StoreError:
     """A :class:`StoreError` for ``action`` failing with ``exc``."""
-    detail = " ".join(str(exc).split()) or type(exc).__name__
+    detail = redact_text(" ".join(str(exc).split())) or type(exc).__name__
     return StoreError(
         f"PostgreSQL store {redact_url(url)}: {action} failed: {advice(url, detail)}. ({detail})"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from memtap.redact import redact_url as _redact_url
 from memtap.storage import StoreError
 
 #: URL schemes this backend answers.
@@ -20,16 +21,9 @@ def is_postgres_url(url: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages and ``repr``)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = quote(parts.username or "", safe="")
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    """``url`` with its password and secret parameters (``password=``...) replaced by
+    ``***`` (for messages and ``repr``): :func:`memtap.redact.redact_url`."""
+    return _redact_url(url)
 
 
 def take_param(url: str, name: str) -> tuple[str, str | None]:
@@ -50,8 +44,11 @@ def split_schema(url: str) -> tuple[str, str | None]:
     Returns the libpq URI (with ``options=-csearch_path=NAME`` added when a schema is given)
     and the schema name. Raises :class:`StoreError` for a malformed schema name.
     """
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError as exc:
+        raise StoreError(f"bad PostgreSQL store URL {redact_url(url)}: {exc}") from exc
     schema = None
     kept = []
     for key, value in query:

@@ -1,0 +1,121 @@
+"""No secret at rest through the proxy: the secrets corpus (memtap.testing.secrets) sent by
+real SDK clients and raw HTTP through the proxy, in requests (system, user text, tool
+calls, tool results) and in the upstream's answers (JSON and SSE, tool calls), is found in
+none of: every byte written to the spool, the store file and tables, `memtap export`, the
+spans and memtap's log records. The credentials in the headers go upstream only."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import openai
+import pytest
+from click.testing import CliRunner
+from proxy_support import HAS_ANTHROPIC, provider_plugins
+
+import memtap
+from memtap.cli import main as memtap_cli
+from memtap.testing.secrets import CONTEXTS, corpus_text, leaks
+from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
+from memtap_duckdb.store import DuckDBStore
+from memtap_proxy import Proxy, ProxyConfig, ProxyThread
+
+KEY = "sk-proj-PROXYsecretKEY0123456789abcdefXYZ"
+USED = {"after-space", "after-newline", "json-text", "tool-arguments-in-json", "url-query"}
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "proxy.duckdb"
+
+
+@pytest.fixture
+def secret_proxy(upstream: ScriptedModelServer, db_path: Path, tmp_path: Path) -> Iterator[ProxyThread]:
+    memory = memtap.Memory(
+        DuckDBStore(db_path), plugins=provider_plugins(), entry_points=False, spool=tmp_path / "spool"
+    )
+    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    with ProxyThread(Proxy(config, memory)) as thread:
+        yield thread
+    memory.close()
+
+
+def test_secret_corpus_through_the_proxy_is_nowhere_at_rest(
+    secret_proxy: ProxyThread,
+    upstream: ScriptedModelServer,
+    db_path: Path,
+    memtap_spool_writes: list[bytes],
+    memtap_spans: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    caplog.set_level(logging.DEBUG, logger="memtap")
+    oai = openai.OpenAI(base_url=secret_proxy.url + "/v1", api_key=KEY, max_retries=0)
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "x-memtap-session": "secrets"}
+    calls = 0
+    with httpx.Client(base_url=secret_proxy.url, timeout=30) as http:
+        for context in [c for c in CONTEXTS if c.name in USED]:
+            text = corpus_text(context)
+            oai.chat.completions.create(
+                model="m", messages=[{"role": "system", "content": text}, {"role": "user", "content": text}]
+            )
+            for _ in oai.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": text}], stream=True
+            ):
+                pass
+            upstream.script(
+                Reply(tool_calls=(ToolCallSpec(name="run", arguments=json.dumps({"cmd": text})),))
+            )
+            first = oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "run"}])
+            call = first.choices[0].message.tool_calls[0]
+            oai.chat.completions.create(
+                model="m",
+                messages=[
+                    {"role": "user", "content": "run"},
+                    first.choices[0].message.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": call.id, "content": text},
+                ],
+            )
+            calls += 4
+            if HAS_ANTHROPIC:
+                body = {
+                    "model": "c",
+                    "max_tokens": 64,
+                    "system": text,
+                    "messages": [{"role": "user", "content": text}],
+                }
+                assert http.post("/v1/messages", json=body, headers=headers).status_code == 200
+                with http.stream("POST", "/v1/messages", json={**body, "stream": True}, headers=headers) as r:
+                    r.read()
+                calls += 2
+    mem = secret_proxy.proxy.memory
+    assert mem.flush(60)
+    assert mem.stats()["exchanges"] == calls
+    assert all(r.headers.get("authorization") == f"Bearer {KEY}" or r.headers.get("x-api-key") == KEY
+               for r in upstream.requests)  # fmt: skip
+    mem.close()
+    with duckdb.connect(str(db_path)) as conn:
+        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        dump = "\n".join(str(conn.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables)
+    exported = CliRunner().invoke(memtap_cli, ["export", "--store", f"duckdb:///{db_path}", "-o", "-"])
+    assert exported.exit_code == 0, exported.output
+    places = {
+        "spool writes": b"".join(memtap_spool_writes).decode(),
+        "store file": "".join(p.read_bytes().decode("latin-1") for p in db_path.parent.glob("proxy.duckdb*")),
+        "store tables": dump,
+        "export": exported.output,
+        "spans": repr([(dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events])
+                       for s in memtap_spans.get_finished_spans()]),
+        "logs": "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records
+                          if r.name.startswith("memtap")),
+    }  # fmt: skip
+    assert len(memtap_spool_writes) == calls and "[REDACTED]" in dump
+    assert {where: leaks(text) for where, text in places.items()} == {where: [] for where in places}
+    assert {where: KEY in text for where, text in places.items()} == {where: False for where in places}
