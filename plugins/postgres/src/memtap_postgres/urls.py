@@ -28,9 +28,13 @@ def redact_url(url: str) -> str:
 
 def take_param(url: str, name: str) -> tuple[str, str | None]:
     """Take memtap's query parameter ``name`` out of ``url`` (libpq would reject it):
-    the URL without it and its value (the last one given), or ``None``."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
+    the URL without it and its value (the last one given), or ``None``. Raises
+    :class:`StoreError` for a URL that cannot be parsed."""
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError as exc:
+        raise StoreError(f"bad PostgreSQL store URL {redact_url(url)}: {exc}") from exc
     values = [v for k, v in query if k == name]
     if not values:
         return url, None
