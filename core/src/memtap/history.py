@@ -277,10 +277,13 @@ class HistoryPlugin:
 
     @hookimpl
     def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
-        """Inject the budgeted part of the session history the request does not repeat."""
+        """Inject the budgeted part of the session history the request does not repeat
+        (none when ``request.history`` is off: then only what it repeats is reported)."""
         if self.budget.max_messages == 0:
             return []
         history = self.histories.get(request.attribution)
         present = overlap(history, request.request.messages)
+        if not request.history:
+            return [HistoryInjection(already_present=present)]
         selected = self.budget.select(history[: len(history) - present])
         return [HistoryInjection(messages=selected, already_present=present)]

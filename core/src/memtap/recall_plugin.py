@@ -95,8 +95,9 @@ class RecallPlugin:
         if self.history_budget.max_messages:
             history = self.histories.get(request.attribution)
             present = overlap(history, own)
-            carried = list(self.history_budget.select(history[: len(history) - present]))
-            carried += history[len(history) - present :]
+            carried = history[len(history) - present :]
+            if request.history:
+                carried = [*self.history_budget.select(history[: len(history) - present]), *carried]
             ids = {m.exchange_id for m in carried if m.exchange_id}
             texts |= {_norm(m.content) for m in carried if m.content}
         return ids, texts

@@ -32,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from .anchors import AgentProfile
 from .builtins import might_contain_secret, redact_text
 from .metrics import count
 from .model import Attribution
@@ -128,11 +129,15 @@ def encode_record(
     body: Mapping[str, Any],
     response: str | None,
     events: Sequence[str] | None,
+    agent: str | None = None,
 ) -> bytes:
-    """One spool line for a finished call, redacted (no credential reaches the disk)."""
+    """One spool line for a finished call, redacted (no credential reaches the disk).
+    ``agent`` names the call's agent profile (its scaffolding is left out when the call is
+    replayed)."""
     head = _dumps(
         {
             "v": VERSION,
+            **({"ag": agent} if agent else {}),
             "id": call_id,
             "p": protocol,
             "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
@@ -182,6 +187,7 @@ def journal_call(
             body=body,
             response=response,
             events=events,
+            agent=getattr(getattr(call, "profile", None), "name", None),
         )
     except Exception:
         spool.stats.failed += 1
@@ -198,10 +204,12 @@ def decode_record(
     record: Mapping[str, Any],
     protocols: Mapping[str, WireProtocol],
     accumulator: Callable[[WireProtocol], StreamAccumulator],
+    profiles: Mapping[str, AgentProfile] | None = None,
 ) -> RawExchange:
-    """A spool record back as the :class:`RawExchange` the capture path would have made.
-    Raises ``KeyError``/``ValueError`` for a record this process cannot read (e.g. its
-    protocol's plugin is not installed)."""
+    """A spool record back as the :class:`RawExchange` the capture path would have made
+    (with its agent profile, found by name in ``profiles``). Raises
+    ``KeyError``/``ValueError`` for a record this process cannot read (e.g. its protocol's
+    plugin is not installed)."""
     name = record["p"]
     protocol = protocols.get(name)
     if protocol is None:
@@ -228,6 +236,7 @@ def decode_record(
         error=record.get("e"),
         partial=bool(record.get("pa")),
         id=record["id"],
+        profile=(profiles or {}).get(record.get("ag") or ""),
     )
 
 

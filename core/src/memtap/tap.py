@@ -29,6 +29,7 @@ from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
+from .scaffolding import own_view
 from .scope import current_attribution, in_internal_call
 from .sessionblocks import SessionBlocks
 from .spool import Spool, journal_call, response_json
@@ -38,6 +39,7 @@ from .wire import (
     InjectionPlan,
     InjectionRequest,
     RawExchange,
+    RequestView,
     ResponseView,
     SystemBlock,
     WireProtocol,
@@ -153,6 +155,10 @@ class Call:
 
     ``agent`` names the agent profile placing blocks in the system prompt (the proxy's URL
     prefix); without it the tap's own, else the one recognised by the system prompt.
+    ``profile`` is that profile when the caller has already found it (the proxy: found
+    once per request). ``history=False`` injects no history (the caller holds its whole
+    conversation: an agent that resends it every turn); what the request repeats of the
+    session is still recognised and not captured twice.
     """
 
     def __init__(
@@ -163,9 +169,14 @@ class Call:
         fallback_body: Mapping[str, Any] | None,
         *,
         agent: str | None = None,
+        profile: AgentProfile | None = None,
+        history: bool = True,
     ) -> None:
         self.tap = tap
         self.agent = agent
+        self.profile = profile
+        self._profile_known = profile is not None
+        self.history = history
         self.protocol = protocol
         self.attribution = attribution
         self.id = new_id()
@@ -202,10 +213,13 @@ class Call:
 
     # -- request -------------------------------------------------------------------------
 
-    def prepare(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    def prepare(self, body: Mapping[str, Any], *, view: RequestView | None = None) -> Mapping[str, Any]:
         """Given the body the SDK built from the app's arguments, return the body to send.
 
-        Called again with the same body on retries: the same result is returned.
+        ``view`` is the protocol's reading of ``body`` when the caller has made it already,
+        with the agent's scaffolding left out (:func:`memtap.scaffolding.own_view` with
+        this call's profile). Called again with the same body on retries: the same result
+        is returned.
         """
         if self.sent_body is not None and body is self.app_body:
             return self.sent_body
@@ -215,7 +229,7 @@ class Call:
             return body
         sent: Mapping[str, Any] = body
         try:
-            sent = self._inject(body)
+            sent = self._inject(body, view)
         except Exception:
             count("failed", reason="inject")
             log.exception(
@@ -225,22 +239,27 @@ class Call:
         self.sent_body = sent
         return sent
 
-    def _inject(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        view = self.protocol.read_request(body)
+    def _inject(self, body: Mapping[str, Any], given: RequestView | None) -> Mapping[str, Any]:
+        view = self.protocol.read_request(body) if given is None else given
         if view.model:
             self.span.update_name(f"{self.protocol.operation} {view.model}")
             self.span.set_attribute("gen_ai.request.model", view.model)
         with telemetry.tracer().start_as_current_span("memtap.inject") as span:
             tap = self.tap
-            profile = tap.profile(self.agent, view.system)
+            if not self._profile_known:
+                self.profile = tap.profile(self.agent, view.system)
+                self._profile_known = True
+            profile = self.profile
             if profile is not None:
                 span.set_attribute("memtap.agent", profile.name)
             request = InjectionRequest(
                 attribution=self.attribution,
                 protocol=self.protocol,
-                request=view,
+                # The agent's scaffolding is not the user.
+                request=own_view(profile, view) if given is None else given,
                 agent=profile.name if profile is not None else None,
                 cached_sources=tap.session_blocks.sources(self.attribution),
+                history=self.history,
             )
             plan = merge_injections(tap.hook.memtap_request_injections(request=request))
             plan = tap.session_blocks.apply(self.attribution, plan)
@@ -328,6 +347,14 @@ class Call:
             journal=lambda: (None, [t for t in (response_json(i, to_json) for i in items) if t is not None]),
         )
 
+    def _capture_profile(self, body: Mapping[str, Any]) -> AgentProfile | None:
+        """The profile whose scaffolding the capture leaves out: the one injection used,
+        else (a call that never reached :meth:`prepare`) found as it would have been."""
+        if not self._profile_known and self.tap.profiles:
+            self.profile = self.tap.profile(self.agent, self.protocol.read_request(body).system)
+        self._profile_known = True
+        return self.profile
+
     def _capture(
         self,
         read: Callable[[], tuple[Mapping[str, Any] | None, ResponseView | None]],
@@ -364,6 +391,7 @@ class Call:
                     error=error,
                     partial=partial,
                     id=self.id,
+                    profile=self._capture_profile(body),
                 )
                 parent = trace.set_span_in_context(self.span)
                 with telemetry.tracer().start_as_current_span("memtap.capture", context=parent):

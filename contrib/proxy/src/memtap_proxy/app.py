@@ -21,9 +21,9 @@ import attrs
 
 from memtap import Memory
 from memtap.anchors import AgentProfile, detect_profile
-from memtap.model import Attribution
+from memtap.scaffolding import own_view
 from memtap.tap import Call
-from memtap.wire import WireProtocol
+from memtap.wire import RequestView, WireProtocol
 
 from . import synth
 from .asgi import (
@@ -38,32 +38,48 @@ from .asgi import (
     read_body,
     send_response,
 )
+from .attribution import Attributed, attribute
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import ProxyConfig
-from .headers import MEMTAP_PREFIX, client_response_headers, header, upstream_request_headers
+from .headers import client_response_headers, header, upstream_request_headers
 from .relay import StreamRelay, json_or_none
 from .routing import UPSTREAM_FLAGS, Route, route, upstream_url
+from .splice import dumps, splice
 from .upstream import UpstreamError, UpstreamPool, UpstreamResponse
 
 log = logging.getLogger("memtap.proxy")
 
 #: Agents whose URL prefix (``/claude-code/v1/messages``) the proxy recognises.
 DEFAULT_AGENTS = frozenset({"claude-code", "codex", "codebuddy", "generic"})
-_MAX_ATTRIBUTION = 200
 
 
 def dump_body(body: Mapping[str, Any]) -> bytes:
     """An edited body as bytes: keys in order, compact, UTF-8 (values keep their JSON types)."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps(body).encode()
 
 
-def _session_from_body(body: Mapping[str, Any]) -> str | None:
-    """Claude Code's ``metadata.user_id`` ends in ``_session_<uuid>``: its session."""
-    metadata = body.get("metadata")
-    user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
-    if isinstance(user_id, str) and "_session_" in user_id:
-        return user_id.rsplit("_session_", 1)[1][:_MAX_ATTRIBUTION] or None
-    return None
+def edited_body(text: str | None, parsed: Mapping[str, Any], prepared: Mapping[str, Any]) -> bytes:
+    """The bytes to send for ``prepared``: the client's text with only memtap's changes
+    written into it (:func:`memtap_proxy.splice.splice`), else ``prepared`` serialised whole."""
+    if text is not None:
+        spliced = splice(text, parsed, prepared)
+        if spliced is not None:
+            return spliced.encode()
+    return dump_body(prepared)
+
+
+def parse_body(body: bytes) -> tuple[str | None, Any]:
+    """``(text, parsed)`` of a JSON body (``text`` is ``None`` when the body is not UTF-8:
+    it is then parsed as the JSON standard allows, and never spliced); ``parsed`` is
+    ``None`` when the body is not JSON."""
+    try:
+        text: str | None = body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    try:
+        return text, json.loads(text if text is not None else body)
+    except ValueError:
+        return text, None
 
 
 @attrs.define
@@ -182,18 +198,23 @@ class Proxy:
             self._warn_once(r.protocol)
         await self._forward(scope, receive, send, url, body, identity=False)
 
-    def attribution(self, headers: RawHeaders, body: Mapping[str, Any]) -> Attribution:
-        """``x-memtap-entity`` / ``-session`` / ``-process``, else the configured defaults
-        (the session falls back to the one Claude Code names in ``metadata.user_id``)."""
+    def attribute(
+        self, headers: RawHeaders, body: Mapping[str, Any], view: RequestView, profile: AgentProfile | None
+    ) -> Attributed:
+        """Who a request belongs to (:func:`memtap_proxy.attribution.attribute`): its
+        ``x-memtap-*`` headers, what its agent says in its own traffic, the proxy's
+        settings, else a session derived from the conversation. ``view`` is the request
+        without the agent's scaffolding."""
         c = self.config
-        found: dict[bytes, str] = {}
-        for name, raw in headers:  # one pass; the first of each header counts
-            if name[:9].lower() == MEMTAP_PREFIX and name.lower() not in found:
-                found[name.lower()] = raw.decode("latin-1").strip()[:_MAX_ATTRIBUTION]
-        return Attribution(
-            entity_id=found.get(b"x-memtap-entity") or c.entity_id,
-            session_id=found.get(b"x-memtap-session") or _session_from_body(body) or c.session_id,
-            process_id=found.get(b"x-memtap-process") or c.process_id,
+        return attribute(
+            headers,
+            body,
+            view,
+            profile,
+            agent=profile.name if profile is not None else "generic",
+            entity_id=c.entity_id,
+            session_id=c.session_id,
+            process_id=c.process_id,
         )
 
     async def _intercept(
@@ -206,10 +227,7 @@ class Proxy:
         body: bytes,
         url: str,
     ) -> None:
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
+        text, parsed = parse_body(body)
         if not isinstance(parsed, dict):  # not ours to judge: the upstream answers it
             return await self._forward(scope, receive, send, url, body, identity=False)
         self.stats.intercepted += 1
@@ -217,42 +235,54 @@ class Proxy:
         call: Call | None = None
         sent = body
         try:
-            attribution = self.attribution(raw_headers, parsed)
-            view = protocol.read_request(parsed)
-            agent = self.agent(r, view.system)
-            command = parse_command(view)
+            view = protocol.read_request(parsed)  # the body is read once, here
+            profile = self.profile(r, view.system)
+            own = own_view(profile, view)  # the agent's scaffolding is not the user
+            attributed = self.attribute(raw_headers, parsed, own, profile)
+            agent = profile.name if profile is not None else r.agent or "generic"
+            command = parse_command(own)
             if command is not None:
-                return await self._command(send, command, attribution, protocol, agent, parsed)
-            call = Call(self.memory.tap, protocol, attribution, None, agent=r.agent)
+                return await self._command(send, command, attributed, protocol, agent, parsed)
+            call = Call(
+                self.memory.tap,
+                protocol,
+                attributed.attribution,
+                None,
+                agent=r.agent,
+                profile=profile,
+                history=attributed.history,
+            )
             call.span.set_attribute("memtap.agent", agent)
+            call.span.set_attribute("memtap.session.source", attributed.session_source)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
             # more than the work (and its GIL hand-offs add milliseconds under load).
-            prepared = call.prepare(parsed)
+            prepared = call.prepare(parsed, view=own)
             if prepared is not parsed:
-                sent = dump_body(prepared)
+                sent = edited_body(text, parsed, prepared)
         except Exception:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
             sent = body
         await self._forward(scope, receive, send, url, sent, identity=True, call=call, protocol=protocol)
 
-    def agent(self, r: Route, system: str | None) -> str:
-        """The agent of a request: its URL prefix, else its system prompt's fingerprint,
-        else ``generic``."""
-        profile = detect_profile(self.profiles, system, name=r.agent)
-        return profile.name if profile is not None else r.agent or "generic"
+    def profile(self, r: Route, system: str | None) -> AgentProfile | None:
+        """The agent profile of a request: its URL prefix's, else the one its system
+        prompt's fingerprint names (``None``: no profile knows it)."""
+        return detect_profile(self.profiles, system, name=r.agent)
 
     async def _command(
         self,
         send: Send,
         command: Command,
-        attribution: Attribution,
+        attributed: Attributed,
         protocol: WireProtocol,
         agent: str,
         body: dict[str, Any],
     ) -> None:
         self.stats.commands += 1
-        ctx = CommandContext(self.memory, attribution, protocol.name, agent)
+        ctx = CommandContext(
+            self.memory, attributed.attribution, protocol.name, agent, attributed.session_source
+        )
         text = await asyncio.to_thread(run_command, command, ctx)
         data, media_type, _ = synth.answer(protocol.name, text, body)
         await send_response(send, 200, [content_type(media_type)], data)

@@ -48,7 +48,10 @@ from .server import open_memory, serve
 )
 @click.option("--entity", default="default", show_default=True, help="Entity when x-memtap-entity is absent.")
 @click.option(
-    "--session", default="default", show_default=True, help="Session when x-memtap-session is absent."
+    "--session",
+    default=None,
+    help="One session for every request without x-memtap-session (default: the agent's own "
+    "session id, else one derived from each conversation).",
 )
 @click.option("--process", default=None, help="Process when x-memtap-process is absent.")
 @click.option(
@@ -67,7 +70,7 @@ def proxy(
     token: str | None,
     max_body: int,
     entity: str,
-    session: str,
+    session: str | None,
     process: str | None,
     history_messages: int | None,
     log_level: str,

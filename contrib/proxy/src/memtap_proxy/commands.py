@@ -46,6 +46,7 @@ class CommandContext:
     attribution: Attribution
     protocol: str
     agent: str
+    session_source: str = "header"
 
 
 def run_command(command: Command, ctx: CommandContext) -> str:
@@ -73,7 +74,8 @@ def run_command(command: Command, ctx: CommandContext) -> str:
         sessions = len(ctx.memory.sessions(entity_id=entity))
         return (
             f"memtap proxy: store {ctx.memory.url}\n"
-            f"entity {a.entity_id!r}, session {a.session_id!r}, process {a.process_id or '-'}\n"
+            f"entity {a.entity_id!r}, session {a.session_id!r} ({_SOURCES[ctx.session_source]}), "
+            f"process {a.process_id or '-'}\n"
             f"protocol {ctx.protocol}, agent profile {ctx.agent}\n"
             f"{facts} fact(s) and {sessions} session(s) stored for {entity!r}\n"
             f"{_recall_status(ctx.memory)}"
@@ -81,6 +83,15 @@ def run_command(command: Command, ctx: CommandContext) -> str:
     if command.name == "help":
         return HELP
     return f"unknown memtap command `mem:{command.name}`.\n\n{HELP}"
+
+
+#: How ``mem:status`` says where the session came from.
+_SOURCES = {
+    "header": "from x-memtap-session",
+    "agent": "named by the agent",
+    "config": "from --session",
+    "derived": "derived from the conversation",
+}
 
 
 def _recall_status(memory: Memory) -> str:

@@ -41,7 +41,9 @@ class ProxyConfig:
     ``/v1`` is not doubled); a family without an upstream gets a 502 naming the flag to
     set. ``token``, when set, must come with every request in ``x-memtap-token``.
     ``entity_id`` / ``session_id`` / ``process_id`` attribute requests that carry no
-    ``x-memtap-*`` header. ``max_body`` is the request size limit in bytes.
+    ``x-memtap-*`` header (``session_id=None``: the agent's own session, else one derived
+    from each conversation; see :mod:`memtap_proxy.attribution`). ``max_body`` is the
+    request size limit in bytes.
     """
 
     openai_upstream: str | None = attrs.field(default=None, converter=_upstream)
@@ -51,7 +53,7 @@ class ProxyConfig:
     token: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     entity_id: str = "default"
-    session_id: str = "default"
+    session_id: str | None = None
     process_id: str | None = None
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
