@@ -91,14 +91,13 @@ class TaggedScaffolding:
     def __init__(self, tags: Sequence[str] = (), headed: Sequence[tuple[str, str]] = ()) -> None:
         self.tags = tuple(tags)
         self.headed = tuple(headed)
+        # Headed blocks first: their closing text may be a tag of their own.
         patterns = {
-            f"<{t}": re.compile(rf"<{re.escape(t)}(?:\s[^>]*)?>.*?</{re.escape(t)}>\s*", re.DOTALL)
-            for t in self.tags
+            heading: re.compile(rf"{re.escape(heading)}[^\n]*\n.*?{re.escape(closing)}\s*", re.DOTALL)
+            for heading, closing in self.headed
         }
-        for heading, closing in self.headed:
-            patterns[heading] = re.compile(
-                rf"{re.escape(heading)}[^\n]*\n.*?{re.escape(closing)}\s*", re.DOTALL
-            )
+        for t in self.tags:
+            patterns[f"<{t}"] = re.compile(rf"<{re.escape(t)}(?:\s[^>]*)?>.*?</{re.escape(t)}>\s*", re.DOTALL)
         self._patterns = tuple(patterns.items())
         # One pass over a text finds whether any opening is in it at all.
         self._any = re.compile("|".join(re.escape(o) for o in patterns) or "(?!)")
