@@ -102,7 +102,7 @@ class TaggedScaffolding:
         # One pass over a text finds whether any opening is in it at all.
         self._any = re.compile("|".join(re.escape(o) for o in patterns) or "(?!)")
 
-    def strip(self, text: str) -> str:
+    def cut(self, text: str) -> str:
         """``text`` without the scaffolding blocks (surrounding blank lines trimmed)."""
         if self._any.search(text) is None:
             return text
@@ -116,4 +116,4 @@ class TaggedScaffolding:
 
     def user_text(self, message: Message) -> str:
         """The message's text without the scaffolding blocks."""
-        return self.strip(message.content)
+        return self.cut(message.content)

@@ -43,7 +43,7 @@ from .commands import Command, CommandContext, parse_command, run_command
 from .config import ProxyConfig
 from .headers import client_response_headers, header, upstream_request_headers
 from .relay import StreamRelay, json_or_none
-from .routing import UPSTREAM_FLAGS, Route, route, upstream_url
+from .routing import UPSTREAM_FLAGS, Route, is_probe, route, upstream_url
 from .splice import dumps, splice
 from .upstream import UpstreamError, UpstreamPool, UpstreamResponse
 
@@ -51,6 +51,8 @@ log = logging.getLogger("memtap.proxy")
 
 #: Agents whose URL prefix (``/claude-code/v1/messages``) the proxy recognises.
 DEFAULT_AGENTS = frozenset({"claude-code", "codex", "codebuddy", "generic"})
+#: The proxy's answer to a probe (``HEAD /``...) for a family without an upstream.
+PROBE_ANSWER = b'{"memtap":"proxy","status":"ok"}'
 
 
 def dump_body(body: Mapping[str, Any]) -> bytes:
@@ -118,6 +120,8 @@ class Proxy:
             p for group in memory.pm.hook.memtap_agent_profiles() for p in group or ()
         ]
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
+        #: The families with an upstream (a request naming none goes to one of them).
+        self.families = tuple(f for f in ("openai", "anthropic") if config.upstream(f))
         #: Pooled HTTP/1.1 keep-alive connections to the upstreams.
         self.upstream = UpstreamPool(
             connect_timeout=config.connect_timeout,
@@ -160,7 +164,7 @@ class Proxy:
         raw_headers: RawHeaders = scope["headers"]
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else scope["path"]
-        r = route(method, path, raw_headers, self.agents)
+        r = route(method, path, raw_headers, self.agents, self.families)
         token = self.config.token
         if token and not hmac.compare_digest(
             (header(raw_headers, b"x-memtap-token") or "").encode(), token.encode()
@@ -182,6 +186,8 @@ class Proxy:
         except ClientDisconnected:
             return
         base = self.config.upstream(r.family)
+        if base is None and is_probe(method, r.path):
+            return await self._probe(send)
         if base is None:
             flag, env = UPSTREAM_FLAGS[r.family]
             return await self._error(
@@ -345,6 +351,11 @@ class Proxy:
         _capture_whole(call, status, data)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    async def _probe(self, send: Send) -> None:
+        """Answer a probe no upstream can take: the proxy is there (the server leaves out
+        the body of an answer to ``HEAD``)."""
+        await send_response(send, 200, [content_type("application/json")], PROBE_ANSWER)
 
     async def _error(self, send: Send, family: str, status: int, message: str) -> None:
         body = synth.error_body(family, status, message)

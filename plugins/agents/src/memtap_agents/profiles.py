@@ -39,7 +39,7 @@ class _Traffic:
 
     def user_text(self, message: Message) -> str:
         """The message's text without the agent's scaffolding."""
-        return message.content if self.scaffolding is None else self.scaffolding.strip(message.content)
+        return message.content if self.scaffolding is None else self.scaffolding.cut(message.content)
 
     def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
         """The session the agent names in its request, if it names one."""
