@@ -30,7 +30,9 @@ class PayloadPlugin:
     def memtap_format_exchange(self, raw: RawExchange) -> Exchange:
         """Build the canonical exchange; the app's messages minus those it repeated (and
         minus its agent's scaffolding)."""
-        request = own_view(raw.profile, raw.protocol.read_request(raw.request_body))
+        request = raw.request_view
+        if request is None:
+            request = own_view(raw.profile, raw.protocol.read_request(raw.request_body))
         if raw.stream_result is not None:
             response = raw.stream_result
         elif raw.response is not None:

@@ -183,6 +183,8 @@ class Call:
         self.started_at = utcnow()
         self.app_body: Mapping[str, Any] | None = fallback_body
         self.sent_body: Mapping[str, Any] | None = None
+        #: The app's request as injection read it (the agent's scaffolding left out).
+        self.request_view: RequestView | None = None
         self.already_present = 0
         self.injected_messages = 0
         self.hide_usage_event = False
@@ -261,6 +263,7 @@ class Call:
                 cached_sources=tap.session_blocks.sources(self.attribution),
                 history=self.history,
             )
+            self.request_view = request.request
             plan = merge_injections(tap.hook.memtap_request_injections(request=request))
             plan = tap.session_blocks.apply(self.attribution, plan)
             if profile is not None:
@@ -392,6 +395,7 @@ class Call:
                     partial=partial,
                     id=self.id,
                     profile=self._capture_profile(body),
+                    request_view=self.request_view if body is self.app_body else None,
                 )
                 parent = trace.set_span_in_context(self.span)
                 with telemetry.tracer().start_as_current_span("memtap.capture", context=parent):

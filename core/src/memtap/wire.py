@@ -158,6 +158,7 @@ class InjectionPlan:
     system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=_as_blocks)
     already_present: int = 0
     profile: AgentProfile | None = attrs.field(default=None, eq=False)
+    request_view: RequestView | None = attrs.field(default=None, eq=False)
 
     @property
     def empty(self) -> bool:
@@ -236,6 +237,8 @@ class RawExchange:
     ``response`` the complete response JSON, or ``None`` when ``stream_result`` holds
     what a stream delivered. ``profile`` is the call's agent profile, if one is known:
     its scaffolding is not the user's (:func:`memtap.scaffolding.own_view`).
+    ``request_view`` is the request as injection read it (scaffolding left out), when it
+    was: formatting need not read the body again.
     """
 
     protocol: WireProtocol
@@ -251,3 +254,4 @@ class RawExchange:
     partial: bool = False
     id: str = ""
     profile: AgentProfile | None = attrs.field(default=None, eq=False)
+    request_view: RequestView | None = attrs.field(default=None, eq=False)

@@ -21,6 +21,7 @@ from memtap.testing.server import ScriptedModelServer
 from memtap.wire import CACHE_STRATEGIES, InjectionPlan, SystemBlock
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 from memtap_proxy.app import dump_body, edited_body
+from memtap_proxy.splice import splice
 
 GOLDEN = Path(__file__).parent / "golden"
 PROTOCOLS = {p.name: p for group in (m.memtap_wire_protocols() for m in provider_plugins()) for p in group}
@@ -194,7 +195,7 @@ def test_a_spliced_body_is_exactly_the_injected_body(name: str, style: str) -> N
         if profile:
             injected = attrs.evolve(injected, profile=memtap_agents.CLAUDE_CODE)
         sent = protocol.inject(client, injected)
-        spliced = edited_body(text, client, sent)
+        spliced = edited_body(text.encode(), client, sent)
         assert ordered(json.loads(spliced)) == ordered(sent)
         if style == "compact":
             assert spliced == dump_body(sent)
@@ -209,9 +210,17 @@ def test_a_splice_keeps_the_clients_own_spelling_of_what_it_does_not_change() ->
         **client,
         "messages": [{"role": "system", "content": "<memtap-memory>x</memtap-memory>"}, *client["messages"]],
     }
-    out = edited_body(text, client, sent).decode()
+    out = edited_body(text.encode(), client, sent).decode()
     assert out.startswith('{"model" : "m", "n": 1.50, "e": "caf\u00e9", "messages": [ ')
     assert ordered(json.loads(out)) == ordered(sent)
+
+
+def test_non_ascii_keys_and_text_are_spliced_as_bytes() -> None:
+    raw = '{"café":"naïve 🤖","messages":[{"role":"user","content":"é"}]}'.encode()
+    client = json.loads(raw)
+    sent = {**client, "messages": [*client["messages"], {"role": "system", "content": "ü"}]}
+    out = splice(raw, client, sent)
+    assert out is not None and out == dump_body(sent)
 
 
 @pytest.mark.parametrize(
@@ -224,7 +233,7 @@ def test_a_splice_keeps_the_clients_own_spelling_of_what_it_does_not_change() ->
 def test_what_cannot_be_spliced_exactly_is_serialised_whole(text: str) -> None:
     client = json.loads(text.lstrip("\ufeff"))
     sent = {**client, "messages": [{"role": "user", "content": "x"}]}
-    assert edited_body(text, client, sent) == dump_body(sent)
+    assert edited_body(text.encode(), client, sent) == dump_body(sent)
 
 
 # -- anchored in an agent's prompt, and after the cached prefix ------------------------------

@@ -60,28 +60,19 @@ def dump_body(body: Mapping[str, Any]) -> bytes:
     return dumps(body).encode()
 
 
-def edited_body(text: str | None, parsed: Mapping[str, Any], prepared: Mapping[str, Any]) -> bytes:
-    """The bytes to send for ``prepared``: the client's text with only memtap's changes
+def edited_body(body: bytes, parsed: Mapping[str, Any], prepared: Mapping[str, Any]) -> bytes:
+    """The bytes to send for ``prepared``: the client's ``body`` with only memtap's changes
     written into it (:func:`memtap_proxy.splice.splice`), else ``prepared`` serialised whole."""
-    if text is not None:
-        spliced = splice(text, parsed, prepared)
-        if spliced is not None:
-            return spliced.encode()
-    return dump_body(prepared)
+    spliced = splice(body, parsed, prepared)
+    return spliced if spliced is not None else dump_body(prepared)
 
 
-def parse_body(body: bytes) -> tuple[str | None, Any]:
-    """``(text, parsed)`` of a JSON body (``text`` is ``None`` when the body is not UTF-8:
-    it is then parsed as the JSON standard allows, and never spliced); ``parsed`` is
-    ``None`` when the body is not JSON."""
+def parse_body(body: bytes) -> Any:
+    """A JSON body, parsed (``None`` when it is not JSON)."""
     try:
-        text: str | None = body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    try:
-        return text, json.loads(text if text is not None else body)
+        return json.loads(body)
     except ValueError:
-        return text, None
+        return None
 
 
 @attrs.define
@@ -233,7 +224,7 @@ class Proxy:
         body: bytes,
         url: str,
     ) -> None:
-        text, parsed = parse_body(body)
+        parsed = parse_body(body)
         if not isinstance(parsed, dict):  # not ours to judge: the upstream answers it
             return await self._forward(scope, receive, send, url, body, identity=False)
         self.stats.intercepted += 1
@@ -264,7 +255,7 @@ class Proxy:
             # more than the work (and its GIL hand-offs add milliseconds under load).
             prepared = call.prepare(parsed, view=own)
             if prepared is not parsed:
-                sent = edited_body(text, parsed, prepared)
+                sent = edited_body(body, parsed, prepared)
         except Exception:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
