@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "contrib" / "proxy"))  # recipes_support
 
 from agents_support import ClaudeCode, Codex, agent_binary
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import json
 import json.decoder
 import json.scanner
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 __all__ = ["dumps", "splice"]
 
-_scan = json.scanner.make_scanner(json.JSONDecoder())
-_scanstring = json.decoder.scanstring
+# The standard library's C scanner (typeshed knows neither signature).
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(cast(Any, json.JSONDecoder()))
+_scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 _WS = " \t\n\r"
 
 
