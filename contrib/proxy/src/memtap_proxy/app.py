@@ -196,7 +196,12 @@ class Proxy:
         await self._forward(scope, receive, send, url, body, identity=False)
 
     def attribute(
-        self, headers: RawHeaders, body: Mapping[str, Any], view: RequestView, profile: AgentProfile | None
+        self,
+        headers: RawHeaders,
+        body: Mapping[str, Any],
+        view: RequestView,
+        profile: AgentProfile | None,
+        agent: str,
     ) -> Attributed:
         """Who a request belongs to (:func:`memtap_proxy.attribution.attribute`): its
         ``x-memtap-*`` headers, what its agent says in its own traffic, the proxy's
@@ -208,7 +213,7 @@ class Proxy:
             body,
             view,
             profile,
-            agent=profile.name if profile is not None else "generic",
+            agent=agent,
             entity_id=c.entity_id,
             session_id=c.session_id,
             process_id=c.process_id,
@@ -235,8 +240,8 @@ class Proxy:
             view = protocol.read_request(parsed)  # the body is read once, here
             profile = self.profile(r, view.system)
             own = own_view(profile, view)  # the agent's scaffolding is not the user
-            attributed = self.attribute(raw_headers, parsed, own, profile)
             agent = profile.name if profile is not None else r.agent or "generic"
+            attributed = self.attribute(raw_headers, parsed, own, profile, agent)
             command = parse_command(own)
             if command is not None:
                 return await self._command(send, command, attributed, protocol, agent, parsed)
