@@ -14,10 +14,14 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
+
+import memtap
 
 #: The agents' npm packages, at the versions the tests are written against.
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code@2.1.332"
@@ -173,3 +177,17 @@ def codex_session(run: Run) -> str:
     found = _SESSION_LINE.search(run.stderr + run.stdout)
     assert found, f"no session id in codex's output:\n{run.stdout}\n{run.stderr}"
     return found.group(1)
+
+
+MEMORY = re.compile(r"<memtap-memory>.*?</memtap-memory>", re.S)
+
+
+def memory_blocks(body: dict[str, Any]) -> str:
+    """memtap's memory blocks in a request, as one text."""
+    return "\n".join(MEMORY.findall(json.dumps(body, ensure_ascii=False)))
+
+
+def assert_no_scaffolding(mem: memtap.Memory, markers: Iterable[str]) -> None:
+    """No stored fact holds any of the agent's scaffolding ``markers``."""
+    for fact in mem.facts(entity_id="default"):
+        assert not any(marker in fact.text for marker in markers), fact.text

@@ -7,15 +7,13 @@ asserts on what went over the wire and what was stored.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from agents_support import ClaudeCode, result_of
+from agents_support import MEMORY, ClaudeCode, assert_no_scaffolding, memory_blocks, result_of
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 
-MEMORY = re.compile(r"<memtap-memory>.*?</memtap-memory>", re.S)
 #: What Claude Code wraps around its user's words; never in a stored fact.
 SCAFFOLDING = ("<system-reminder", "claudeMd", "gitStatus", "Available agent types", "# Environment")
 
@@ -54,16 +52,6 @@ def said(body: dict[str, Any]) -> str:
     return "\n".join(text for _, text in turns(body))
 
 
-def memory_blocks(body: dict[str, Any]) -> str:
-    """memtap's memory blocks in a request, as one text."""
-    return "\n".join(MEMORY.findall(json.dumps(body, ensure_ascii=False)))
-
-
-def assert_no_scaffolding(mem: memtap.Memory) -> None:
-    for fact in mem.facts(entity_id="default"):
-        assert not any(marker in fact.text for marker in SCAFFOLDING), fact.text
-
-
 def test_fresh_sessions_are_separate_and_a_later_one_recalls(
     claude: ClaudeCode, upstream: ScriptedModelServer, mem: memtap.Memory
 ) -> None:
@@ -95,7 +83,7 @@ def test_fresh_sessions_are_separate_and_a_later_one_recalls(
     assert mem.history(str(first["session_id"]))[0].content == (
         "My favourite colour is teal, and my dog is called Biscuit."
     )
-    assert_no_scaffolding(mem)
+    assert_no_scaffolding(mem, SCAFFOLDING)
     facts = [f.text for f in mem.facts(entity_id="default")]
     assert "My favourite colour is teal, and my dog is called Biscuit." in facts
 
@@ -144,7 +132,7 @@ def test_continue_and_resume_carry_every_turn_once(
         "When does the key rotate?",
     ]
     assert stored.count(("assistant", "It says the deploy key rotates on Fridays.")) == 1
-    assert_no_scaffolding(mem)
+    assert_no_scaffolding(mem, SCAFFOLDING)
 
 
 def test_mem_status_is_answered_by_the_proxy(claude: ClaudeCode, upstream: ScriptedModelServer) -> None:

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from agents_support import Codex, codex_session
+from agents_support import MEMORY, Codex, assert_no_scaffolding, codex_session, memory_blocks
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 
-MEMORY = re.compile(r"<memtap-memory>.*?</memtap-memory>", re.S)
 #: What Codex wraps around its user's words; never in a stored fact.
 SCAFFOLDING = ("<environment_context", "AGENTS.md", "<INSTRUCTIONS>", "<skills_instructions")
 
@@ -38,15 +36,6 @@ def user_prompts(body: dict[str, Any]) -> list[str]:
     """The user's own prompts in a request (Codex's contextual user messages left out)."""
     keys = [item_key(i) for i in body["input"]]
     return [k for k in keys if k.startswith("user: ") and not k.startswith(("user: <", "user: # AGENTS.md"))]
-
-
-def memory_blocks(body: dict[str, Any]) -> str:
-    return "\n".join(MEMORY.findall(json.dumps(body, ensure_ascii=False)))
-
-
-def assert_no_scaffolding(mem: memtap.Memory) -> None:
-    for fact in mem.facts(entity_id="default"):
-        assert not any(marker in fact.text for marker in SCAFFOLDING), fact.text
 
 
 def test_fresh_exec_sessions_are_separate_and_a_later_one_recalls(
@@ -80,7 +69,7 @@ def test_fresh_exec_sessions_are_separate_and_a_later_one_recalls(
         "My favourite colour is teal, and my dog is called Biscuit.",
         "Noted: teal.",
     ]
-    assert_no_scaffolding(mem)
+    assert_no_scaffolding(mem, SCAFFOLDING)
 
 
 def test_exec_resume_carries_every_turn_once(
@@ -111,7 +100,7 @@ def test_exec_resume_carries_every_turn_once(
     mem.flush()
     users = [m.content for m in mem.history(session) if m.role == "user"]
     assert users == ["Read notes.txt and tell me what it says.", "What did I ask you first?"]
-    assert_no_scaffolding(mem)
+    assert_no_scaffolding(mem, SCAFFOLDING)
 
 
 def test_mem_status_is_answered_by_the_proxy(codex: Codex, upstream: ScriptedModelServer) -> None:

@@ -25,23 +25,22 @@ ENVIRONMENT = {
 REMINDER = "<system-reminder>\nAvailable agent types: Explore, Plan\n</system-reminder>"
 
 
-class AcmeProfile:
-    """A third-party profile that knows its agent's scaffolding (``user_text``)."""
+class AcmeProfile(TaggedScaffolding):
+    """A third-party profile that knows its agent's scaffolding (``user_text``, inherited)."""
 
     name = "acme"
-    scaffolding = TaggedScaffolding(tags=["system-reminder"])
+
+    def __init__(self) -> None:
+        super().__init__(tags=["system-reminder"])
 
     def detect(self, system_text: str) -> bool:
-        return system_text.startswith("You are Acme")
+        return "Acme" in system_text
 
     def split(self, system_text: str) -> list[Segment]:
         return [Segment(system_text)]
 
     def resolve(self, slot: str) -> str | None:
         return None
-
-    def user_text(self, message: Any) -> str:
-        return self.scaffolding.cut(message.content)
 
 
 class Seen:

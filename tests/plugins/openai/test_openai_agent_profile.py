@@ -21,9 +21,13 @@ from memtap.storage import InMemoryStore
 ENVIRONMENT = "<environment_context>\n  <cwd>/p</cwd>\n</environment_context>"
 
 
-class AcmeProfile:
+class AcmeProfile(TaggedScaffolding):
+    """A third-party profile that knows its agent's scaffolding (``user_text``, inherited)."""
+
     name = "acme"
-    scaffolding = TaggedScaffolding(tags=["environment_context"])
+
+    def __init__(self) -> None:
+        super().__init__(tags=["environment_context"])
 
     def detect(self, system_text: str) -> bool:
         return "Acme" in system_text
@@ -33,9 +37,6 @@ class AcmeProfile:
 
     def resolve(self, slot: str) -> str | None:
         return None
-
-    def user_text(self, message: Any) -> str:
-        return self.scaffolding.cut(message.content)
 
 
 class Acme:
