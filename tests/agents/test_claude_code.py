@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from agents_support import MEMORY, ClaudeCode, assert_no_scaffolding, memory_blocks, result_of
+from proxy_support import settle
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
@@ -65,7 +66,7 @@ def test_fresh_sessions_are_separate_and_a_later_one_recalls(
     assert "teal" not in said(body) and "Biscuit" not in said(body)  # no turn of the first
     assert [m["role"] for m in body["messages"]] == ["user", "system"]  # its own prompt only
 
-    mem.flush()
+    settle(mem, len(messages_requests(upstream)))
     mem.recall("favourite colour", entity_id="default")  # a warm index, as in a running proxy
     upstream.script(Reply(text="Teal."))
     third = result_of(claude.prompt("What is my favourite colour?"))
@@ -74,7 +75,7 @@ def test_fresh_sessions_are_separate_and_a_later_one_recalls(
     assert "teal" not in said(body)  # and never as a turn of this one
     assert third["result"] == "Teal."
 
-    mem.flush()
+    settle(mem, len(messages_requests(upstream)))
     sessions = {s.session_id for s in mem.sessions(entity_id="default")}
     assert sessions == {first["session_id"], second["session_id"], third["session_id"]}
     for result in (first, second, third):
@@ -123,7 +124,7 @@ def test_continue_and_resume_carry_every_turn_once(
         ("user", "When does the key rotate?"),
     ]
 
-    mem.flush()
+    settle(mem, len(messages_requests(upstream)))
     stored = [(m.role, m.content) for m in mem.history(session)]
     users = [text for role, text in stored if role == "user"]
     assert users == [
@@ -141,3 +142,26 @@ def test_mem_status_is_answered_by_the_proxy(claude: ClaudeCode, upstream: Scrip
     assert "agent profile claude-code" in str(result["result"])
     assert f"session '{result['session_id']}' (named by the agent)" in str(result["result"])
     assert messages_requests(upstream) == []  # the model never saw it
+
+
+def test_a_session_named_by_header_spans_runs_with_history(
+    claude: ClaudeCode, upstream: ScriptedModelServer, mem: memtap.Memory
+) -> None:
+    named = {"ANTHROPIC_CUSTOM_HEADERS": "x-memtap-session: project-x"}  # as docs/proxy.md says
+    upstream.script(Reply(text="Noted: Fridays."), Reply(text="On Fridays."))
+    first = result_of(claude.prompt("We deploy on Fridays.", **named))
+    second = result_of(claude.prompt("When do we deploy?", **named))
+    assert first["session_id"] != second["session_id"]  # two Claude Code sessions...
+    body = messages_requests(upstream)[-1]
+    assert turns(body)[:2] == [
+        ("user", "We deploy on Fridays."),
+        ("assistant", "Noted: Fridays."),
+    ]  # ...one memtap session
+    assert "x-memtap-session" not in upstream.requests[-1].headers
+    settle(mem, len(messages_requests(upstream)))
+    assert [m.content for m in mem.history("project-x")] == [
+        "We deploy on Fridays.",
+        "Noted: Fridays.",
+        "When do we deploy?",
+        "On Fridays.",
+    ]

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from agents_support import MEMORY, Codex, assert_no_scaffolding, codex_session, memory_blocks
+from proxy_support import settle
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
@@ -51,7 +52,7 @@ def test_fresh_exec_sessions_are_separate_and_a_later_one_recalls(
     assert user_prompts(body) == ["user: What is the capital of France?"]
     assert "teal" not in "\n".join(item_key(i) for i in body["input"])
 
-    mem.flush()
+    settle(mem, len(responses_requests(upstream)))
     mem.recall("favourite colour", entity_id="default")  # a warm index, as in a running proxy
     upstream.script(Reply(text="Teal."))
     third = codex_session(codex.exec("What is my favourite colour?").check())
@@ -63,7 +64,7 @@ def test_fresh_exec_sessions_are_separate_and_a_later_one_recalls(
     assert roles[:2] == ["developer", "developer"]
     assert "instructions" not in body
 
-    mem.flush()
+    settle(mem, len(responses_requests(upstream)))
     assert {s.session_id for s in mem.sessions(entity_id="default")} == {first, second, third}
     assert [m.content for m in mem.history(first)] == [
         "My favourite colour is teal, and my dog is called Biscuit.",
@@ -97,7 +98,7 @@ def test_exec_resume_carries_every_turn_once(
     ]
     assert "Read notes.txt" not in memory_blocks(last)
 
-    mem.flush()
+    settle(mem, len(responses_requests(upstream)))
     users = [m.content for m in mem.history(session) if m.role == "user"]
     assert users == ["Read notes.txt and tell me what it says.", "What did I ask you first?"]
     assert_no_scaffolding(mem, SCAFFOLDING)

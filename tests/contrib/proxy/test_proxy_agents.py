@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import httpx
 import pytest
 from lossless_support import ordered, strip
 from proxy_raw_upstream import RawUpstream, json_answer
-from proxy_support import make_memory, needs_anthropic
+from proxy_support import make_memory, needs_anthropic, settle
 
 import memtap
 import memtap_agents
@@ -79,15 +78,6 @@ def send(proxy: ProxyThread, path: str, headers: dict[str, str], body: bytes, **
     r = httpx.post(proxy.url + path, content=body, headers={**headers, **extra}, timeout=10)
     assert r.status_code == 200, r.text
     return r
-
-
-def settle(mem: memtap.Memory, exchanges: int) -> None:
-    """Wait until ``exchanges`` calls are stored (a streamed call is captured once its
-    last byte is sent: the client may read it first)."""
-    deadline = time.monotonic() + 10
-    while sum(s.exchange_count for s in mem.sessions(entity_id=None)) < exchanges:
-        assert time.monotonic() < deadline, "the calls were not stored"
-        time.sleep(0.01)
 
 
 def memory_texts(value: Any) -> list[str]:
