@@ -347,6 +347,9 @@ def main() -> None:
     base = f"http://127.0.0.1:{up_port}"
     cmd = [sys.executable, "-m", "memtap.cli", "proxy", "--port", str(proxy_port), "--store", "memory://"]
     cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--log-level", "warning"]
+    # One running session for the chat calls (as before sessions were derived from each
+    # conversation): their single messages get the session's history injected.
+    cmd += ["--session", "bench"]
     if args.history_messages is not None:
         cmd += ["--history-messages", str(args.history_messages)]
     proxy = subprocess.Popen(cmd, env={**os.environ, "PYTHONHASHSEED": "0"})
