@@ -16,27 +16,18 @@ for every reader (injection, capture, commands), in the proxy and in-process ali
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
 from .model import Message
 from .wire import RequestView
 
-__all__ = ["HasUserText", "TaggedScaffolding", "own_messages", "own_view", "user_text_of"]
+__all__ = ["TaggedScaffolding", "own_messages", "own_view"]
 
 
-@runtime_checkable
-class HasUserText(Protocol):
-    """A profile that knows its agent's scaffolding (the optional part of
-    :class:`memtap.anchors.AgentProfile`)."""
-
-    def user_text(self, message: Message) -> str:
-        """The text of a user or tool ``message`` without the agent's scaffolding."""
-
-
-def user_text_of(profile: Any) -> Any:
+def _user_text(profile: Any) -> Callable[[Message], str] | None:
     """The profile's ``user_text`` method, or ``None`` (a profile without it, or none)."""
     method = getattr(profile, "user_text", None)
     return method if callable(method) else None
@@ -46,7 +37,7 @@ def own_messages(profile: Any, messages: Sequence[Message]) -> tuple[Message, ..
     """``messages`` as their authors wrote them: the user and tool messages through the
     profile's ``user_text``; a user message that was nothing but scaffolding is left out.
     The very tuple given when nothing changes (and without a profile that knows any)."""
-    clean = user_text_of(profile)
+    clean = _user_text(profile)
     given = messages if isinstance(messages, tuple) else tuple(messages)
     if clean is None:
         return given
