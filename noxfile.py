@@ -8,13 +8,23 @@ only what it declares.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "typecheck", "tests", "storage", "reliability", "integration", "demo"]
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "storage",
+    "reliability",
+    "integration",
+    "agents",
+    "demo",
+]
 
 ROOT = Path(__file__).parent
 CORE = "./core"
@@ -117,6 +127,47 @@ def integration(session: nox.Session) -> None:
     """The default distribution end to end: CLI and demo on DuckDB with the openai SDK."""
     session.install(*DEFAULTS, ".", *TEST_DEPS)
     session.run(*PYTEST, "tests/integration", *session.posargs)
+
+
+#: The real agents `nox -s agents` drives through the proxy (npm packages, pinned).
+AGENT_PACKAGES = ["@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0"]
+
+
+def _agents_bin(session: nox.Session) -> Path:
+    """Install the pinned agents with npm (once: cached under $XDG_CACHE_HOME/memtap, else
+    .nox/_npm) and return the folder holding their ``claude`` and ``codex`` commands."""
+    npm = shutil.which("npm")
+    if npm is None:
+        session.error(
+            "npm is not installed: the agents session runs Claude Code and Codex, which install "
+            "from npm. Install Node.js with npm (e.g. `apt-get install nodejs npm`) and run it again."
+        )
+    key = "+".join(p.replace("/", "_") for p in AGENT_PACKAGES)
+    cache = os.environ.get("XDG_CACHE_HOME")
+    prefix = (Path(cache) / "memtap" / "agents" if cache else ROOT / ".nox" / "_npm") / key
+    folder = prefix / "node_modules" / ".bin"
+    stamp = prefix / "installed"
+    if not stamp.exists():
+        prefix.mkdir(parents=True, exist_ok=True)
+        session.run(
+            npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save", *AGENT_PACKAGES,
+            external=True,
+        )  # fmt: skip
+        for name in ("claude", "codex"):
+            session.run(str(folder / name), "--version", external=True, env={"HOME": session.create_tmp()})
+        stamp.write_text("\n".join(AGENT_PACKAGES) + "\n")
+    return folder
+
+
+@nox.session
+def agents(session: nox.Session) -> None:
+    """Claude Code and Codex CLI (real, pinned, from npm) through `memtap proxy` against the
+    scripted upstream: sessions kept apart, resumed conversations never doubled, recall
+    across sessions, `mem:` commands, the documented recipes."""
+    folder = _agents_bin(session)
+    local = [PLUGINS[p] for p in ("openai", "anthropic", "agents", "duckdb")]
+    session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", *TEST_DEPS)
+    session.run(*PYTEST, "tests/agents", *session.posargs, env={"MEMTAP_AGENTS_BIN": str(folder)})
 
 
 @nox.session

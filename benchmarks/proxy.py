@@ -1,16 +1,22 @@
 """What the memtap proxy adds to a call: direct to a local upstream vs through the proxy.
 
-Three processes on loopback: a minimal asyncio upstream (fixed Chat Completions answers, JSON
-and SSE, keep-alive, TCP_NODELAY), ``memtap proxy`` (one uvicorn worker, in-memory store,
-history injection on), and this client (httpx). Measured for JSON and SSE chat calls, and for
-a passed-through route (``/v1/embeddings``: the HTTP machinery alone, no memtap work): median
-and p90 latency and time to the first body byte, sequentially, direct and through the proxy
-in alternating rounds (``--runs``; the figures are the medians of the rounds' medians, so a
-busy moment of a shared machine moves one round, not the result); the proxy process's CPU
-time per request (Linux); then requests/s with 32 concurrent clients. Counts and time are
-bounded; nothing leaves 127.0.0.1.
+Three processes on loopback: a minimal asyncio upstream (fixed answers in each protocol's
+shape — Chat Completions, Anthropic Messages, Responses — JSON and SSE, keep-alive,
+TCP_NODELAY), ``memtap proxy`` (one uvicorn worker, in-memory store, history injection on),
+and this client (httpx). Measured for JSON and SSE chat calls, for a passed-through route
+(``/v1/embeddings``: the HTTP machinery alone, no memtap work), and for the real agents'
+requests recorded in ``tests/contrib/proxy/golden`` (Claude Code's ~50 KB first request,
+Codex's ~41 KB, sent as their bytes with their headers, streamed as they ask): with nothing
+to inject, and with history and recalled facts injected (a session named by
+``x-memtap-session`` whose earlier turns and facts match). Median and p90 latency and time
+to the first body byte, sequentially, direct and through the proxy in alternating rounds
+(``--runs``; the figures are the medians of the rounds' medians, so a busy moment of a
+shared machine moves one round, not the result); the proxy process's CPU time per request
+(Linux); then requests/s with 32 concurrent clients. Counts and time are bounded; nothing
+leaves 127.0.0.1.
 
     python benchmarks/proxy.py [--requests 400] [--runs 5] [--concurrency 32] [--seconds 5]
+                               [--only agents]
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -52,6 +61,67 @@ def _chunk(content: str | None, finish: str | None = None) -> bytes:
 
 SSE = [_chunk("Hel"), _chunk("lo"), _chunk(None, "stop"), b"data: [DONE]\n\n"]
 
+GOLDEN = Path(__file__).parents[1] / "tests" / "contrib" / "proxy" / "golden"
+
+
+def _event(name: str, data: dict) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
+
+
+_MESSAGE = {"id": "msg_b", "type": "message", "role": "assistant", "model": "bench", "content": []}
+_USAGE = {"input_tokens": 3, "output_tokens": 1}
+#: Anthropic Messages: a whole answer, and its event stream.
+ANTHROPIC_ANSWER = json.dumps(
+    {**_MESSAGE, "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn", "usage": _USAGE}
+).encode()
+ANTHROPIC_SSE = [
+    _event("message_start", {"type": "message_start", "message": {**_MESSAGE, "usage": _USAGE}}),
+    _event(
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ),
+    _event(
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+    ),
+    _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    _event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": _USAGE}),
+    _event("message_stop", {"type": "message_stop"}),
+]
+_ITEM = {"id": "msg_b", "type": "message", "status": "completed", "role": "assistant"}
+_RESPONSE = {"id": "resp_b", "object": "response", "model": "bench", "status": "completed"}
+_OUTPUT = [{**_ITEM, "content": [{"type": "output_text", "text": "hi", "annotations": []}]}]
+_RESPONSES_USAGE = {"input_tokens": 3, "output_tokens": 1, "total_tokens": 4}
+#: OpenAI Responses: a whole answer, and its event stream.
+RESPONSES_ANSWER = json.dumps({**_RESPONSE, "output": _OUTPUT, "usage": _RESPONSES_USAGE}).encode()
+RESPONSES_SSE = [
+    _event(
+        "response.created",
+        {"type": "response.created", "response": {**_RESPONSE, "status": "in_progress", "output": []}},
+    ),
+    _event(
+        "response.output_text.delta",
+        {
+            "type": "response.output_text.delta",
+            "item_id": "msg_b",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": "hi",
+        },
+    ),
+    _event(
+        "response.output_item.done",
+        {"type": "response.output_item.done", "output_index": 0, "item": _OUTPUT[0]},
+    ),
+    _event(
+        "response.completed",
+        {
+            "type": "response.completed",
+            "response": {**_RESPONSE, "output": _OUTPUT, "usage": _RESPONSES_USAGE},
+        },
+    ),
+]
+
 
 # -- the upstream (run in its own process) -------------------------------------------------
 
@@ -79,17 +149,27 @@ class _Upstream(asyncio.Protocol):
             if len(self.buf) < end:
                 return
             body, self.buf = self.buf[head_end + 4 : end], self.buf[end:]
-            self._answer(b'"stream":true' in body.replace(b" ", b""))
+            path = head.split(" ", 2)[1]
+            self._answer(path, b'"stream":true' in body.replace(b" ", b""), len(body))
 
-    def _answer(self, stream: bool) -> None:
+    def _answer(self, path: str, stream: bool, received: int) -> None:
+        """The protocol's answer; ``x-bench-received`` tells the client the body's size (to
+        see whether the proxy injected anything)."""
+        answer, events = ANSWER, SSE
+        if path.startswith("/v1/messages"):
+            answer, events = ANTHROPIC_ANSWER, ANTHROPIC_SSE
+        elif path.startswith("/v1/responses"):
+            answer, events = RESPONSES_ANSWER, RESPONSES_SSE
+        size = b"x-bench-received: %d\r\n" % received
         if not stream:
-            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
-            self.transport.write(head % len(ANSWER) + ANSWER)
+            head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%scontent-length: %d\r\n\r\n"
+            self.transport.write(head % (size, len(answer)) + answer)
             return
         self.transport.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n%stransfer-encoding: chunked\r\n\r\n"
+            % size
         )
-        for event in SSE:
+        for event in events:
             self.transport.write(b"%x\r\n%s\r\n" % (len(event), event))
         self.transport.write(b"0\r\n\r\n")
 
@@ -135,19 +215,41 @@ def varied(i: int) -> dict:
     return {**BODY, "messages": [{"role": "user", "content": text}]}
 
 
+@dataclass(frozen=True)
+class Raw:
+    """A recorded request: its body's bytes and the headers its agent sent."""
+
+    content: bytes
+    headers: dict[str, str]
+
+
+def agent_request(name: str, **extra: str) -> Raw:
+    """A request recorded from a real agent (``tests/contrib/proxy/golden``)."""
+    headers = json.loads((GOLDEN / f"{name}.headers.json").read_text())
+    headers = {k: v for k, v in headers.items() if k not in ("accept",)}
+    return Raw((GOLDEN / f"{name}.json").read_bytes(), {**headers, **extra})
+
+
 def sequential(
-    url: str, n: int, stream: bool, body: dict | None = None, vary: bool = False
+    url: str, n: int, stream: bool, body: dict | Raw | None = None, vary: bool = False
 ) -> tuple[list[float], list[float]]:
     body = body or ({**BODY, "stream": True} if stream else BODY)
     totals, firsts = [], []
+
+    def send(client: httpx.Client, body: dict | Raw) -> Any:
+        if isinstance(body, Raw):
+            return client.stream("POST", url, content=body.content, headers=body.headers)
+        return client.stream("POST", url, json=body)
+
     with httpx.Client(timeout=10) as client:
         for _ in range(20):  # warm-up
-            client.post(url, json=body).read()
+            with send(client, body) as r:
+                r.read()
         for i in range(n):
             if vary:
                 body = varied(i)
             t0 = time.perf_counter()
-            with client.stream("POST", url, json=body) as r:
+            with send(client, body) as r:
                 first = None
                 for _chunk in r.iter_raw():
                     if first is None:
@@ -202,7 +304,7 @@ def rounds(
     proxy_pid: int,
     args: argparse.Namespace,
     stream: bool,
-    body: dict | None,
+    body: dict | Raw | None,
     vary: bool = False,
 ) -> dict[str, tuple[float, float]]:
     """Alternating direct / proxy rounds: per figure, (direct, proxy) medians of the rounds'
@@ -237,12 +339,17 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--history-messages", type=int, default=None)
+    parser.add_argument("--only", choices=["chat", "agents"], default=None, help="one part of the benchmark")
     args = parser.parse_args()
 
     up_port, proxy_port = free_port(), free_port()
     up = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(up_port)])
+    base = f"http://127.0.0.1:{up_port}"
     cmd = [sys.executable, "-m", "memtap.cli", "proxy", "--port", str(proxy_port), "--store", "memory://"]
-    cmd += ["--openai-upstream", f"http://127.0.0.1:{up_port}", "--log-level", "warning"]
+    cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--log-level", "warning"]
+    # One running session for the chat calls (as before sessions were derived from each
+    # conversation): their single messages get the session's history injected.
+    cmd += ["--session", "bench"]
     if args.history_messages is not None:
         cmd += ["--history-messages", str(args.history_messages)]
     proxy = subprocess.Popen(cmd, env={**os.environ, "PYTHONHASHSEED": "0"})
@@ -253,6 +360,10 @@ def main() -> None:
         wait_for(through)
         print(f"{args.runs} rounds of {args.requests} sequential calls each way; medians of the rounds")
         print(f"{'':42}{'direct':>10}{'proxy':>10}{'added':>10}")
+        if args.only != "chat":
+            agents(f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}", proxy.pid, args)
+        if args.only == "agents":
+            return
         kinds: list[tuple[str, str, str, bool, dict | None]] = [
             ("JSON", direct, through, False, None),
             ("SSE", direct, through, True, None),
@@ -288,6 +399,63 @@ def main() -> None:
         for process in (proxy, up):
             process.terminate()
             process.wait(10)
+
+
+def report(kind: str, figures: dict[str, tuple[float, float]]) -> None:
+    for label, (d, p) in figures.items():
+        if "CPU" in label:
+            print(f"{kind + ' ' + label + ' ms':42}{'':10}{p:10.3f}")
+        else:
+            print(f"{kind + ' ' + label + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
+
+
+#: Earlier turns of the session the "injected" agent requests name (history), and facts of
+#: the same entity, in another session, that their prompt recalls.
+HISTORY_SEED = ["We moved the build to GitHub Actions last week.", "The staging cluster runs on Kubernetes."]
+FACT_SEED = [
+    "My notes.txt file lists when the deploy key rotates.",
+    "I keep release notes for the team in notes.txt.",
+    "The notes in notes.txt say the deploy key rotates on Fridays.",
+]
+
+
+def seed(proxy: str) -> None:
+    """Give the default entity a session with earlier turns and recallable facts."""
+    with httpx.Client(timeout=10) as client:
+        for session, texts in (("bench-history", HISTORY_SEED), ("bench-facts", FACT_SEED)):
+            for text in texts:
+                body = {"model": "bench", "messages": [{"role": "user", "content": text}]}
+                client.post(proxy + "/v1/chat/completions", json=body, headers={"x-memtap-session": session})
+    time.sleep(1.0)  # stored, memorized into facts and indexed by the proxy's workers
+
+
+def received(proxy: str, path: str, request: Raw) -> int:
+    """How many bytes the upstream got for ``request`` sent through the proxy."""
+    r = httpx.post(proxy + path, content=request.content, headers=request.headers, timeout=10)
+    return int(r.headers["x-bench-received"])
+
+
+def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) -> None:
+    """The real agents' requests: nothing injected, then history and recall injected."""
+    seed(proxy)
+    cases = [
+        ("Claude Code", "/v1/messages", "claude_code_first"),
+        ("Codex", "/v1/responses", "codex_first"),
+    ]
+    for agent, path, name in cases:
+        # An entity with nothing remembered; then the seeded one, in a session named by header.
+        plain = {"x-memtap-entity": f"bench-new-{name}"}
+        for label, extra in (
+            ("nothing injected", plain),
+            ("history+recall", {"x-memtap-session": "bench-history"}),
+        ):
+            request = agent_request(name, **extra)
+            got = received(proxy, path, request)
+            if (got != len(request.content)) != (extra is not plain):
+                raise RuntimeError(f"{agent} {label}: the upstream got {got} bytes of {len(request.content)}")
+            kind = f"{agent} {len(request.content) // 1000} KB, {label}:"
+            print(f"{kind} upstream got {got} bytes")
+            report(kind, rounds(direct + path, proxy + path, proxy_pid, args, True, request))
 
 
 if __name__ == "__main__":

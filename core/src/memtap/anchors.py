@@ -73,7 +73,21 @@ class Anchor:
 
 @runtime_checkable
 class AgentProfile(Protocol):
-    """One agent's system-prompt structure."""
+    """One agent's system-prompt structure.
+
+    Optional, read with ``getattr`` (a profile without them keeps working):
+
+    - ``user_text(message) -> str``: a user or tool message's text without the agent's
+      scaffolding (:mod:`memtap.scaffolding`), for the recall query, capture and ``mem:``
+      commands;
+    - ``session_id(headers, body) -> str | None``: the conversation id the agent sends in
+      its own traffic (``headers``: lower-case names to their first value; ``body``: the
+      parsed request), read by the proxy when no ``x-memtap-session`` header names one;
+    - ``entity_id(headers, body) -> str | None``: the same for the entity (whose memory);
+    - ``keeps_conversation``: ``True`` for an agent that resends its whole conversation
+      every turn (Claude Code, Codex): memtap then injects no history into the sessions
+      the agent names itself, only recalled facts.
+    """
 
     #: The agent's name, also its URL prefix in the proxy (``/claude-code/v1/messages``).
     name: str

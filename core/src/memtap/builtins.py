@@ -19,6 +19,7 @@ import attrs
 from .hookspecs import hookimpl
 from .model import Exchange, ExchangeStatus, Fact, Message, new_id
 from .redact import REDACTED, redact_text
+from .scaffolding import own_view
 from .storage import InMemoryStore, Store
 from .wire import RawExchange, ResponseView, StreamAccumulator, WireProtocol
 
@@ -40,8 +41,11 @@ class PayloadPlugin:
 
     @hookimpl(trylast=True)
     def memtap_format_exchange(self, raw: RawExchange) -> Exchange:
-        """Build the canonical exchange; the app's messages minus those it repeated."""
-        request = raw.protocol.read_request(raw.request_body)
+        """Build the canonical exchange; the app's messages minus those it repeated (and
+        minus its agent's scaffolding)."""
+        request = raw.request_view
+        if request is None:
+            request = own_view(raw.profile, raw.protocol.read_request(raw.request_body))
         if raw.stream_result is not None:
             response = raw.stream_result
         elif raw.response is not None:

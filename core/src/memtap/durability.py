@@ -103,6 +103,8 @@ def replay_orphans(
         for protocol in group or ():
             protocols.setdefault(protocol.name, protocol)
 
+    profiles = {p.name: p for group in pm.hook.memtap_agent_profiles() for p in group or ()}
+
     def accumulator(protocol: WireProtocol) -> StreamAccumulator:
         found: StreamAccumulator | None = pm.hook.memtap_stream_accumulator(protocol=protocol)
         return found if found is not None else protocol.new_accumulator()
@@ -111,7 +113,7 @@ def replay_orphans(
     for segment, record in spool.adopt_orphans():
 
         def build(record: dict[str, Any] = record) -> Exchange | None:
-            raw = decode_record(record, protocols, accumulator)
+            raw = decode_record(record, protocols, accumulator, profiles)
             exchange: Exchange | None = pm.hook.memtap_format_exchange(raw=raw)
             return exchange
 

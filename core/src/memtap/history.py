@@ -286,6 +286,16 @@ class SessionHistories:
         self._readers.shutdown()
 
 
+#: The budget of a request no history may go into (:attr:`InjectionRequest.history` off):
+#: what it resends is still found, nothing is injected.
+NO_HISTORY = HistoryBudget(max_messages=0)
+
+
+def request_budget(request: InjectionRequest, budget: HistoryBudget) -> HistoryBudget:
+    """``budget``, or :data:`NO_HISTORY` for a request no history may go into."""
+    return budget if request.history else NO_HISTORY
+
+
 class HistoryPlugin:
     """Built-in injector: puts the session's earlier turns in front of the request (those
     the request does not resend or carry, whole answered tool units, within the budget), and
@@ -298,11 +308,12 @@ class HistoryPlugin:
     def plan(self, request: InjectionRequest) -> HistoryPlan:
         """The history plan of ``request`` (made once per request, whoever asks)."""
         history = self.histories.get(request.attribution)
-        return cached_plan(history, request.request.messages, self.budget)
+        return cached_plan(history, request.request.messages, request_budget(request, self.budget))
 
     @hookimpl
     def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
-        """Inject the budgeted part of the session history the request does not repeat."""
+        """Inject the budgeted part of the session history the request does not repeat
+        (none when ``request.history`` is off: then only what it repeats is reported)."""
         plan = self.plan(request)
         if not plan.messages and not plan.present:
             return []

@@ -270,6 +270,7 @@ def inject_blocks(
     part: Callable[[str], Any] = text_part,
     system_key: str = "system",
     system_as_list: bool = False,
+    is_tail: Callable[[Any], bool] = is_user_turn,
 ) -> None:
     """Place ``plan``'s system blocks into ``out`` (a copy of ``body`` whose ``messages``
     may already carry the history) for APIs with a ``system`` field apart from the
@@ -281,14 +282,15 @@ def inject_blocks(
       breakpoint, every existing part kept as it was);
     - the tail (the ``user.*`` points, and per-turn blocks when ``cached`` says the request
       uses the prompt cache) at the end of the latest user message (after its tool results
-      and its breakpoint, so nothing in the cached prefix changes); in the system when
-      there is no user message.
+      and its breakpoint, so nothing in the cached prefix changes; ``is_tail`` says which
+      turns may take it, the last one that does is used); in the system when there is no
+      such turn.
     """
     system = body.get(system_key)
     arranged = arrange(plan, content_texts(system), cached=cached)
     tail = arranged.tail_text()
     if tail is not None:
-        messages = with_tail(out.get("messages") or (), tail, is_user=is_user_turn, part=part)
+        messages = with_tail(out.get("messages") or (), tail, is_user=is_tail, part=part)
         if messages is None:
             arranged = arranged.tail_in_system()
         else:

@@ -15,7 +15,7 @@ import re
 import attrs
 
 from .conversation import CHARS_PER_TOKEN, HistoryBudget, cached_plan
-from .history import SessionHistories
+from .history import SessionHistories, request_budget
 from .hookspecs import hookimpl
 from .model import Fact, Message
 from .recall import RecallEngine
@@ -93,7 +93,7 @@ class RecallPlugin:
         own = request.request.messages
         texts = {_norm(m.content) for m in own if m.content}
         history = self.histories.get(request.attribution)
-        plan = cached_plan(history, own, self.history_budget)
+        plan = cached_plan(history, own, request_budget(request, self.history_budget))
         ids = {m.exchange_id for m in plan.messages if m.exchange_id} | plan.resent_exchange_ids
         texts |= {_norm(m.content) for m in plan.messages if m.content}
         return ids, texts

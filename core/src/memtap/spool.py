@@ -37,6 +37,7 @@ from typing import Any
 
 import attrs
 
+from .anchors import AgentProfile
 from .metrics import count
 from .model import Attribution
 from .private import make_private, private_dir
@@ -158,11 +159,22 @@ def encode_tail(
     partial: bool,
     response: str | None,
     events: Sequence[str] | None,
+    agent: str | None = None,
 ) -> str:
     """The response half of a spool record, closing it: the response as JSON text,
     redacted escape-aware, or the stream's events, redacted across events (a secret the
-    stream split is found too). Small: what the model answered."""
-    fields = _dumps({"t1": ended_at, "s": stream, "e": redact_text(error) if error else error, "pa": partial})
+    stream split is found too). Small: what the model answered. ``agent`` names the call's
+    agent profile (known once the request is read; its scaffolding is left out when the
+    call is replayed)."""
+    fields = _dumps(
+        {
+            "t1": ended_at,
+            "s": stream,
+            "e": redact_text(error) if error else error,
+            "pa": partial,
+            **({"ag": agent} if agent else {}),
+        }
+    )
     res = redact_text(response) if response is not None else "null"
     ev = "[" + ",".join(redact_stream(events)) + "]" if events is not None else "null"
     return "," + fields[1:-1] + ',"res":' + res + ',"ev":' + ev + "}\n"
@@ -182,8 +194,11 @@ def encode_record(
     body: Mapping[str, Any],
     response: str | None,
     events: Sequence[str] | None,
+    agent: str | None = None,
 ) -> bytes:
-    """One spool line for a finished call, redacted (no credential reaches the disk)."""
+    """One spool line for a finished call, redacted (no credential reaches the disk).
+    ``agent`` names the call's agent profile (its scaffolding is left out when the call is
+    replayed)."""
     head = encode_head(
         call_id=call_id,
         protocol=protocol,
@@ -193,7 +208,13 @@ def encode_record(
         body=body,
     )
     tail = encode_tail(
-        ended_at=ended_at, stream=stream, error=error, partial=partial, response=response, events=events
+        ended_at=ended_at,
+        stream=stream,
+        error=error,
+        partial=partial,
+        response=response,
+        events=events,
+        agent=agent,
     )
     return head + tail.encode()
 
@@ -338,6 +359,7 @@ def journal_call(
             partial=partial,
             response=response,
             events=events,
+            agent=getattr(getattr(call, "profile", None), "name", None),
         )
         line = head + tail.encode()
     except Exception:
@@ -355,10 +377,12 @@ def decode_record(
     record: Mapping[str, Any],
     protocols: Mapping[str, WireProtocol],
     accumulator: Callable[[WireProtocol], StreamAccumulator],
+    profiles: Mapping[str, AgentProfile] | None = None,
 ) -> RawExchange:
-    """A spool record back as the :class:`RawExchange` the capture path would have made.
-    Raises ``KeyError``/``ValueError`` for a record this process cannot read (e.g. its
-    protocol's plugin is not installed)."""
+    """A spool record back as the :class:`RawExchange` the capture path would have made
+    (with its agent profile, found by name in ``profiles``). Raises
+    ``KeyError``/``ValueError`` for a record this process cannot read (e.g. its protocol's
+    plugin is not installed)."""
     name = record["p"]
     protocol = protocols.get(name)
     if protocol is None:
@@ -385,6 +409,7 @@ def decode_record(
         error=record.get("e"),
         partial=bool(record.get("pa")),
         id=record["id"],
+        profile=(profiles or {}).get(record.get("ag") or ""),
     )
 
 

@@ -31,6 +31,7 @@ from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .redact import redact_text
+from .scaffolding import own_view
 from .scope import AttributionScopes, in_internal_call
 from .sessionblocks import SessionBlocks
 from .spool import RequestJournal, Spool, journal_call, journal_request, response_json
@@ -40,6 +41,7 @@ from .wire import (
     InjectionPlan,
     InjectionRequest,
     RawExchange,
+    RequestView,
     ResponseView,
     SystemBlock,
     WireProtocol,
@@ -161,6 +163,10 @@ class Call:
 
     ``agent`` names the agent profile placing blocks in the system prompt (the proxy's URL
     prefix); without it the tap's own, else the one recognised by the system prompt.
+    ``profile`` is that profile when the caller has already found it (the proxy: found
+    once per request). ``history=False`` injects no history (the caller holds its whole
+    conversation: an agent that resends it every turn); what the request repeats of the
+    session is still recognised and not captured twice.
     """
 
     def __init__(
@@ -171,15 +177,22 @@ class Call:
         fallback_body: Mapping[str, Any] | None,
         *,
         agent: str | None = None,
+        profile: AgentProfile | None = None,
+        history: bool = True,
     ) -> None:
         self.tap = tap
         self.agent = agent
+        self.profile = profile
+        self._profile_known = profile is not None
+        self.history = history
         self.protocol = protocol
         self.attribution = attribution
         self.id = new_id()
         self.started_at = utcnow()
         self.app_body: Mapping[str, Any] | None = fallback_body
         self.sent_body: Mapping[str, Any] | None = None
+        #: The app's request as injection read it (the agent's scaffolding left out).
+        self.request_view: RequestView | None = None
         self.already_present = 0
         self.injected_messages = 0
         self.hide_usage_event = False
@@ -212,10 +225,13 @@ class Call:
 
     # -- request -------------------------------------------------------------------------
 
-    def prepare(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    def prepare(self, body: Mapping[str, Any], *, view: RequestView | None = None) -> Mapping[str, Any]:
         """Given the body the SDK built from the app's arguments, return the body to send.
 
-        Called again with the same body on retries: the same result is returned.
+        ``view`` is the protocol's reading of ``body`` when the caller has made it already,
+        with the agent's scaffolding left out (:func:`memtap.scaffolding.own_view` with
+        this call's profile). Called again with the same body on retries: the same result
+        is returned.
         """
         if self.sent_body is not None and body is self.app_body:
             return self.sent_body
@@ -225,7 +241,7 @@ class Call:
             return body
         sent: Mapping[str, Any] = body
         try:
-            sent = self._inject(body)
+            sent = self._inject(body, view)
         except Exception:
             count("failed", reason="inject")
             log.exception(
@@ -236,39 +252,47 @@ class Call:
         self.journal = journal_request(self.tap.spool, self, body)
         return sent
 
-    async def prepare_async(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def prepare_async(
+        self, body: Mapping[str, Any], *, view: RequestView | None = None
+    ) -> Mapping[str, Any]:
         """:meth:`prepare` for a caller on an event loop: the session's history is read
         in a thread and awaited (a bounded time), so the loop never blocks on the store."""
         if self.internal or self.sent_body is not None:
-            return self.prepare(body)
+            return self.prepare(body, view=view)
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not asyncio (trio): prepare's own bounded wait applies
-            return self.prepare(body)
+            return self.prepare(body, view=view)
         try:
             await self.tap.histories.preload(self.attribution)
         except Exception:
             log.exception("memtap could not preload a session's history; going on without waiting")
         with without_waiting():
-            return self.prepare(body)
+            return self.prepare(body, view=view)
 
-    def _inject(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        view = self.protocol.read_request(body)
+    def _inject(self, body: Mapping[str, Any], given: RequestView | None) -> Mapping[str, Any]:
+        view = self.protocol.read_request(body) if given is None else given
         if view.model:
             self.span.update_name(f"{self.protocol.operation} {view.model}")
             self.span.set_attribute("gen_ai.request.model", view.model)
         with telemetry.tracer().start_as_current_span("memtap.inject") as span:
             tap = self.tap
-            profile = tap.profile(self.agent, view.system)
+            if not self._profile_known:
+                self.profile = tap.profile(self.agent, view.system)
+                self._profile_known = True
+            profile = self.profile
             if profile is not None:
                 span.set_attribute("memtap.agent", profile.name)
             request = InjectionRequest(
                 attribution=self.attribution,
                 protocol=self.protocol,
-                request=view,
+                # The agent's scaffolding is not the user.
+                request=own_view(profile, view) if given is None else given,
                 agent=profile.name if profile is not None else None,
                 cached_sources=tap.session_blocks.sources(self.attribution),
+                history=self.history,
             )
+            self.request_view = request.request
             plan = merge_injections(tap.hook.memtap_request_injections(request=request))
             plan = tap.session_blocks.apply(self.attribution, plan)
             if profile is not None:
@@ -355,6 +379,14 @@ class Call:
             journal=lambda: (None, [t for t in (response_json(i, to_json) for i in items) if t is not None]),
         )
 
+    def _capture_profile(self, body: Mapping[str, Any]) -> AgentProfile | None:
+        """The profile whose scaffolding the capture leaves out: the one injection used,
+        else (a call that never reached :meth:`prepare`) found as it would have been."""
+        if not self._profile_known and self.tap.profiles:
+            self.profile = self.tap.profile(self.agent, self.protocol.read_request(body).system)
+        self._profile_known = True
+        return self.profile
+
     def _capture(
         self,
         read: Callable[[], tuple[Mapping[str, Any] | None, ResponseView | None]],
@@ -391,6 +423,8 @@ class Call:
                     error=error,
                     partial=partial,
                     id=self.id,
+                    profile=self._capture_profile(body),
+                    request_view=self.request_view if body is self.app_body else None,
                 )
                 parent = trace.set_span_in_context(self.span)
                 with telemetry.tracer().start_as_current_span("memtap.capture", context=parent):

@@ -130,6 +130,11 @@ class InjectionRequest:
     (``None``: none is known); ``cached_sources`` are the sources whose ``session_init``
     block this session already has: an injector may skip computing those (the kept block
     is injected either way; a ``hybrid`` one still computes what is new this turn).
+    ``history`` is ``False`` when the session's earlier turns must not be injected (the
+    caller holds its whole conversation, or the session is only derived from it); what
+    the request repeats of the session is still to be reported (``already_present``).
+    ``request.messages`` never hold the agent's scaffolding
+    (:func:`memtap.scaffolding.own_view`).
     """
 
     attribution: Attribution
@@ -137,6 +142,7 @@ class InjectionRequest:
     request: RequestView
     agent: str | None = None
     cached_sources: frozenset[str] = frozenset()
+    history: bool = True
 
 
 @attrs.frozen
@@ -152,6 +158,7 @@ class InjectionPlan:
     system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=_as_blocks)
     already_present: int = 0
     profile: AgentProfile | None = attrs.field(default=None, eq=False)
+    request_view: RequestView | None = attrs.field(default=None, eq=False)
 
     @property
     def empty(self) -> bool:
@@ -228,7 +235,10 @@ class RawExchange:
 
     ``request_body`` is the body as the application built it (before injection);
     ``response`` the complete response JSON, or ``None`` when ``stream_result`` holds
-    what a stream delivered.
+    what a stream delivered. ``profile`` is the call's agent profile, if one is known:
+    its scaffolding is not the user's (:func:`memtap.scaffolding.own_view`).
+    ``request_view`` is the request as injection read it (scaffolding left out), when it
+    was: formatting need not read the body again.
     """
 
     protocol: WireProtocol
@@ -243,3 +253,5 @@ class RawExchange:
     error: str | None = None
     partial: bool = False
     id: str = ""
+    profile: AgentProfile | None = attrs.field(default=None, eq=False)
+    request_view: RequestView | None = attrs.field(default=None, eq=False)

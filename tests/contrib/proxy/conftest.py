@@ -31,7 +31,11 @@ def mem() -> Iterator[memtap.Memory]:
 
 @pytest.fixture
 def proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[ProxyThread]:
-    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    # One running session for every request (`--session default`): the SDK clients in
+    # these tests send one message per call and expect the earlier ones as history.
+    config = ProxyConfig(
+        openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url, session_id="default"
+    )
     with ProxyThread(Proxy(config, mem)) as thread:
         yield thread
 

@@ -119,7 +119,7 @@ def strip_responses(body: dict[str, Any], original_input_was_str: bool) -> dict[
 def strip_anthropic(body: dict[str, Any]) -> dict[str, Any]:
     out = dict(body)
     out["messages"] = [
-        {**m, "content": _cut_content(m["content"])} if m.get("role") == "user" else m
+        {**m, "content": _cut_content(m["content"])} if m.get("role") in ("user", "system") else m
         for m in body["messages"]
         if not _injected(m)
     ]

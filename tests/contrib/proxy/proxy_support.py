@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import time
 
 import pytest
 
@@ -34,3 +35,13 @@ def make_memory(store: object | None = None, **kwargs: object) -> memtap.Memory:
         entry_points=False,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def settle(mem: memtap.Memory, calls: int) -> None:
+    """Wait until ``calls`` model calls are stored (a streamed call is captured once its
+    last byte is sent: the client may have read it, and gone on, before)."""
+    deadline = time.monotonic() + 10
+    while sum(s.exchange_count for s in mem.sessions(entity_id=None)) < calls:
+        assert time.monotonic() < deadline, f"fewer than {calls} calls were stored"
+        time.sleep(0.02)
+    mem.flush()

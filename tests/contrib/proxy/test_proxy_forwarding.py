@@ -30,7 +30,10 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "ping"}]}
 def raw():
     memory = make_memory()
     upstream = RawUpstream(script=lambda seen: json_answer(ANSWER))
-    with upstream, ProxyThread(Proxy(ProxyConfig(openai_upstream=upstream.url), memory)) as thread:
+    with (
+        upstream,
+        ProxyThread(Proxy(ProxyConfig(openai_upstream=upstream.url, session_id="default"), memory)) as thread,
+    ):
         yield upstream, thread, memory
     memory.close()
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +20,8 @@ from memtap.anchors import INJECTION_POINTS, RELATIONS, SLOTS
 from memtap.testing.server import ScriptedModelServer
 from memtap.wire import CACHE_STRATEGIES, InjectionPlan, SystemBlock
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
-from memtap_proxy.app import dump_body
+from memtap_proxy.app import dump_body, edited_body
+from memtap_proxy.splice import splice
 
 GOLDEN = Path(__file__).parent / "golden"
 PROTOCOLS = {p.name: p for group in (m.memtap_wire_protocols() for m in provider_plugins()) for p in group}
@@ -167,6 +169,73 @@ def test_removing_the_injection_gives_back_the_client_body(name: str) -> None:
     check()
 
 
+STYLES = {
+    "compact": lambda body: json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+    "spaced-ascii": lambda body: json.dumps(body),
+    "indented": lambda body: json.dumps(body, indent=2),
+}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+@pytest.mark.parametrize("name", sorted(BODIES))
+def test_a_spliced_body_is_exactly_the_injected_body(name: str, style: str) -> None:
+    """The proxy writes only memtap's changes into the client's text: the result parses to
+    exactly the injected body (keys in order, JSON types), whatever the client's spacing
+    and escapes; for a compact client it is byte for byte what serialising it whole gives."""
+    if name not in PROTOCOLS:
+        pytest.skip(f"{name} is not installed")
+    protocol = PROTOCOLS[name]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(body=BODIES[name], shape=shapes, profile=st.booleans())
+    def check(body: dict[str, Any], shape: tuple[int, bool, bool], profile: bool) -> None:
+        text = STYLES[style](body)
+        client = json.loads(text)
+        injected = plan(*shape)
+        if profile:
+            injected = attrs.evolve(injected, profile=memtap_agents.CLAUDE_CODE)
+        sent = protocol.inject(client, injected)
+        spliced = edited_body(text.encode(), client, sent)
+        assert ordered(json.loads(spliced)) == ordered(sent)
+        if style == "compact":
+            assert spliced == dump_body(sent)
+
+    check()
+
+
+def test_a_splice_keeps_the_clients_own_spelling_of_what_it_does_not_change() -> None:
+    text = '{"model" : "m", "n": 1.50, "e": "caf\u00e9", "messages": [ {"role":"user","content":"hi"} ]}'
+    client = json.loads(text)
+    sent = {
+        **client,
+        "messages": [{"role": "system", "content": "<memtap-memory>x</memtap-memory>"}, *client["messages"]],
+    }
+    out = edited_body(text.encode(), client, sent).decode()
+    assert out.startswith('{"model" : "m", "n": 1.50, "e": "caf\u00e9", "messages": [ ')
+    assert ordered(json.loads(out)) == ordered(sent)
+
+
+def test_non_ascii_keys_and_text_are_spliced_as_bytes() -> None:
+    raw = '{"café":"naïve 🤖","messages":[{"role":"user","content":"é"}]}'.encode()
+    client = json.loads(raw)
+    sent = {**client, "messages": [*client["messages"], {"role": "system", "content": "ü"}]}
+    out = splice(raw, client, sent)
+    assert out is not None and out == dump_body(sent)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2, "messages": []}',  # duplicate keys: json.loads keeps the last
+        '\ufeff{"messages": []}',
+    ],
+)
+def test_what_cannot_be_spliced_exactly_is_serialised_whole(text: str) -> None:
+    client = json.loads(text.lstrip("\ufeff"))
+    sent = {**client, "messages": [{"role": "user", "content": "x"}]}
+    assert edited_body(text.encode(), client, sent) == dump_body(sent)
+
+
 # -- anchored in an agent's prompt, and after the cached prefix ------------------------------
 
 section = st.sampled_from(["Memory", "Environment", "Harness", "Tone and style", "Session-specific guidance"])
@@ -266,6 +335,11 @@ GOLDEN_CASES = [
     ("anthropic_claude_code.json", "/v1/messages", "anthropic.messages"),
     ("openai_chat_agent.json", "/v1/chat/completions", "openai.chat"),
     ("openai_responses_codex.json", "/v1/responses", "openai.responses"),
+    # Recorded from the real agents (tests/agents/record_golden.py).
+    ("claude_code_first.json", "/v1/messages", "anthropic.messages"),
+    ("claude_code_continue.json", "/v1/messages", "anthropic.messages"),
+    ("codex_first.json", "/v1/responses", "openai.responses"),
+    ("codex_resume.json", "/v1/responses", "openai.responses"),
 ]
 
 

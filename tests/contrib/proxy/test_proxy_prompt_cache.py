@@ -45,7 +45,9 @@ class StableAndPerTurn:
 
 def proxy_with(upstream: Any, *plugins: object) -> tuple[Any, Any]:
     memory = make_memory(plugins=list(plugins), history=HistoryBudget(max_messages=0))
-    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    config = ProxyConfig(
+        openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url, session_id="default"
+    )
     return memory, ProxyThread(Proxy(config, memory))
 
 

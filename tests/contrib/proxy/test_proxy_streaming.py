@@ -42,7 +42,7 @@ USAGE = {
 def raw():
     memory = make_memory()
     with RawUpstream() as upstream:
-        proxy = Proxy(ProxyConfig(openai_upstream=upstream.url), memory)
+        proxy = Proxy(ProxyConfig(openai_upstream=upstream.url, session_id="default"), memory)
         with ProxyThread(proxy) as thread:
             yield upstream, thread, memory
     memory.close()

@@ -90,3 +90,36 @@ def test_responses_without_a_cache_key_keep_blocks_in_the_instructions(cached_cl
     assert body["input"] == "a"
     stable, turn = body["instructions"].split("\n\n" + OPEN_TAG)[1:]
     assert "profile v0" in stable and "recalled 0" in turn
+
+
+# -- Codex-shaped requests: instructions as developer items ---------------------------------
+
+DEVELOPER = [
+    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "You are Codex."}]},
+    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<skills/>"}]},
+]
+
+
+@pytest.fixture
+def history_client(server, store):
+    memory = memtap.Memory(store, plugins=[memtap_openai, Blocks()], entry_points=False)
+    client = memory.register(openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY, max_retries=0))
+    yield memory, client
+    memory.close()
+
+
+@pytest.mark.parametrize("key", [None, "thread-1"])
+def test_responses_memory_never_goes_ahead_of_the_developer_items(history_client, server, key):
+    memory, client = history_client
+    extra = {"prompt_cache_key": key} if key else {}
+    with memory.scope(session_id="s"):
+        client.responses.create(model="m", input=[*DEVELOPER, user("first")], **extra)
+        client.responses.create(model="m", input=[*DEVELOPER, user("second")], **extra)
+    body = server.last_json()
+    assert "instructions" not in body  # no system text of memtap's ahead of the agent's
+    items = body["input"]
+    assert items[:2] == DEVELOPER
+    assert items[2]["role"] == "system" and "profile v0" in items[2]["content"]  # session block
+    assert [i.get("content") for i in items[3:5]] == ["first", "You said: first"]  # history
+    assert items[-1 if key else 5]["role"] == "system" and "recalled 1" in items[-1 if key else 5]["content"]
+    assert user("second") in items[5:]

@@ -21,9 +21,9 @@ import attrs
 
 from memtap import Memory
 from memtap.anchors import AgentProfile, detect_profile
-from memtap.model import Attribution
+from memtap.scaffolding import own_view
 from memtap.tap import Call
-from memtap.wire import WireProtocol
+from memtap.wire import RequestView, WireProtocol
 
 from . import synth
 from .asgi import (
@@ -38,12 +38,14 @@ from .asgi import (
     read_body,
     send_response,
 )
+from .attribution import Attributed, attribute
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import ProxyConfig
 from .guard import Refused
-from .headers import MEMTAP_PREFIX, client_response_headers, upstream_request_headers
+from .headers import client_response_headers, upstream_request_headers
 from .relay import StreamRelay, json_or_none
-from .routing import UPSTREAM_FLAGS, Route, route, upstream_url
+from .routing import UPSTREAM_FLAGS, Route, is_probe, route, upstream_url
+from .splice import dumps, splice
 from .tokens import Grant
 from .upstream import UpstreamError, UpstreamPool, UpstreamResponse
 
@@ -51,21 +53,28 @@ log = logging.getLogger("memtap.proxy")
 
 #: Agents whose URL prefix (``/claude-code/v1/messages``) the proxy recognises.
 DEFAULT_AGENTS = frozenset({"claude-code", "codex", "codebuddy", "generic"})
-_MAX_ATTRIBUTION = 200
+#: The proxy's answer to a probe (``HEAD /``...) for a family without an upstream.
+PROBE_ANSWER = b'{"memtap":"proxy","status":"ok"}'
 
 
 def dump_body(body: Mapping[str, Any]) -> bytes:
     """An edited body as bytes: keys in order, compact, UTF-8 (values keep their JSON types)."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    return dumps(body).encode()
 
 
-def _session_from_body(body: Mapping[str, Any]) -> str | None:
-    """Claude Code's ``metadata.user_id`` ends in ``_session_<uuid>``: its session."""
-    metadata = body.get("metadata")
-    user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
-    if isinstance(user_id, str) and "_session_" in user_id:
-        return user_id.rsplit("_session_", 1)[1][:_MAX_ATTRIBUTION] or None
-    return None
+def edited_body(body: bytes, parsed: Mapping[str, Any], prepared: Mapping[str, Any]) -> bytes:
+    """The bytes to send for ``prepared``: the client's ``body`` with only memtap's changes
+    written into it (:func:`memtap_proxy.splice.splice`), else ``prepared`` serialised whole."""
+    spliced = splice(body, parsed, prepared)
+    return spliced if spliced is not None else dump_body(prepared)
+
+
+def parse_body(body: bytes) -> Any:
+    """A JSON body, parsed (``None`` when it is not JSON)."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
 
 
 @attrs.define
@@ -105,6 +114,8 @@ class Proxy:
         ]
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
         self.guard = config.guard()
+        #: The families with an upstream (a request naming none goes to one of them).
+        self.families = tuple(f for f in ("openai", "anthropic") if config.upstream(f))
         #: Pooled HTTP/1.1 keep-alive connections to the upstreams.
         self.upstream = UpstreamPool(
             connect_timeout=config.connect_timeout,
@@ -147,7 +158,7 @@ class Proxy:
         raw_headers: RawHeaders = scope["headers"]
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else scope["path"]
-        r = route(method, path, raw_headers, self.agents)
+        r = route(method, path, raw_headers, self.agents, self.families)
         try:
             grant = self.guard.check(raw_headers, scope.get("server"))
         except Refused as refused:
@@ -166,6 +177,8 @@ class Proxy:
         except ClientDisconnected:
             return
         base = self.config.upstream(r.family)
+        if base is None and is_probe(method, r.path):
+            return await self._probe(send)
         if base is None:
             flag, env = UPSTREAM_FLAGS[r.family]
             return await self._error(
@@ -182,18 +195,28 @@ class Proxy:
             self._warn_once(r.protocol)
         await self._forward(scope, receive, send, url, body, identity=False)
 
-    def attribution(self, headers: RawHeaders, body: Mapping[str, Any]) -> Attribution:
-        """``x-memtap-entity`` / ``-session`` / ``-process``, else the configured defaults
-        (the session falls back to the one Claude Code names in ``metadata.user_id``)."""
+    def attribute(
+        self,
+        headers: RawHeaders,
+        body: Mapping[str, Any],
+        view: RequestView,
+        profile: AgentProfile | None,
+        agent: str,
+    ) -> Attributed:
+        """Who a request belongs to (:func:`memtap_proxy.attribution.attribute`): its
+        ``x-memtap-*`` headers, what its agent says in its own traffic, the proxy's
+        settings, else a session derived from the conversation. ``view`` is the request
+        without the agent's scaffolding."""
         c = self.config
-        found: dict[bytes, str] = {}
-        for name, raw in headers:  # one pass; the first of each header counts
-            if name[:9].lower() == MEMTAP_PREFIX and name.lower() not in found:
-                found[name.lower()] = raw.decode("latin-1").strip()[:_MAX_ATTRIBUTION]
-        return Attribution(
-            entity_id=found.get(b"x-memtap-entity") or c.entity_id,
-            session_id=found.get(b"x-memtap-session") or _session_from_body(body) or c.session_id,
-            process_id=found.get(b"x-memtap-process") or c.process_id,
+        return attribute(
+            headers,
+            body,
+            view,
+            profile,
+            agent=agent,
+            entity_id=c.entity_id,
+            session_id=c.session_id,
+            process_id=c.process_id,
         )
 
     async def _intercept(
@@ -207,10 +230,7 @@ class Proxy:
         url: str,
         grant: Grant,
     ) -> None:
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
+        parsed = parse_body(body)
         if not isinstance(parsed, dict):  # not ours to judge: the upstream answers it
             return await self._forward(scope, receive, send, url, body, identity=False)
         self.stats.intercepted += 1
@@ -218,20 +238,35 @@ class Proxy:
         call: Call | None = None
         sent = body
         try:
-            attribution = self.guard.bind(grant, self.attribution(raw_headers, parsed), raw_headers)
-            view = protocol.read_request(parsed)
-            agent = self.agent(r, view.system)
-            command = parse_command(view)
+            view = protocol.read_request(parsed)  # the body is read once, here
+            profile = self.profile(r, view.system)
+            own = own_view(profile, view)  # the agent's scaffolding is not the user
+            agent = profile.name if profile is not None else r.agent or "generic"
+            attributed = self.attribute(raw_headers, parsed, own, profile, agent)
+            # Before memory is read: the entity must be one the token may act as.
+            bound = self.guard.bind(grant, attributed.attribution, raw_headers)
+            if bound is not attributed.attribution:
+                attributed = attrs.evolve(attributed, attribution=bound)
+            command = parse_command(own)
             if command is not None:
-                return await self._command(send, command, attribution, protocol, agent, parsed, grant)
-            call = Call(self.memory.tap, protocol, attribution, None, agent=r.agent)
+                return await self._command(send, command, attributed, protocol, agent, parsed, grant)
+            call = Call(
+                self.memory.tap,
+                protocol,
+                attributed.attribution,
+                None,
+                agent=r.agent,
+                profile=profile,
+                history=attributed.history,
+            )
             call.span.set_attribute("memtap.agent", agent)
+            call.span.set_attribute("memtap.session.source", attributed.session_source)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
             # more than the work (and its GIL hand-offs add milliseconds under load). Only
             # a session's first read from the store runs in a thread, awaited a bounded time.
-            prepared = await call.prepare_async(parsed)
+            prepared = await call.prepare_async(parsed, view=own)
             if prepared is not parsed:
-                sent = dump_body(prepared)
+                sent = edited_body(body, parsed, prepared)
         except Refused as refused:  # before memory is read: the entity is not the token's
             return await self._error(send, r.family, refused.status, refused.message)
         except Exception:
@@ -240,24 +275,30 @@ class Proxy:
             sent = body
         await self._forward(scope, receive, send, url, sent, identity=True, call=call, protocol=protocol)
 
-    def agent(self, r: Route, system: str | None) -> str:
-        """The agent of a request: its URL prefix, else its system prompt's fingerprint,
-        else ``generic``."""
-        profile = detect_profile(self.profiles, system, name=r.agent)
-        return profile.name if profile is not None else r.agent or "generic"
+    def profile(self, r: Route, system: str | None) -> AgentProfile | None:
+        """The agent profile of a request: its URL prefix's, else the one its system
+        prompt's fingerprint names (``None``: no profile knows it)."""
+        return detect_profile(self.profiles, system, name=r.agent)
 
     async def _command(
         self,
         send: Send,
         command: Command,
-        attribution: Attribution,
+        attributed: Attributed,
         protocol: WireProtocol,
         agent: str,
         body: dict[str, Any],
         grant: Grant,
     ) -> None:
         self.stats.commands += 1
-        ctx = CommandContext(self.memory, attribution, protocol.name, agent, grant.every_entity)
+        ctx = CommandContext(
+            self.memory,
+            attributed.attribution,
+            protocol.name,
+            agent,
+            grant.every_entity,
+            attributed.session_source,
+        )
         text = await asyncio.to_thread(run_command, command, ctx)
         data, media_type, _ = synth.answer(protocol.name, text, body)
         await send_response(send, 200, [content_type(media_type)], data)
@@ -320,6 +361,11 @@ class Proxy:
         _capture_whole(call, status, data)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    async def _probe(self, send: Send) -> None:
+        """Answer a probe no upstream can take: the proxy is there (the server leaves out
+        the body of an answer to ``HEAD``)."""
+        await send_response(send, 200, [content_type("application/json")], PROBE_ANSWER)
 
     async def _error(self, send: Send, family: str, status: int, message: str) -> None:
         body = synth.error_body(family, status, message)

@@ -110,7 +110,10 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
 )
 @click.option("--entity", default="default", show_default=True, help="Entity when x-memtap-entity is absent.")
 @click.option(
-    "--session", default="default", show_default=True, help="Session when x-memtap-session is absent."
+    "--session",
+    default=None,
+    help="One session for every request without x-memtap-session (default: the agent's own "
+    "session id, else one derived from each conversation).",
 )
 @click.option("--process", default=None, help="Process when x-memtap-process is absent.")
 @click.option(
@@ -136,7 +139,7 @@ def proxy(
     max_clients: int,
     drain_timeout: float,
     entity: str,
-    session: str,
+    session: str | None,
     process: str | None,
     history_messages: int | None,
     log_level: str,

@@ -53,6 +53,7 @@ class CommandContext:
     protocol: str
     agent: str
     every_entity: bool = True
+    session_source: str = "header"
 
 
 def run_command(command: Command, ctx: CommandContext) -> str:
@@ -79,7 +80,8 @@ def run_command(command: Command, ctx: CommandContext) -> str:
         facts = len(ctx.memory.facts(entity_id=entity))
         sessions = len(ctx.memory.sessions(entity_id=entity))
         mine = (
-            f"entity {a.entity_id!r}, session {a.session_id!r}, process {a.process_id or '-'}\n"
+            f"entity {a.entity_id!r}, session {a.session_id!r} ({_SOURCES[ctx.session_source]}), "
+            f"process {a.process_id or '-'}\n"
             f"protocol {ctx.protocol}, agent profile {ctx.agent}\n"
             f"{facts} fact(s) and {sessions} session(s) stored for {entity!r}"
         )
@@ -89,6 +91,15 @@ def run_command(command: Command, ctx: CommandContext) -> str:
     if command.name == "help":
         return HELP
     return f"unknown memtap command `mem:{command.name}`.\n\n{HELP}"
+
+
+#: How ``mem:status`` says where the session came from.
+_SOURCES = {
+    "header": "from x-memtap-session",
+    "agent": "named by the agent",
+    "config": "from --session",
+    "derived": "derived from the conversation",
+}
 
 
 def _recall_status(memory: Memory) -> str:

@@ -93,7 +93,7 @@ class ProxyConfig:
     allow_hosts: frozenset[str] = attrs.field(default=(), converter=_hosts)
     max_body: int = DEFAULT_MAX_BODY
     entity_id: str = "default"
-    session_id: str = "default"
+    session_id: str | None = None
     process_id: str | None = None
     connect_timeout: float = 10.0
     read_timeout: float = 600.0

@@ -45,19 +45,43 @@ def split_agent_prefix(path: str, agents: Collection[str]) -> tuple[str | None, 
     return None, path
 
 
+#: The family of the agents whose URL prefix says it (the others speak either).
+AGENT_FAMILIES = {"claude-code": "anthropic", "codex": "openai"}
+#: Methods of a probe (a client checking the proxy is there, e.g. Claude Code's ``HEAD /``).
+PROBE_METHODS = frozenset({"HEAD", "GET", "OPTIONS"})
+
+
 def _looks_anthropic(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     return any(name.lower() in (b"anthropic-version", b"x-api-key") for name, _ in headers)
 
 
-def route(method: str, path: str, headers: Iterable[tuple[bytes, bytes]], agents: Collection[str]) -> Route:
-    """Route one request (``path`` without the query string)."""
+def is_probe(method: str, path: str) -> bool:
+    """Whether a request only checks that the server is there: a ``HEAD``/``GET``/
+    ``OPTIONS`` outside the API's ``/v1/`` routes (``/``, ``/health``...)."""
+    return method in PROBE_METHODS and not path.startswith(("/v1/", "/v1beta/"))
+
+
+def route(
+    method: str,
+    path: str,
+    headers: Iterable[tuple[bytes, bytes]],
+    agents: Collection[str],
+    configured: Collection[str] = ("openai", "anthropic"),
+) -> Route:
+    """Route one request (``path`` without the query string). A request that names no
+    family (no Anthropic route, header or agent prefix) goes to OpenAI's, or to
+    Anthropic's when only that upstream is ``configured`` (a probe such as Claude Code's
+    ``HEAD /`` then reaches the upstream its client uses)."""
     agent, path = split_agent_prefix(path, agents)
     hit = PROTOCOL_ROUTES.get(path) if method == "POST" else None
     if hit is not None:
         return Route(path=path, family=hit[0], protocol=hit[1], agent=agent)
-    if path.startswith("/v1/messages") or _looks_anthropic(headers):
-        return Route(path=path, family="anthropic", agent=agent)
-    return Route(path=path, family="openai", agent=agent)
+    named = AGENT_FAMILIES.get(agent or "")
+    if named is None and (path.startswith("/v1/messages") or _looks_anthropic(headers)):
+        named = "anthropic"
+    if named is None:
+        named = "anthropic" if "anthropic" in configured and "openai" not in configured else "openai"
+    return Route(path=path, family=named, agent=agent)
 
 
 def upstream_url(base: str, path: str, query: bytes) -> str:

@@ -18,6 +18,7 @@ latency as possible to benchmarks.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import itertools
 import json as _json
@@ -74,6 +75,9 @@ class Reply:
         truncate_stream_after: Close the connection after this many SSE events, without the
             stream terminator (for bad-input tests).
         raw_body: Send exactly these bytes as the body (with ``status``) instead.
+        thinking: The model's reasoning, shown before the answer: an Anthropic ``thinking``
+            block (with a signature), an OpenAI Responses ``reasoning`` item (a summary and
+            encrypted content); the other protocols leave it out.
 
     """
 
@@ -87,6 +91,7 @@ class Reply:
     delay: float = 0.0
     truncate_stream_after: int | None = None
     raw_body: bytes | None = None
+    thinking: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
@@ -391,7 +396,7 @@ class _OpenAIResponses(_Wire):
 
     def _items(self, call: _Call) -> list[JSONObject]:
         reply = call.reply
-        items = []
+        items = [_reasoning_item(call, "completed")] if reply.thinking else []
         if reply.text or not reply.tool_calls:
             items.append(self._message_item(call, "completed", reply.text))
         for index, spec in enumerate(reply.tool_calls):
@@ -444,6 +449,9 @@ class _OpenAIResponses(_Wire):
         yield event("response.in_progress", {"response": pending})
         reply = call.reply
         index = 0
+        if reply.thinking:
+            yield from _reasoning_events(event, call, index)
+            index += 1
         if reply.text or not reply.tool_calls:
             yield from self._message_events(event, call, index)
             index += 1
@@ -506,7 +514,7 @@ class _Anthropic(_Wire):
 
     def _blocks(self, call: _Call) -> list[JSONObject]:
         reply = call.reply
-        blocks: list[JSONObject] = []
+        blocks: list[JSONObject] = [_thinking_block(call)] if reply.thinking else []
         if reply.text or not reply.tool_calls:
             blocks.append({"type": "text", "text": reply.text})
         for index, spec in enumerate(reply.tool_calls):
@@ -552,6 +560,9 @@ class _Anthropic(_Wire):
         yield _named_event("message_stop", {"type": "message_stop"})
 
     def _block_events(self, index: int, block: JSONObject, chunks: int) -> Iterator[bytes]:
+        if block["type"] == "thinking":
+            yield from _thinking_events(index, block, chunks)
+            return
         if block["type"] == "text":
             opening: JSONObject = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": p} for p in _pieces(block["text"], chunks)]
@@ -565,6 +576,68 @@ class _Anthropic(_Wire):
             payload = {"type": "content_block_delta", "index": index, "delta": delta}
             yield _named_event("content_block_delta", payload)
         yield _named_event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+# ---------------------------------------------------------------------------- reasoning
+
+
+def _signature(call: _Call) -> str:
+    """An opaque signature for a scripted reasoning (base64, like the real ones)."""
+    return base64.b64encode(f"scripted-signature-{call.ident}".encode()).decode()
+
+
+def _thinking_block(call: _Call) -> JSONObject:
+    """An Anthropic ``thinking`` block for the reply's reasoning."""
+    return {"type": "thinking", "thinking": call.reply.thinking, "signature": _signature(call)}
+
+
+def _thinking_events(index: int, block: JSONObject, chunks: int) -> Iterator[bytes]:
+    """A ``thinking`` block as Anthropic streams it: thinking deltas, then its signature."""
+    opening = {"type": "thinking", "thinking": "", "signature": ""}
+    yield _named_event(
+        "content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}
+    )
+    for piece in _pieces(block["thinking"], chunks):
+        delta = {"type": "thinking_delta", "thinking": piece}
+        yield _named_event(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+    delta = {"type": "signature_delta", "signature": block["signature"]}
+    yield _named_event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+    yield _named_event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def _reasoning_item(call: _Call, status: str) -> JSONObject:
+    """An OpenAI Responses ``reasoning`` item: the reasoning as its summary, and encrypted
+    content (asked for with ``include: ["reasoning.encrypted_content"]``)."""
+    done = status == "completed"
+    summary = [{"type": "summary_text", "text": call.reply.thinking}] if done else []
+    item: JSONObject = {"id": f"rs_scripted{call.ident}", "type": "reasoning", "summary": summary}
+    if "reasoning.encrypted_content" in (call.body.get("include") or ()):
+        item["encrypted_content"] = _signature(call) if done else None
+    return item
+
+
+def _reasoning_events(event: Callable[[str, JSONObject], bytes], call: _Call, index: int) -> Iterator[bytes]:
+    """A ``reasoning`` item as Responses streams it: its summary part, text deltas, done."""
+    text = call.reply.thinking
+    item_id = f"rs_scripted{call.ident}"
+    where = {"item_id": item_id, "output_index": index, "summary_index": 0}
+    yield event(
+        "response.output_item.added", {"output_index": index, "item": _reasoning_item(call, "in_progress")}
+    )
+    yield event(
+        "response.reasoning_summary_part.added", {**where, "part": {"type": "summary_text", "text": ""}}
+    )
+    for piece in _pieces(text, call.reply.chunks):
+        yield event("response.reasoning_summary_text.delta", {**where, "delta": piece})
+    yield event("response.reasoning_summary_text.done", {**where, "text": text})
+    yield event(
+        "response.reasoning_summary_part.done", {**where, "part": {"type": "summary_text", "text": text}}
+    )
+    yield event(
+        "response.output_item.done", {"output_index": index, "item": _reasoning_item(call, "completed")}
+    )
 
 
 _GEMINI_STATUS = {

@@ -1,22 +1,66 @@
-"""The profiles: Markdown-sectioned prompts, XML-tagged prompts, and plain text."""
+"""The profiles: Markdown-sectioned prompts, XML-tagged prompts, and plain text, each
+with what its agent's traffic says (session ids, scaffolding) when known."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from memtap.anchors import Segment
+from memtap.model import Message
+from memtap.scaffolding import TaggedScaffolding
+
+from .traffic import CLAUDE_CODE_SCAFFOLDING, CODEX_SCAFFOLDING, claude_code_session, codex_session
+
+#: Reads an agent's session id from a request's headers (lower-case names) and body.
+SessionReader = Callable[[Mapping[str, str], Mapping[str, Any]], "str | None"]
 
 #: The key of the text before a prompt's first section (its persona, usually).
 PREAMBLE = "_preamble"
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
-class _FingerprintedProfile:
+class _Traffic:
+    """What a profile knows of its agent's traffic (the optional part of
+    :class:`memtap.anchors.AgentProfile`): its scaffolding, where it names its session,
+    and whether it resends its whole conversation every turn."""
+
+    def __init__(
+        self,
+        *,
+        scaffolding: TaggedScaffolding | None = None,
+        session: SessionReader | None = None,
+        keeps_conversation: bool = False,
+    ) -> None:
+        self.scaffolding = scaffolding
+        self._session = session
+        self.keeps_conversation = keeps_conversation
+
+    def user_text(self, message: Message) -> str:
+        """The message's text without the agent's scaffolding."""
+        return message.content if self.scaffolding is None else self.scaffolding.cut(message.content)
+
+    def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+        """The session the agent names in its request, if it names one."""
+        return None if self._session is None else self._session(headers, body)
+
+
+class _FingerprintedProfile(_Traffic):
     """What the Markdown and XML profiles share: a name, recognition by fingerprints in
     the prompt's head, and a slot -> section key table."""
 
-    def __init__(self, name: str, fingerprints: tuple[str, ...], slots: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        fingerprints: tuple[str, ...],
+        slots: Mapping[str, str],
+        *,
+        scaffolding: TaggedScaffolding | None = None,
+        session: SessionReader | None = None,
+        keeps_conversation: bool = False,
+    ) -> None:
+        super().__init__(scaffolding=scaffolding, session=session, keeps_conversation=keeps_conversation)
         self.name = name
         self._fingerprints = fingerprints
         self._slots = dict(slots)
@@ -39,9 +83,14 @@ class MarkdownProfile(_FingerprintedProfile):
     """
 
     def __init__(
-        self, name: str, level: int, fingerprints: tuple[str, ...], slots: Mapping[str, str]
+        self,
+        name: str,
+        level: int,
+        fingerprints: tuple[str, ...],
+        slots: Mapping[str, str],
+        **traffic: Any,
     ) -> None:
-        super().__init__(name, fingerprints, slots)
+        super().__init__(name, fingerprints, slots, **traffic)
         self._heading = re.compile(r"^" + "#" * level + r" +(\S.*?)\s*$")
 
     def split(self, system_text: str) -> list[Segment]:
@@ -91,7 +140,9 @@ class XmlProfile(_FingerprintedProfile):
 
 class PlainProfile:
     """Any other agent: the prompt is one segment and no slot resolves, so every block
-    goes to its fallback point (what the wire protocols do by default)."""
+    goes to its fallback point (what the wire protocols do by default). Its traffic says
+    nothing memtap reads: attribution comes from ``x-memtap-*`` headers or the proxy's
+    settings."""
 
     def __init__(self, name: str = "generic") -> None:
         self.name = name
@@ -113,6 +164,9 @@ CLAUDE_CODE = MarkdownProfile(
     "claude-code",
     level=1,
     fingerprints=("You are Claude Code", "Claude Agent SDK"),
+    scaffolding=CLAUDE_CODE_SCAFFOLDING,
+    session=claude_code_session,
+    keeps_conversation=True,
     slots={
         "persona": PREAMBLE,
         "skills": "Session-specific guidance",
@@ -126,6 +180,9 @@ CODEX = MarkdownProfile(
     "codex",
     level=2,
     fingerprints=("You are Codex", "Codex CLI"),
+    scaffolding=CODEX_SCAFFOLDING,
+    session=codex_session,
+    keeps_conversation=True,
     slots={
         "persona": PREAMBLE,
         "rules": "AGENTS.md spec",

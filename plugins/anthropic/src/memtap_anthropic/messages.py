@@ -197,14 +197,22 @@ class AnthropicMessagesProtocol:
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Conversation messages (tool results as ``tool`` messages), system text, model and
-        stream flag."""
+        stream flag. A ``{"role": "system"}`` message inside ``messages`` (Claude Code
+        sends its environment so) is system text, after ``system``'s."""
         messages: list[Message] = []
+        system = _system_text(body.get("system"))
         for m in body.get("messages") or ():
-            if isinstance(m, Mapping):
-                messages.extend(read_message(m))
+            if not isinstance(m, Mapping):
+                continue
+            if m.get("role") == "system":
+                text = _system_text(m.get("content"))
+                if text:
+                    system = f"{system}\n\n{text}" if system else text
+                continue
+            messages.extend(read_message(m))
         return RequestView(
             messages=messages,
-            system=_system_text(body.get("system")),
+            system=system,
             model=body.get("model"),
             stream=bool(body.get("stream")),
         )
@@ -223,7 +231,7 @@ class AnthropicMessagesProtocol:
         if history:
             out["messages"] = history + messages
         if plan.system_blocks:
-            inject_blocks(out, body, plan, cached=uses_prompt_cache(body))
+            inject_blocks(out, body, plan, cached=uses_prompt_cache(body), is_tail=is_tail_turn)
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -248,6 +256,13 @@ class AnthropicMessagesProtocol:
     def new_accumulator(self) -> MessagesStreamAccumulator:
         """A fresh accumulator for a Messages event stream."""
         return MessagesStreamAccumulator(self)
+
+
+def is_tail_turn(turn: Any) -> bool:
+    """Where per-turn blocks may go: the latest user message, or a ``system`` message
+    after it (Claude Code's environment message, which carries its cache breakpoint on a
+    first turn: text before it would change the cached prefix)."""
+    return isinstance(turn, Mapping) and turn.get("role") in ("user", "system")
 
 
 def uses_prompt_cache(body: Mapping[str, Any]) -> bool:

@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
+from memtap.blocks import render_blocks
 from memtap.content import content_text
+from memtap.layout import leading_count
 from memtap.model import Message, ToolCall, Usage
-from memtap.placement import arrange, with_system
-from memtap.wire import InjectionPlan, RequestView, ResponseView
+from memtap.placement import arrange, content_texts, regroup, with_system, with_texts
+from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
 from .chat import uses_prompt_cache
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 #: Body keys that make the server hold the conversation itself: no history is injected.
 SERVER_STATE_KEYS = ("previous_response_id", "conversation")
+
+
+def is_system_item(item: Any) -> bool:
+    """Whether an input item is a system or developer message."""
+    return (
+        isinstance(item, Mapping)
+        and item.get("type", "message") == "message"
+        and item.get("role") in SYSTEM_ROLES
+    )
+
+
+def system_items(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+    """memtap's blocks as one system message item (none without blocks)."""
+    return [{"role": "system", "content": render_blocks(blocks)}] if blocks else []
 
 
 def read_items(items: Any) -> tuple[list[Message], list[str]]:
@@ -100,32 +118,52 @@ class ResponsesProtocol:
         )
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
-        """History before the input items (not when the server keeps the conversation:
-        ``previous_response_id`` or ``conversation``); system blocks anchored in a known
-        agent's ``instructions``, else after them (``session_init`` blocks first); with a
-        prompt cache key, per-turn blocks as one system message after the last input item.
-        A string ``input`` becomes the equivalent one-item list when items go with it.
+        """The plan's items after the app's own system text, which is ``instructions`` and
+        the system/developer items that open ``input`` (Codex sends its instructions as
+        developer items): blocks anchored in a known agent's system texts; the others, and
+        the history (not when the server keeps the conversation: ``previous_response_id``
+        or ``conversation``), right after the leading system items (``session_init``
+        blocks, the history, then per-turn blocks), or at the end of ``instructions`` when
+        ``input`` opens with none; with a prompt cache key, per-turn blocks as one system
+        message after the last input item. A string ``input`` becomes the equivalent
+        one-item list when items go with it.
         """
         out = dict(body)
         items = body.get("input")
         own = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or ())
-        added: list[dict[str, Any]] = []
-        server_state = any(body.get(k) for k in SERVER_STATE_KEYS)
-        if plan.history and not server_state:
-            added = [i for m in plan.history for i in write_items(m)]
+        history: list[dict[str, Any]] = []
+        if plan.history and not any(body.get(k) for k in SERVER_STATE_KEYS):
+            history = [i for m in plan.history for i in write_items(m)]
+        lead = leading_count(own, is_system_item)
+        head = own[:lead]
+        before: list[dict[str, Any]] = []  # session blocks, before the history
+        after: list[dict[str, Any]] = []  # per-turn blocks, after it
         tail: list[dict[str, Any]] = []
         if plan.system_blocks:
             instructions = body.get("instructions")
-            texts = [instructions] if isinstance(instructions, str) else []
-            arranged = arrange(plan, texts, cached=uses_prompt_cache(body))
+            first = [instructions] if isinstance(instructions, str) else []
+            contents = [item.get("content") for item in head]
+            groups = [first, *(content_texts(c) for c in contents)]
+            arranged = arrange(plan, [t for g in groups for t in g], cached=uses_prompt_cache(body))
+            placed = regroup(arranged.texts, [len(g) for g in groups])
+            for i, (content, texts) in enumerate(zip(contents, placed[1:])):
+                edited = with_texts(content, texts)
+                if edited is not content:
+                    head[i] = {**head[i], "content": edited}
+            if lead:
+                before = system_items(arranged.stable)
+                after = system_items(arranged.volatile)
+                arranged = attrs.evolve(arranged, stable=(), volatile=())
+            arranged = attrs.evolve(arranged, texts=tuple(placed[0]))
+            system = with_system(instructions if first else None, arranged)
+            if system is not (instructions if first else None):
+                out["instructions"] = system
             text = arranged.tail_text()
             if text is not None:
                 tail = [{"role": "system", "content": text}]
-            placed = with_system(instructions if texts else None, arranged)
-            if placed is not (instructions if texts else None):
-                out["instructions"] = placed
-        if added or tail:
-            out["input"] = [*added, *own, *tail]
+        edited_head = any(a is not b for a, b in zip(head, own))
+        if history or before or after or tail or edited_head:
+            out["input"] = [*head, *before, *history, *after, *own[lead:], *tail]
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

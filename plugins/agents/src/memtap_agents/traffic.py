@@ -1,0 +1,103 @@
+"""What the agents say about themselves in their own traffic: session ids and scaffolding.
+
+Measured on the agents' real requests (Claude Code 2.1.x, Codex CLI 0.171); see
+``docs/proxy.md`` (Attribution) for the rule per agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from memtap.scaffolding import TaggedScaffolding
+
+#: Session ids longer than this are cut (an id is a UUID; a longer one is not trusted).
+MAX_ID = 200
+
+
+def _clean_id(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip()[:MAX_ID]
+    return value or None
+
+
+def claude_code_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Claude Code's session: the ``X-Claude-Code-Session-Id`` header, else
+    ``metadata.user_id`` — a JSON string ``{"device_id":…,"account_uuid":…,"session_id":…}``
+    since 2.1, ``user_<hash>_account_<uuid>_session_<uuid>`` before. ``--continue`` and
+    ``--resume`` keep the session's id; a new ``claude -p`` has a new one."""
+    found = _clean_id(headers.get("x-claude-code-session-id"))
+    if found:
+        return found
+    metadata = body.get("metadata")
+    user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    if not isinstance(user_id, str):
+        return None
+    if user_id.startswith("{"):
+        try:
+            data = json.loads(user_id)
+        except ValueError:
+            return None
+        return _clean_id(data.get("session_id")) if isinstance(data, dict) else None
+    if "_session_" in user_id:
+        return _clean_id(user_id.rsplit("_session_", 1)[1])
+    return None
+
+
+def codex_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Codex's session (its thread): the ``session-id`` header (``session_id`` /
+    ``conversation_id`` in older versions), else ``client_metadata.session_id``, else
+    ``prompt_cache_key`` (Codex sets it to the same id). ``codex exec resume`` keeps it."""
+    for name in ("session-id", "session_id", "conversation_id"):
+        found = _clean_id(headers.get(name))
+        if found:
+            return found
+    metadata = body.get("client_metadata")
+    if isinstance(metadata, Mapping):
+        found = _clean_id(metadata.get("session_id"))
+        if found:
+            return found
+    return _clean_id(body.get("prompt_cache_key"))
+
+
+#: Claude Code's scaffolding inside user and tool messages: reminders (CLAUDE.md, git
+#: status, attribution, todo lists, file-change notes...), IDE context, and the wrappers of
+#: local slash commands and their output. Its ``{"role": "system"}`` message is system
+#: text to begin with (memtap-anthropic reads it so).
+CLAUDE_CODE_SCAFFOLDING = TaggedScaffolding(
+    tags=(
+        "system-reminder",
+        "ide_opened_file",
+        "ide_selection",
+        "ide_diagnostics",
+        "local-command-stdout",
+        "local-command-stderr",
+        "local-command-caveat",
+        "command-message",
+        "command-name",
+        "command-args",
+        "bash-input",
+        "bash-stdout",
+        "bash-stderr",
+        "task-notification",
+    ),
+)
+#: Codex's "contextual" user messages: the environment, AGENTS.md and other instructions,
+#: shell commands the user ran, aborted turns, notifications. Its developer items are
+#: system text (memtap-openai reads them so).
+CODEX_SCAFFOLDING = TaggedScaffolding(
+    tags=(
+        "environment_context",
+        "user_instructions",
+        "INSTRUCTIONS",
+        "user_shell_command",
+        "turn_aborted",
+        "subagent_notification",
+        "skill",
+        "skills_instructions",
+        "permissions instructions",
+    ),
+    headed=(("# AGENTS.md instructions for ", "</INSTRUCTIONS>"),),
+)

@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "contrib" / "proxy"))  # recipes_support
+
+from agents_support import ClaudeCode, Codex, agent_binary
+
+import memtap
+import memtap_agents
+import memtap_anthropic
+import memtap_duckdb
+import memtap_openai
+from memtap.testing.server import ScriptedModelServer
+from memtap_proxy import Proxy, ProxyConfig, ProxyThread
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedModelServer]:
+    with ScriptedModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[memtap.Memory]:
+    memory = memtap.Memory(
+        f"duckdb:///{tmp_path / 'memtap.duckdb'}",
+        plugins=[memtap_openai, memtap_anthropic, memtap_agents, memtap_duckdb],
+        entry_points=False,
+    )
+    yield memory
+    memory.close()
+
+
+@pytest.fixture
+def proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[ProxyThread]:
+    """The proxy as `memtap proxy` runs it, with no session or entity settings."""
+    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    with ProxyThread(Proxy(config, mem)) as thread:
+        yield thread
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("The deploy key rotates on Fridays.\n")
+    (folder / "CLAUDE.md").write_text("Use pytest for tests.\n")
+    (folder / "AGENTS.md").write_text("Use pytest for tests.\n")
+    return folder
+
+
+@pytest.fixture
+def claude(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> ClaudeCode:
+    return ClaudeCode(agent_binary("claude"), tmp_path / "home", workdir, proxy.url)
+
+
+@pytest.fixture
+def codex(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Codex:
+    return Codex(agent_binary("codex"), tmp_path / "home", workdir, proxy.url)

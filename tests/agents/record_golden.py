@@ -1,0 +1,119 @@
+"""Record the real agents' requests as golden files for the proxy's lossless, placement and
+benchmark tests (``tests/contrib/proxy/golden/``).
+
+Run with the agents installed (``nox -s agents`` prints where, or set MEMTAP_AGENTS_BIN)::
+
+    MEMTAP_AGENTS_BIN=... python tests/agents/record_golden.py [OUTPUT_DIR]
+
+Each agent talks straight to the scripted upstream (no proxy: the bodies are exactly the
+agent's), in a git repository with a CLAUDE.md / AGENTS.md. Two turns each: a first
+request, and a later one that resends a conversation with reasoning, a tool call and its
+result (``claude -p --continue``, ``codex exec resume --last``). What is machine-specific
+is replaced in the bytes (paths, device and installation ids, session ids), nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from agents_support import ClaudeCode, Codex, agent_binary
+
+from memtap.testing.server import RecordedRequest, Reply, ScriptedModelServer, ToolCallSpec
+
+GOLDEN = Path(__file__).parents[1] / "contrib" / "proxy" / "golden"
+#: Request headers worth keeping in a golden (the rest are transport details).
+KEPT_HEADERS = re.compile(
+    r"^(x-claude-code-session-id|x-app|anthropic-.*|user-agent|session-id|thread-id|originator|x-codex-.*|"
+    r"x-client-request-id|content-type|accept)$"
+)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+class Scrubber:
+    """Replaces machine-specific strings with stable stand-ins, the same way in every file."""
+
+    def __init__(self, replacements: dict[str, str]) -> None:
+        self.replacements = dict(sorted(replacements.items(), key=lambda kv: -len(kv[0])))
+        self.ids: dict[str, str] = {}
+
+    def _id(self, match: re.Match[str]) -> str:
+        value = match.group(0)
+        if value not in self.ids:
+            n = len(self.ids) + 1
+            self.ids[value] = f"00000000-0000-4000-8000-{n:012d}" if "-" in value else f"{n:064x}"
+        return self.ids[value]
+
+    def __call__(self, text: str) -> str:
+        for old, new in self.replacements.items():
+            text = text.replace(old, new)
+        text = _UUID.sub(self._id, text)
+        return _HEX64.sub(self._id, text)
+
+
+def _git_repo(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "CLAUDE.md").write_text("Use pytest for tests. Run ruff before committing.\n")
+    (folder / "AGENTS.md").write_text("Use pytest for tests. Run ruff before committing.\n")
+    (folder / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    (folder / "notes.txt").write_text("The deploy key rotates on Fridays.\n")
+    git = ["git", "-c", "user.email=dev@example.com", "-c", "user.name=dev"]
+    for args in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "Initial commit"]):
+        subprocess.run([*git, *args], cwd=folder, check=True, capture_output=True)
+
+
+def _save(name: str, request: RecordedRequest, scrub: Scrubber, out: Path) -> None:
+    body = scrub(request.body.decode("utf-8"))
+    json.loads(body)  # still JSON
+    (out / f"{name}.json").write_bytes(body.encode())
+    headers = {k: scrub(v) for k, v in sorted(request.headers.items()) if KEPT_HEADERS.match(k)}
+    (out / f"{name}.headers.json").write_text(json.dumps(headers, indent=1) + "\n")
+    print(f"{name}: {len(body.encode())} bytes")
+
+
+def record(out: Path) -> None:
+    """Run both agents once and write their goldens into ``out``."""
+    with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer() as upstream:
+        root = Path(tmp)
+        work = root / "project"
+        _git_repo(work)
+        scrub = Scrubber({str(work): "/home/dev/project", str(root / "home"): "/home/dev"})
+        notes = str(work / "notes.txt")
+
+        claude = ClaudeCode(agent_binary("claude"), root / "home", work, upstream.base_url)
+        read = ToolCallSpec("Read", json.dumps({"file_path": notes}), id="toolu_01ReadNotes")
+        upstream.script(
+            Reply(thinking="I should read the file first.", tool_calls=[read]),
+            Reply(text="It says the deploy key rotates on Fridays.", thinking="The file answers it."),
+            Reply(text="You asked me to read notes.txt."),
+        )
+        claude.prompt("Read notes.txt and tell me what it says.").check()
+        claude.prompt("--continue", "What did I ask you first?").check()
+        anthropic = [r for r in upstream.requests if r.path == "/v1/messages"]
+        _save("claude_code_first", anthropic[0], scrub, out)
+        _save("claude_code_continue", anthropic[-1], scrub, out)
+
+        upstream.clear()
+        codex = Codex(agent_binary("codex"), root / "home", work, upstream.base_url)
+        shell = ToolCallSpec("exec_command", json.dumps({"cmd": "cat notes.txt"}), id="call_cat_notes")
+        upstream.script(
+            Reply(thinking="Read the file.", tool_calls=[shell]),
+            Reply(text="It says the deploy key rotates on Fridays."),
+            Reply(text="You asked me to read notes.txt."),
+        )
+        codex.exec("Read notes.txt and tell me what it says.").check()
+        codex.exec("resume", "--last", "What did I ask you first?").check()
+        responses = [r for r in upstream.requests if r.path == "/v1/responses"]
+        _save("codex_first", responses[0], scrub, out)
+        _save("codex_resume", responses[-1], scrub, out)
+
+
+if __name__ == "__main__":
+    record(Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN)

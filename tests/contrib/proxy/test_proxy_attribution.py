@@ -1,0 +1,75 @@
+"""The attribution rule, case by case (memtap_proxy.attribution; through the proxy with the
+real agents' requests in test_proxy_agents.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memtap.model import Message
+from memtap.wire import RequestView
+from memtap_agents import CLAUDE_CODE, CODEBUDDY, GENERIC
+from memtap_proxy.attribution import DERIVED_PREFIX, attribute, derived_session
+
+CLAUDE_BODY = {"metadata": {"user_id": '{"device_id":"d","account_uuid":"","session_id":"s-agent"}'}}
+VIEW = RequestView(messages=[Message(role="user", content="hello"), Message(role="assistant", content="hi")])
+
+
+def attributed(headers: dict[str, str], body: dict[str, Any], profile: Any, session: str | None = None):
+    raw = [(k.encode(), v.encode()) for k, v in headers.items()]
+    return attribute(
+        raw,
+        body,
+        VIEW,
+        profile,
+        agent=getattr(profile, "name", "generic"),
+        entity_id="default",
+        session_id=session,
+        process_id=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("headers", "profile", "configured", "session", "source", "history"),
+    [
+        ({"X-Memtap-Session": "mine"}, CLAUDE_CODE, "desk", "mine", "header", True),
+        ({}, CLAUDE_CODE, "desk", "s-agent", "agent", False),  # Claude Code resends it all
+        ({}, CODEBUDDY, "desk", "desk", "config", True),  # names none
+        ({}, GENERIC, None, derived_session("generic", VIEW), "derived", False),
+        ({}, None, None, derived_session("generic", VIEW), "derived", False),
+    ],
+)
+def test_the_session_rule(headers, profile, configured, session, source, history) -> None:
+    found = attributed(headers, CLAUDE_BODY, profile, configured)
+    assert (found.attribution.session_id, found.session_source, found.history) == (session, source, history)
+
+
+def test_headers_set_entity_and_process_and_are_bounded() -> None:
+    found = attributed({"x-memtap-entity": " alice ", "x-memtap-process": "p" * 500}, {}, GENERIC)
+    assert found.attribution.entity_id == "alice"
+    assert found.attribution.process_id == "p" * 200
+
+
+def test_a_profile_may_name_the_entity() -> None:
+    class Team:
+        name = "team"
+
+        def entity_id(self, headers: dict[str, str], body: dict[str, Any]) -> str | None:
+            return headers.get("x-team-user")
+
+    assert attributed({"x-team-user": "bob"}, {}, Team()).attribution.entity_id == "bob"
+    assert (
+        attributed({"x-memtap-entity": "eve", "x-team-user": "bob"}, {}, Team()).attribution.entity_id
+        == "eve"
+    )
+    assert attributed({}, {}, Team()).attribution.entity_id == "default"
+
+
+def test_a_derived_session_is_the_conversations() -> None:
+    first = derived_session("generic", RequestView(messages=[Message(role="user", content="hello")]))
+    assert first.startswith(DERIVED_PREFIX)
+    assert derived_session("generic", VIEW) == first  # the same conversation, resent
+    other = RequestView(messages=[Message(role="user", content="hello there")])
+    assert derived_session("generic", other) != first
+    assert derived_session("codex", RequestView(messages=VIEW.messages)) != first  # per agent
