@@ -178,6 +178,18 @@ def test_a_stored_message_the_request_carries_is_never_injected():
     assert plan.messages == (user("q2"), assistant("a2"))
 
 
+def test_the_stored_replies_to_a_turn_the_request_carries_are_not_injected():
+    """The app resends a turn with its own version of the reply (another upstream answered,
+    the reply was edited): the stored reply is not injected either, or it would stand before
+    the turn it answers, next to the previous reply of the same role."""
+    history = [user("q0"), assistant("a0"), user("q1"), assistant("a1 as stored")]
+    request = [user("q1"), assistant("a1 as the app has it"), user("q2")]
+    plan = plan_history(history, request, WIDE)
+    assert plan.present == 0
+    assert plan.messages == (user("q0"), assistant("a0"))
+    assert check_openai_chat(wire(sent(history, request))) is None
+
+
 def test_a_call_the_request_carries_is_not_injected_with_its_results():
     history = [user("q"), assistant(calls=["c1"]), tool("c1"), assistant("done")]
     request = [user("other"), assistant(calls=["c1"]), tool("c1", "again"), user("more")]

@@ -269,6 +269,26 @@ class _Results:
         return call_id in self._ids
 
 
+def _not_carried(newest_first: Iterable[Message], carried: _Carried) -> Iterator[Message]:
+    """The stored messages (given newest first) that may be injected in front of a request
+    that did not line up with their end: not those it carries, nor the replies that followed
+    a user turn it carries, up to the next user turn (the request holds its own version of
+    that turn: injected, the stored replies would stand before it, out of order, or next to
+    another reply of the same role)."""
+    messages = list(newest_first)  # the cached tail at most
+    kept: list[Message] = []
+    dropping = False
+    for m in reversed(messages):  # oldest first
+        if m in carried:
+            dropping = dropping or m.role == "user"
+            continue
+        if m.role == "user":
+            dropping = False
+        if not dropping:
+            kept.append(m)
+    return reversed(kept)
+
+
 def plan_history(
     history: Sequence[Message], request: Sequence[Message], budget: HistoryBudget
 ) -> HistoryPlan:
@@ -293,8 +313,7 @@ def plan_history(
     if budget.off:
         return HistoryPlan(present=present, resent_exchange_ids=resent_ids)
     answered_next = leading_results(request)
-    carried = _Carried(request)
-    candidates = (m for m in rest if m not in carried)
+    candidates = _not_carried(rest, _Carried(request))
     chosen = budget.choose(units_newest_first(candidates, answered_next), answered_next)
     return HistoryPlan(messages=tuple(chosen), present=present, resent_exchange_ids=resent_ids)
 

@@ -46,7 +46,8 @@ class ProxyProcess:
         self.proc = subprocess.Popen(
             [
                 *(sys.executable, "-c", START, "proxy", "--port", str(self.port)),
-                *("--openai-upstream", upstream.base_url, "--log-level", "info", *extra),
+                *("--openai-upstream", upstream.base_url, "--session", "default"),
+                *("--log-level", "info", *extra),
             ],
             env=env,
             stdout=self.log,

@@ -46,7 +46,11 @@ def make_proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[Ca
             "idle_timeout": TIMEOUT,
             **limits,
         }
-        config = ProxyConfig(openai_upstream=upstream.base_url, **settings)  # type: ignore[arg-type]
+        config = ProxyConfig(
+            openai_upstream=upstream.base_url,
+            session_id="default",  # one running session, read back by the tests
+            **settings,  # type: ignore[arg-type]
+        )
         thread = ProxyThread(Proxy(config, mem)).start()
         threads.append(thread)
         return thread

@@ -55,6 +55,7 @@ def team(tmp_path: Path, upstream: ScriptedModelServer, mem: memtap.Memory) -> I
         anthropic_upstream=upstream.base_url,
         token=ADMIN,
         tokens=load_tokens(tokens_file(tmp_path)),
+        session_id="default",  # one running session: a client's earlier turns come back
     )
     with ProxyThread(Proxy(config, mem)) as thread:
         yield thread
