@@ -217,7 +217,10 @@ class Memory:
             except (AttributeError, TypeError):
                 pass
             self._registrations[id(client)] = _Registration(client, restore, adapter.provider)
-            return client
+        # Calls are coming: load the embedder's model now, in the background, rather than
+        # when the first one needs it.
+        self.longterm.warm_up()
+        return client
 
     def _register_inner(self, client: Any) -> Callable[[], None]:
         with self._lock:
