@@ -90,12 +90,14 @@ class Tap:
         register_client: Callable[[Any], Callable[[], None]] | None = None,
         spool: Spool | None = None,
         agent: str | None = None,
+        register_derived: Callable[[Any, Any], None] | None = None,
     ) -> None:
         self.hook = hook
         self.default_attribution = default_attribution
         self.histories = histories
         self.writer = writer
         self._register_client = register_client
+        self._register_derived = register_derived
         #: The durable spool every finished call is journaled to (``None``: not durable).
         self.spool = spool
         #: The agent profile named for every call (``None``: recognised by system prompt).
@@ -138,6 +140,13 @@ class Tap:
         if self._register_client is None:
             raise RuntimeError("this Tap cannot register clients")
         return self._register_client(client)
+
+    def register_derived(self, parent: Any, client: Any) -> None:
+        """Tap ``client``, which the registered ``parent`` just made (``with_options()``,
+        ``copy()``...), with the same Memory; it is held weakly and unregistered with its
+        parent. Adapters call this from their wrapper of the SDK's derivation method."""
+        if self._register_derived is not None:
+            self._register_derived(parent, client)
 
     def begin(self, protocol: WireProtocol, *, fallback_body: Mapping[str, Any] | None = None) -> Call:
         """Start one call in ``protocol``, attributed to the current scope.

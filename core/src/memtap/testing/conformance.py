@@ -42,7 +42,9 @@ from ..wire import WireProtocol
 from .server import Reply, ScriptedModelServer, ToolCallSpec
 
 #: Everything the suite checks; a driver removes what its SDK does not support.
-ALL_CAPABILITIES = frozenset({"stream", "async", "tools", "usage", "break"})
+#: ``derived``: the SDK makes new clients from a client (``with_options()``); ``raw_stream``:
+#: it returns streams through a raw-response view (``with_raw_response`` + ``parse()``).
+ALL_CAPABILITIES = frozenset({"stream", "async", "tools", "usage", "break", "derived", "raw_stream"})
 
 
 class _BrokenStore(InMemoryStore):
@@ -94,6 +96,20 @@ class ProviderConformanceSuite:
 
     def send_raw(self, client: Any, text: str) -> Any:
         """Send one user turn and return the SDK's response object unchanged."""
+        raise NotImplementedError
+
+    def derive(self, client: Any) -> Any:
+        """A new client the SDK makes from ``client`` with other options
+        (``client.with_options(timeout=...)``); capability ``derived``."""
+        raise NotImplementedError
+
+    def send_raw_stream(self, client: Any, text: str) -> str:
+        """One streamed turn through the SDK's raw-response view, read through its
+        ``parse()``; return the answer text (capability ``raw_stream``)."""
+        raise NotImplementedError
+
+    async def send_raw_stream_async(self, client: Any, text: str) -> str:
+        """The async form of :meth:`send_raw_stream`."""
         raise NotImplementedError
 
     # -- fixtures ---------------------------------------------------------------------
@@ -270,3 +286,55 @@ class ProviderConformanceSuite:
         assert answers == [f"You said: async {s}" for s in streams]
         assert self._sent(mem, server)[0] == ("user", "async False")
         assert len(mem.history("async")) == 2 * len(streams)
+
+    def test_derived_clients_are_tapped_by_the_same_memory(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A client made from a registered one (and one made from that) is injected and
+        captured like its parent, and unregistered with it."""
+        self._need("derived")
+        derived = self.derive(client)
+        grandchild = self.derive(derived)
+        with mem.scope(entity_id="conf", session_id="derived"):
+            self.send(client, "parent", stream=False)
+            self.send(derived, "derived", stream=False)
+            self.send(grandchild, "grandchild", stream=False)
+        assert self._sent(mem, server) == [
+            ("user", "parent"),
+            ("assistant", "You said: parent"),
+            ("user", "derived"),
+            ("assistant", "You said: derived"),
+            ("user", "grandchild"),
+        ]
+        assert len(mem.history("derived")) == 6
+        mem.unregister(client)
+        with mem.scope(entity_id="conf", session_id="derived-off"):
+            self.send(derived, "untapped", stream=False)
+        assert self._sent(mem, server) == [("user", "untapped")]
+        assert mem.history("derived-off") == []
+
+    def test_raw_streams_are_captured_like_any_stream(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A stream read through the raw-response view is injected, seen unchanged and
+        stored like the same stream read directly (sync and async)."""
+        self._need("raw_stream")
+        answer = "the quick brown fox jumps"
+        with mem.scope(entity_id="conf", session_id="raw"):
+            self.send(client, "before", stream=False)
+            server.script(Reply(text=answer, chunks=4))
+            assert self.send_raw_stream(client, "raw please") == answer
+        assert self._sent(mem, server)[:2] == [("user", "before"), ("assistant", "You said: before")]
+        assert [m.content for m in mem.history("raw")][2:] == ["raw please", answer]
+        exchanges = self._exchanges(mem, "raw")
+        assert exchanges[-1].stream and exchanges[-1].status == "ok"
+        if "async" not in self.capabilities:
+            return
+
+        async def main() -> str:
+            aclient = mem.register(self.make_client(server, is_async=True))
+            with mem.scope(entity_id="conf", session_id="raw-async"):
+                return await self.send_raw_stream_async(aclient, "async raw")
+
+        assert asyncio.run(main()) == "You said: async raw"
+        assert [m.content for m in mem.history("raw-async")] == ["async raw", "You said: async raw"]
