@@ -5,7 +5,8 @@ the on-disk spool), ``.stored`` (written to the store), ``.replayed`` (stored fr
 previous process left), ``.dropped`` (given up: spool or buffer bound reached; attribute
 ``memtap.reason``) and ``memtap.failures`` (things that went wrong without failing the
 call: ``memtap.reason`` is ``store_write``, ``spool_write``, ``spool_corrupt``, ``format``,
-``inject``, ...). Without an OpenTelemetry SDK these are no-ops.
+``inject``, ``rejected`` (the provider rejected a request memtap had changed; it was sent
+again as the app built it), ...). Without an OpenTelemetry SDK these are no-ops.
 """
 
 from __future__ import annotations

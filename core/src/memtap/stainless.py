@@ -208,29 +208,18 @@ class StainlessInstaller:
 
     def send_deferred(self, call: Call | None, request: Callable[[], Any]) -> Any:
         """Send a request a helper deferred (``request()`` runs the SDK's ``_post``) as
-        ``call``: injected, then captured once (a stream is observed like ``create``'s)."""
+        ``call``: injected (sent again without memtap's changes if the provider rejects
+        them), then captured once (a stream is observed like ``create``'s)."""
         if call is None:
             return request()
-        with call.active():
-            try:
-                result = request()
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        return self._outcome(call, result, is_async=False)
+        return self._outcome(call, call.send(request), is_async=False)
 
-    async def send_deferred_async(self, call: Call | None, request: Awaitable[Any]) -> Any:
-        """The async form of :meth:`send_deferred`: ``request`` is the SDK's pending
-        ``_post`` coroutine."""
+    async def send_deferred_async(self, call: Call | None, request: Callable[[], Awaitable[Any]]) -> Any:
+        """The async form of :meth:`send_deferred`: ``request()`` returns the SDK's pending
+        ``_post`` coroutine (a new one when called again)."""
         if call is None:
-            return await request
-        with call.active():
-            try:
-                result = await request
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        return self._outcome(call, result, is_async=True)
+            return await request()
+        return self._outcome(call, await call.send_async(request), is_async=True)
 
     def _begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
         try:
@@ -253,12 +242,7 @@ class StainlessInstaller:
                 call = self._begin(client, tap, protocol, kwargs)
                 if call is None:
                     return await original(*args, **kwargs)
-                with call.active():
-                    try:
-                        result = await original(*args, **kwargs)
-                    except BaseException as exc:
-                        call.failed(exc)
-                        raise
+                result = await call.send_async(lambda: original(*args, **kwargs))
                 return self._outcome(call, result, is_async=True)
 
             return async_method
@@ -268,13 +252,7 @@ class StainlessInstaller:
             call = self._begin(client, tap, protocol, kwargs)
             if call is None:
                 return original(*args, **kwargs)
-            with call.active():
-                try:
-                    result = original(*args, **kwargs)
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
-            return self._outcome(call, result, is_async=False)
+            return self._outcome(call, call.send(lambda: original(*args, **kwargs)), is_async=False)
 
         return method
 

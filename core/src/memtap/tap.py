@@ -14,9 +14,9 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from opentelemetry import context as otel_context
@@ -28,6 +28,7 @@ from .anchors import AgentProfile, detect_profile
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
 from .metrics import count
+from .rejection import Classifier, describe, is_validation_rejection
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .scope import current_attribution, in_internal_call
 from .sessionblocks import SessionBlocks
@@ -53,6 +54,10 @@ _active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("memt
 JsonFn = Callable[[Any], Mapping[str, Any] | None]
 
 _UNTRACKED_REASONS: set[str] = set()
+#: Protocols whose provider has rejected a request memtap changed (logged once each).
+_REJECTED_PROTOCOLS: set[str] = set()
+
+T = TypeVar("T")
 
 
 def active_call() -> Call | None:
@@ -184,6 +189,10 @@ class Call:
         self.already_present = 0
         self.injected_messages = 0
         self.hide_usage_event = False
+        #: Send the app's body unchanged from now on (the provider rejected memtap's).
+        self.plain = False
+        #: Whether the request was sent again without memtap's changes.
+        self.resent = False
         self._stream_items: list[Any] = []
         #: memtap's own LLM work (memorize): neither injected into nor captured.
         self.internal = in_internal_call()
@@ -214,8 +223,14 @@ class Call:
     def prepare(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         """Given the body the SDK built from the app's arguments, return the body to send.
 
-        Called again with the same body on retries: the same result is returned.
+        Called again with the same body on retries: the same result is returned. After
+        the provider rejected what memtap sent (:meth:`send`), the app's body is returned
+        as it is.
         """
+        if self.plain:
+            self.app_body = self.sent_body = body
+            self.hide_usage_event = False
+            return body
         if self.sent_body is not None and body is self.app_body:
             return self.sent_body
         self.app_body = body
@@ -266,6 +281,78 @@ class Call:
                 sent = with_usage
                 self.hide_usage_event = True
         return sent
+
+    # -- sending -------------------------------------------------------------------------
+
+    @property
+    def changed(self) -> bool:
+        """Whether memtap changed the body it sent (injected, or asked for stream usage)."""
+        return self.sent_body is not None and self.sent_body is not self.app_body
+
+    def resend_after(self, exc: BaseException, rejected: Classifier = is_validation_rejection) -> bool:
+        """Whether to send the request again as the application built it: the provider
+        rejected it as invalid (``rejected(exc)``: HTTP 400/422 by default) and memtap had
+        changed it, and it has not been sent again yet. If so, :meth:`prepare` returns the
+        app's own body from now on; the rejection is counted (``memtap.failures``, reason
+        ``rejected``) and logged once per protocol. Adapters whose request is not a single
+        call (a stream that fails on its first read) use this; others use :meth:`send`."""
+        try:
+            if self.resent or self.internal or not self.changed or not rejected(exc):
+                return False
+        except Exception:
+            log.debug("rejection classifier failed", exc_info=True)
+            return False
+        self.resent = self.plain = True
+        count("failed", reason="rejected")
+        self.span.add_event("memtap.resent", {"memtap.rejection": describe(exc)})
+        self.span.set_attribute("memtap.resent", True)
+        name = self.protocol.name
+        if name not in _REJECTED_PROTOCOLS:
+            _REJECTED_PROTOCOLS.add(name)
+            log.warning(
+                "memtap: the provider rejected a request memtap had changed (%s, %s); it was "
+                "sent again as the application built it, without memory (logged once per "
+                "protocol; counted as memtap.failures reason=rejected)",
+                name,
+                describe(exc),
+            )
+        return True
+
+    def send(self, attempt: Callable[[], T], *, rejected: Classifier = is_validation_rejection) -> T:
+        """Run ``attempt()`` (the SDK's own call, which reaches :meth:`prepare`) as this call;
+        if the provider rejects what memtap changed, run it once more without memtap's
+        changes (:meth:`resend_after`). An error that is not retried is recorded with
+        :meth:`failed` and raised."""
+        with self.active():
+            try:
+                return attempt()
+            except BaseException as exc:
+                if not self.resend_after(exc, rejected):
+                    self.failed(exc)
+                    raise
+            # Outside the except block: the second attempt's error is not chained to the first.
+            try:
+                return attempt()
+            except BaseException as exc:
+                self.failed(exc)
+                raise
+
+    async def send_async(
+        self, attempt: Callable[[], Awaitable[T]], *, rejected: Classifier = is_validation_rejection
+    ) -> T:
+        """The async form of :meth:`send` (``attempt()`` returns a new awaitable each time)."""
+        with self.active():
+            try:
+                return await attempt()
+            except BaseException as exc:
+                if not self.resend_after(exc, rejected):
+                    self.failed(exc)
+                    raise
+            try:
+                return await attempt()
+            except BaseException as exc:
+                self.failed(exc)
+                raise
 
     # -- outcome -------------------------------------------------------------------------
 
