@@ -289,6 +289,12 @@ class Call:
         """Whether memtap changed the body it sent (injected, or asked for stream usage)."""
         return self.sent_body is not None and self.sent_body is not self.app_body
 
+    @property
+    def may_resend(self) -> bool:
+        """Whether a rejection of this call would be sent again (memtap changed the request,
+        and has not sent it again yet)."""
+        return self.changed and not self.resent and not self.internal
+
     def resend_after(self, exc: BaseException, rejected: Classifier = is_validation_rejection) -> bool:
         """Whether to send the request again as the application built it: the provider
         rejected it as invalid (``rejected(exc)``: HTTP 400/422 by default) and memtap had
@@ -297,12 +303,13 @@ class Call:
         ``rejected``) and logged once per protocol. Adapters whose request is not a single
         call (a stream that fails on its first read) use this; others use :meth:`send`."""
         try:
-            if self.resent or self.internal or not self.changed or not rejected(exc):
+            if not self.may_resend or not rejected(exc):
                 return False
         except Exception:
             log.debug("rejection classifier failed", exc_info=True)
             return False
         self.resent = self.plain = True
+        self.hide_usage_event = False  # the app's own request asks for what it asks for
         count("failed", reason="rejected")
         self.span.add_event("memtap.resent", {"memtap.rejection": describe(exc)})
         self.span.set_attribute("memtap.resent", True)

@@ -22,6 +22,7 @@ import attrs
 from memtap import Memory
 from memtap.anchors import AgentProfile, detect_profile
 from memtap.model import Attribution
+from memtap.rejection import VALIDATION_STATUSES
 from memtap.tap import Call
 from memtap.wire import WireProtocol
 
@@ -234,7 +235,17 @@ class Proxy:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
             sent = body
-        await self._forward(scope, receive, send, url, sent, identity=True, call=call, protocol=protocol)
+        await self._forward(
+            scope,
+            receive,
+            send,
+            url,
+            sent,
+            identity=True,
+            call=call,
+            protocol=protocol,
+            original=body if sent is not body else None,
+        )
 
     def agent(self, r: Route, system: str | None) -> str:
         """The agent of a request: its URL prefix, else its system prompt's fingerprint,
@@ -268,11 +279,16 @@ class Proxy:
         identity: bool,
         call: Call | None = None,
         protocol: WireProtocol | None = None,
+        original: bytes | None = None,
     ) -> None:
         headers = upstream_request_headers(scope["headers"], identity=identity)
         family = "anthropic" if protocol is not None and protocol.provider == "anthropic" else "openai"
         try:
             upstream = await self.upstream.request(scope["method"], url, headers, body)
+            if original is not None and call is not None and upstream.status in VALIDATION_STATUSES:
+                upstream = await self._resend_rejected(
+                    scope["method"], url, headers, original, upstream, call
+                )
         except UpstreamError as exc:
             if call is not None:
                 call.failed(exc)
@@ -314,6 +330,26 @@ class Proxy:
         # yet in the history before the client's next request is read.
         _capture_whole(call, status, data)
 
+    async def _resend_rejected(
+        self,
+        method: str,
+        url: str,
+        headers: RawHeaders,
+        original: bytes,
+        rejected: UpstreamResponse,
+        call: Call,
+    ) -> UpstreamResponse:
+        """The upstream rejected (400/422) a request memtap changed: send the client's own
+        bytes once instead (``Call.resend_after`` counts and logs it), and relay that answer."""
+        if not call.may_resend:
+            return rejected
+        try:
+            detail = await rejected.read()  # an error answer: small; read for the log
+        finally:
+            rejected.close()
+        call.resend_after(UpstreamStatusError(rejected.status, detail))
+        return await self.upstream.request(method, url, headers, original)
+
     # -- helpers ---------------------------------------------------------------------------
 
     async def _error(self, send: Send, family: str, status: int, message: str) -> None:
@@ -344,8 +380,10 @@ def _capture_whole(call: Call, status: int, data: bytes) -> None:
 
 
 class UpstreamStatusError(Exception):
-    """The upstream answered with an error status (recorded on the call's span)."""
+    """The upstream answered with an error status (recorded on the call's span); ``detail``
+    is the start of its answer, for the log."""
 
-    def __init__(self, status: int) -> None:
-        super().__init__(f"upstream answered HTTP {status}")
+    def __init__(self, status: int, detail: bytes = b"") -> None:
+        text = detail[:300].decode("utf-8", "replace")
+        super().__init__(f"upstream answered HTTP {status}" + (f": {text}" if text else ""))
         self.status = status
