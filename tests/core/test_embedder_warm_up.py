@@ -41,7 +41,9 @@ class LoadingEmbedder:
     def embed(self, texts):
         self.warm_up()
         self.embedded.extend(texts)
-        return [[float(len(set(t.lower().replace("?", "").split()) & g)) for g in GROUPS] + [0.01] for t in texts]
+        return [
+            [float(len(set(t.lower().replace("?", "").split()) & g)) for g in GROUPS] + [0.01] for t in texts
+        ]
 
     def quick_query(self, text):
         if not self.loaded.is_set():
@@ -93,7 +95,9 @@ def test_recall_without_a_deadline_waits_for_the_model(emb):
     mem.remember("I adopted a beagle", entity_id="alice")
     mem.remember("I work as an engineer", entity_id="alice")
     threading.Timer(0.05, emb.gate.set).start()
-    assert [h.text for h in mem.recall("what pet do I have?", entity_id="alice", k=1)] == ["I adopted a beagle"]
+    assert [h.text for h in mem.recall("what pet do I have?", entity_id="alice", k=1)] == [
+        "I adopted a beagle"
+    ]
     assert "what pet do I have?" in emb.embedded
     mem.close()
 

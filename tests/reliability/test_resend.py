@@ -28,7 +28,9 @@ def test_every_rejection_is_counted_and_logged_once(
 ) -> None:
     monkeypatch.setattr(tap_module, "_REJECTED_PROTOCOLS", set())
     caplog.set_level(logging.WARNING, logger="memtap")
-    mem = memtap.Memory(f"duckdb:///{tmp_path / 'm.duckdb'}", plugins=[memtap_openai, memtap_duckdb], entry_points=False)
+    mem = memtap.Memory(
+        f"duckdb:///{tmp_path / 'm.duckdb'}", plugins=[memtap_openai, memtap_duckdb], entry_points=False
+    )
     client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-resend", max_retries=0))
     with mem.scope(entity_id="ada", session_id="resend"):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "my name is Ada"}])
@@ -49,7 +51,9 @@ def test_a_bad_request_error_the_app_made_itself_is_raised_unchanged(
 ) -> None:
     """When the re-sent request (the app's own) fails too, the app sees that error, as it
     would without memtap; the failed call is not stored."""
-    mem = memtap.Memory(f"duckdb:///{tmp_path / 'm.duckdb'}", plugins=[memtap_openai, memtap_duckdb], entry_points=False)
+    mem = memtap.Memory(
+        f"duckdb:///{tmp_path / 'm.duckdb'}", plugins=[memtap_openai, memtap_duckdb], entry_points=False
+    )
     client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-resend", max_retries=0))
     with mem.scope(entity_id="ada", session_id="both-rejected"):
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])

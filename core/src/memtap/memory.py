@@ -290,7 +290,9 @@ class Memory:
         those of the clients derived from it."""
         with self._lock:
             reg = self._registrations.pop(id(client), None)
-            derived = [r.client for r in self._registrations.values() if reg is not None and r.parent == id(client)]
+            derived = [
+                r.client for r in self._registrations.values() if reg is not None and r.parent == id(client)
+            ]
         if reg is not None:
             reg.restore()
             try:

@@ -283,7 +283,9 @@ def _deriving(parent: Any, tap: Tap, original: Callable[..., Any]) -> Callable[.
         try:
             tap.register_derived(parent, client)
         except Exception:
-            log.exception("memtap could not tap a client derived from a registered one; its calls go untracked")
+            log.exception(
+                "memtap could not tap a client derived from a registered one; its calls go untracked"
+            )
         return client
 
     return derive

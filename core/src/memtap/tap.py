@@ -28,8 +28,8 @@ from .anchors import AgentProfile, detect_profile
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
 from .metrics import count
-from .rejection import Classifier, describe, is_validation_rejection
 from .model import Attribution, Exchange, Message, new_id, utcnow
+from .rejection import Classifier, describe, is_validation_rejection
 from .scope import current_attribution, in_internal_call
 from .sessionblocks import SessionBlocks
 from .spool import Spool, journal_call, response_json

@@ -79,7 +79,9 @@ def test_a_rejected_anthropic_stream_is_resent(
     import anthropic
 
     client = anthropic.Anthropic(base_url=proxy.url, api_key=API_KEY, max_retries=0)
-    client.messages.create(model="claude-x", max_tokens=64, messages=[{"role": "user", "content": "I am Ada"}])
+    client.messages.create(
+        model="claude-x", max_tokens=64, messages=[{"role": "user", "content": "I am Ada"}]
+    )
     upstream.script(Reply(status=400, text="`tool_use` ids were found without `tool_result` blocks"))
     with client.messages.stream(
         model="claude-x", max_tokens=64, messages=[{"role": "user", "content": "who am I?"}]

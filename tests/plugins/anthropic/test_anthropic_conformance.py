@@ -50,7 +50,11 @@ class AnthropicDriver(ProviderConformanceSuite):
         if inspect.isawaitable(events):  # async parse() in newer SDKs (LangChain's _aparse)
             events = await events
         return "".join(
-            [e.delta.text async for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta"]
+            [
+                e.delta.text
+                async for e in events
+                if e.type == "content_block_delta" and e.delta.type == "text_delta"
+            ]
         )
 
     def send(self, client, text, *, stream):

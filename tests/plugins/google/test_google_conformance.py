@@ -18,7 +18,8 @@ def _client(server):
 
 
 class TestModelsConformance(ProviderConformanceSuite):
-    # google-genai makes no client from another (``client.aio`` shares its API client, tapped once) and has no raw-response view.
+    # google-genai makes no client from another (``client.aio`` shares its API client,
+    # tapped once) and has no raw-response view.
     capabilities = ALL_CAPABILITIES - {"derived", "raw_stream"}
     plugin = memtap_google
     protocol_name = "google.generate_content"

@@ -4,8 +4,8 @@ found through the memtap_embedder hook, and recall by meaning with it."""
 from __future__ import annotations
 
 import subprocess
-import threading
 import sys
+import threading
 
 import numpy as np
 import pytest

@@ -178,7 +178,11 @@ def test_async_raw_streams_are_captured(aclient, server, mem):
                 whole = (await response.parse()).choices[0].message.content
         return text, text2, whole
 
-    assert asyncio.run(main()) == ("You said: async raw", "You said: async streaming", "You said: async whole")
+    assert asyncio.run(main()) == (
+        "You said: async raw",
+        "You said: async streaming",
+        "You said: async whole",
+    )
     assert turns(mem, "raw-async") == [
         "async raw",
         "You said: async raw",

@@ -49,7 +49,9 @@ class _Servicer(chat_pb2_grpc.ChatServicer):
     def _reply(self, request: Any, context: Any) -> tuple[Reply, int]:
         reply, ident = self.owner.take(request, dict(context.invocation_metadata()))
         if reply.status != 200:
-            context.abort(_GRPC_STATUS.get(reply.status, grpc.StatusCode.INTERNAL), reply.text or "scripted error")
+            context.abort(
+                _GRPC_STATUS.get(reply.status, grpc.StatusCode.INTERNAL), reply.text or "scripted error"
+            )
         return reply, ident
 
     @staticmethod

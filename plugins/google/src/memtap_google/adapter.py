@@ -14,7 +14,7 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from typing import Any
 
 from memtap.tap import Call, Tap, active_call
@@ -184,7 +184,7 @@ class _Installer:
                 yield from original(*args, **kwargs)
                 return
 
-            def start() -> tuple[Iterator[Any], Any]:
+            def start() -> tuple[Generator[Any, None, None], Any]:
                 source = original(*args, **kwargs)
                 return source, next(source, _END)
 
