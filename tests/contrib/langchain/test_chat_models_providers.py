@@ -28,15 +28,8 @@ import memtap_langchain.plugin
 import memtap_litellm
 import memtap_openai
 from memtap.storage import InMemoryStore
-from memtap.testing.server import ScriptedModelServer
 
 PLUGINS = [memtap_openai, memtap_anthropic, memtap_google, memtap_litellm, memtap_langchain.plugin]
-
-
-@pytest.fixture(scope="module")
-def server():
-    with ScriptedModelServer() as srv:
-        yield srv
 
 
 @pytest.fixture
