@@ -14,7 +14,11 @@ quick query table is built (the state of any machine after its first ~45 s of us
 ``--quick-table none`` gives every child an empty cache (a brand-new machine: the table
 starts building in the background of the first call).
 
+``--compare-words`` adds a third child per run, registered without an embedder (recall by
+words only): what it adds is memtap's cost without any model to load.
+
     python benchmarks/first_call.py [--runs 15] [--facts 2000] [--quick-table ready|none]
+        [--compare-words] [--template PATH]
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ import openai
 mode, base_url, store = sys.argv[1], sys.argv[2], sys.argv[3]
 steps = {"import_openai": time.perf_counter() - t0}
 client = openai.OpenAI(base_url=base_url, api_key="sk-first-call", max_retries=0)
+# The SDK imports its resources on first access; memtap's register() touches the ones it
+# patches. Every child pays that before the clock starts, so first calls compare alike.
+client.chat.completions, client.responses
 scope = None
 if mode == "memtap":
     t = time.perf_counter()
@@ -100,23 +107,28 @@ def prepare_store(path: Path, facts: int) -> None:
     mem.close()
 
 
+#: The children of one run: a bare client, and a registered one with the default embedder
+#: (``memtap``) or with none (``words``: recall by words only, no model to load).
+EMBEDDER_OF = {"memtap": "default", "words": "off"}
+
+
 def run_child(mode: str, base_url: str, template: Path, work: Path, cache: Path | None) -> dict[str, float]:
     store = work / f"{mode}.duckdb"
     shutil.copy(template, store)
     home = work / f"home-{mode}"
     env = dict(os.environ, MEMTAP_HOME=str(home), PYTHONHASHSEED="0")
-    if cache is not None:
-        env["MEMTAP_CACHE"] = str(cache)
-    else:
-        env["MEMTAP_CACHE"] = str(work / f"cache-{mode}")
+    env["MEMTAP_EMBEDDER"] = EMBEDDER_OF.get(mode, "default")
+    env["MEMTAP_CACHE"] = str(cache if cache is not None else work / f"cache-{mode}")
+    child_mode = "bare" if mode == "bare" else "memtap"
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, base_url, f"duckdb:///{store}"],
+        [sys.executable, "-c", CHILD, child_mode, base_url, f"duckdb:///{store}"],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
         timeout=300,
     )
+    if out.returncode != 0:
+        sys.exit(f"the {mode} child failed:\n{out.stderr}")
     steps: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     shutil.rmtree(home, ignore_errors=True)
     store.unlink(missing_ok=True)
@@ -128,8 +140,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--facts", type=int, default=2000)
     parser.add_argument("--quick-table", choices=("ready", "none"), default="ready")
+    parser.add_argument(
+        "--compare-words", action="store_true", help="also run a registered child without an embedder"
+    )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--template", type=Path, help="keep the prepared store in this file (reused when it exists)"
+    )
     args = parser.parse_args()
+    modes = ["bare", "memtap", *(["words"] if args.compare_words else [])]
     with tempfile.TemporaryDirectory(prefix="memtap-first-call-") as tmp, ScriptedModelServer() as server:
         work = Path(tmp)
         cache: Path | None = None
@@ -140,44 +159,52 @@ def main() -> None:
 
             if not MiniLMEmbedder().prepare_quick_queries(timeout=600):
                 sys.exit("the quick query table could not be built")
-        template = work / "template.duckdb"
-        prepare_store(template, args.facts)
-        results: dict[str, list[dict[str, float]]] = {"bare": [], "memtap": []}
+        template = args.template or work / "template.duckdb"
+        if not template.exists():
+            prepare_store(template, args.facts)
+        results: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
         for run in range(args.runs):
-            order = ("bare", "memtap") if run % 2 == 0 else ("memtap", "bare")
-            for mode in order:
+            shift = run % len(modes)  # every mode goes first as often as the others
+            for mode in modes[shift:] + modes[:shift]:
                 results[mode].append(run_child(mode, server.openai_base_url, template, work, cache))
     report = summarise(results)
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"first call of a fresh process, {args.runs} runs, quick table {args.quick_table}, medians (ms):")
+    print(
+        f"first calls of a fresh process, {args.runs} runs, {args.facts} facts, quick table "
+        f"{args.quick_table}, medians (ms):"
+    )
     for key, value in report.items():
-        print(f"  {key:34s} {value:8.1f}")
+        print(f"  {key:44s} {value:8.1f}")
+
+
+STEPS = {"first_call": "first call", "second_call": "second call (1 s later)", "third_call": "third call"}
 
 
 def summarise(results: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     def med(mode: str, step: str) -> float:
         return statistics.median(r[step] for r in results[mode]) * 1e3
 
-    def added(step: str) -> list[float]:
-        return [m[step] - b[step] for b, m in zip(results["bare"], results["memtap"])]
+    def added(mode: str, step: str) -> list[float]:
+        return [(m[step] - b[step]) * 1e3 for b, m in zip(results["bare"], results[mode])]
 
-    report = {
-        "bare first call": med("bare", "first_call"),
-        "memtap first call": med("memtap", "first_call"),
-        "added to the first call (median)": statistics.median(added("first_call")) * 1e3,
-        "added to the first call (max)": max(added("first_call")) * 1e3,
-        "bare second call (1 s later)": med("bare", "second_call"),
-        "memtap second call (1 s later)": med("memtap", "second_call"),
-        "added to the second call (median)": statistics.median(added("second_call")) * 1e3,
-        "added to the second call (max)": max(added("second_call")) * 1e3,
-        "added to the third call (median)": statistics.median(added("third_call")) * 1e3,
-        "import memtap": med("memtap", "import_memtap"),
-        "Memory()": med("memtap", "memory"),
-        "register()": med("memtap", "register"),
-        "close()": med("memtap", "close"),
-    }
+    report: dict[str, Any] = {}
+    for step, label in STEPS.items():
+        report[f"bare {label}"] = med("bare", step)
+        for mode in results:
+            if mode == "bare":
+                continue
+            report[f"{mode}: {label}"] = med(mode, step)
+            report[f"{mode}: added to the {label} (median)"] = statistics.median(added(mode, step))
+            report[f"{mode}: added to the {label} (max)"] = max(added(mode, step))
+    for mode in results:
+        if mode == "bare":
+            continue
+        for step, label in (("import_memtap", "import memtap"), ("memory", "Memory()")):
+            report[f"{mode}: {label}"] = med(mode, step)
+        report[f"{mode}: register()"] = med(mode, "register")
+        report[f"{mode}: close()"] = med(mode, "close")
     return report
 
 

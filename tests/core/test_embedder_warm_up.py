@@ -142,3 +142,53 @@ def test_a_failing_warm_up_is_logged_and_recall_keeps_to_words(caplog):
     assert [h.text for h in mem.recall("beagle", entity_id="alice", deadline=0.5)] == ["I adopted a beagle"]
     assert "model file missing" in caplog.text
     mem.close()
+
+
+def test_loading_waits_for_the_calls_in_flight():
+    """A warm-up step waits (bounded) for the app's calls to finish, and for a moment
+    without a new one, so that its GIL-heavy work does not stall them."""
+    from memtap.background import call_ended, call_started, calls_in_flight, wait_for_quiet
+
+    assert calls_in_flight() == 0
+    assert wait_for_quiet(0.5)
+    call_started()
+    try:
+        assert wait_for_quiet(0.05) is False  # busy: gives up after the timeout
+        threading.Timer(0.05, call_ended).start()
+        assert wait_for_quiet(2.0) is True  # quiet once the call ended
+    finally:
+        if calls_in_flight():
+            call_ended()
+    # A call that starts during the settle time restarts the wait.
+    threading.Timer(0.05, lambda: (call_started(), call_ended())).start()
+    started = threading.Event()
+    result = []
+
+    def waiter():
+        started.set()
+        result.append(wait_for_quiet(2.0, settle=0.2))
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    t.join(3)
+    assert result == [True]
+
+
+def test_every_call_is_counted_in_flight_until_it_ends(emb):
+    from memtap.background import calls_in_flight
+    from memtap.model import Attribution
+    from memtap.tap import Call
+
+    mem = memory(emb)
+    emb.gate.set()
+    before = calls_in_flight()
+
+    class Proto:
+        name = provider = operation = "test"
+
+    call = Call(mem.tap, Proto(), Attribution(entity_id="a", session_id="s"), None)
+    assert calls_in_flight() == before + 1
+    call.failed(RuntimeError("x"))
+    call.failed(RuntimeError("twice"))  # only the first report counts
+    assert calls_in_flight() == before
+    mem.close()

@@ -25,6 +25,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import telemetry
 from .anchors import AgentProfile, detect_profile
+from .background import call_ended, call_started
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories
 from .metrics import count
@@ -197,6 +198,7 @@ class Call:
         #: memtap's own LLM work (memorize): neither injected into nor captured.
         self.internal = in_internal_call()
         self._finished = threading.Lock()
+        call_started()  # ended by whichever of failed / untracked / _capture comes first
         self.span = telemetry.tracer().start_span(
             protocol.operation,
             kind=SpanKind.CLIENT,
@@ -376,6 +378,7 @@ class Call:
         """The call raised before a response: nothing is stored, the span records it."""
         if not self._finished.acquire(blocking=False):
             return
+        call_ended()
         try:
             self.span.record_exception(exc)
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
@@ -395,6 +398,7 @@ class Call:
         log why (once per reason), store nothing."""
         if not self._finished.acquire(blocking=False):
             return
+        call_ended()
         if reason not in _UNTRACKED_REASONS:
             _UNTRACKED_REASONS.add(reason)
             log.warning("memtap: %s", reason)
@@ -442,6 +446,7 @@ class Call:
     ) -> None:
         if not self._finished.acquire(blocking=False):
             return
+        call_ended()
         if self.internal:
             self.span.end()
             return

@@ -95,6 +95,8 @@ class Proxy:
         self.memory = memory
         # Calls finish after their answer is written: format them then (see Tap).
         memory.tap.format_in_caller = True
+        # Requests are coming: load the embedder's model now, in the background.
+        memory.longterm.warm_up()
         self.stats = ProxyStats()
         self.protocols: dict[str, WireProtocol] = {
             p.name: p for group in memory.pm.hook.memtap_wire_protocols() for p in group or ()

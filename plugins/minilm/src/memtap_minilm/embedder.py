@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from memtap.background import wait_for_quiet
+
 #: The name vectors are stored under (a different model never mixes with these).
 MODEL_NAME = "minilm-l6-v2-int8"
 DIM = 384
@@ -109,9 +111,18 @@ class MiniLMEmbedder:
         """Load everything queries need, in this thread (memtap calls it in a background
         thread): the tokenizer and the quick query table first (so quick vectors are
         available as early as possible; a table not built yet starts building), then
-        the model."""
+        the model. Each step that holds the GIL for long (parsing the tokenizer, importing
+        onnxruntime) first waits, a little, for the app's calls in flight to finish (and
+        the first also for a moment without a new call: an app that registers a client
+        calls it soon)."""
+        wait_for_quiet(3.0, settle=0.2)
+        self._load_tokenizer()
         if self.quick_queries:
+            wait_for_quiet()
             self._quick_table().start()
+        wait_for_quiet()
+        import onnxruntime  # noqa: F401  (the import holds the GIL; the session mostly not)
+
         self.load()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
