@@ -12,7 +12,7 @@ import acme_sdk
 
 import memtap
 import memtap_acme
-from memtap.testing.conformance import ALL_CAPABILITIES, ProviderConformanceSuite
+from memtap.testing.conformance import ProviderConformanceSuite
 
 
 def _text(answer):
@@ -29,9 +29,6 @@ class TestAcmeConformance(ProviderConformanceSuite):
 
     plugin = memtap_acme
     protocol_name = "acme.chat"
-    # Acme clients make no new clients from themselves (``with_options``) and have no
-    # raw-response view.
-    capabilities = ALL_CAPABILITIES - {"derived", "raw_stream"}
 
     def make_client(self, server, *, is_async):
         """A client of the SDK pointed at the scripted server."""

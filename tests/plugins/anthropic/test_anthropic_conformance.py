@@ -8,7 +8,7 @@ import inspect
 import anthropic
 
 import memtap_anthropic
-from memtap.testing.conformance import ProviderConformanceSuite
+from memtap.testing.conformance import DerivedClientsSuite, RawStreamsSuite
 
 
 def _text(message):
@@ -21,7 +21,7 @@ def _stream_text(events):
     )
 
 
-class AnthropicDriver(ProviderConformanceSuite):
+class AnthropicDriver(DerivedClientsSuite, RawStreamsSuite):
     plugin = memtap_anthropic
     protocol_name = "anthropic.messages"
 

@@ -19,8 +19,7 @@ from memtap.testing.conformance import ALL_CAPABILITIES, ProviderConformanceSuit
 
 class BedrockDriver(ProviderConformanceSuite):
     plugin = memtap_bedrock
-    # boto3 clients are made one by one (no derived clients) and have no raw-response view.
-    capabilities = ALL_CAPABILITIES - {"async", "derived", "raw_stream"}
+    capabilities = ALL_CAPABILITIES - {"async"}
 
     @pytest.fixture
     def server(self, bedrock_server):

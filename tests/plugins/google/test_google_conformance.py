@@ -7,7 +7,7 @@ from google import genai
 from google.genai import types
 
 import memtap_google
-from memtap.testing.conformance import ALL_CAPABILITIES, ProviderConformanceSuite
+from memtap.testing.conformance import ProviderConformanceSuite
 
 
 def _client(server):
@@ -18,9 +18,6 @@ def _client(server):
 
 
 class TestModelsConformance(ProviderConformanceSuite):
-    # google-genai makes no client from another (``client.aio`` shares its API client,
-    # tapped once) and has no raw-response view.
-    capabilities = ALL_CAPABILITIES - {"derived", "raw_stream"}
     plugin = memtap_google
     protocol_name = "google.generate_content"
 

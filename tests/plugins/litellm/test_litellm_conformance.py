@@ -6,14 +6,12 @@ from __future__ import annotations
 import litellm
 
 import memtap_litellm
-from memtap.testing.conformance import ALL_CAPABILITIES, ProviderConformanceSuite
+from memtap.testing.conformance import ProviderConformanceSuite
 
 API_KEY = "sk-conformance-0123456789abcdef"
 
 
 class TestLiteLLMConformance(ProviderConformanceSuite):
-    # litellm is a module (no derived clients) with no raw-response view.
-    capabilities = ALL_CAPABILITIES - {"derived", "raw_stream"}
     plugin = memtap_litellm
     protocol_name = "litellm.chat"
 

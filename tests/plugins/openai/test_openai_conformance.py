@@ -5,10 +5,10 @@ from __future__ import annotations
 import openai
 
 import memtap_openai
-from memtap.testing.conformance import ProviderConformanceSuite
+from memtap.testing.conformance import DerivedClientsSuite, RawStreamsSuite
 
 
-class OpenAIDriver(ProviderConformanceSuite):
+class OpenAIDriver(DerivedClientsSuite, RawStreamsSuite):
     plugin = memtap_openai
 
     def make_client(self, server, *, is_async):

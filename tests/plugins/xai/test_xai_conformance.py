@@ -9,14 +9,12 @@ from xai_sdk.chat import tool_result, user
 from xai_server import make_xai
 
 import memtap_xai
-from memtap.testing.conformance import ALL_CAPABILITIES, ProviderConformanceSuite
+from memtap.testing.conformance import ProviderConformanceSuite
 
 MODEL = "grok-test"
 
 
 class TestXaiConformance(ProviderConformanceSuite):
-    # xai_sdk makes no client from another and has no raw-response view.
-    capabilities = ALL_CAPABILITIES - {"derived", "raw_stream"}
     plugin = memtap_xai
     protocol_name = "xai.chat"
 

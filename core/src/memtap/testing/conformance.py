@@ -42,9 +42,7 @@ from ..wire import WireProtocol
 from .server import Reply, ScriptedModelServer, ToolCallSpec
 
 #: Everything the suite checks; a driver removes what its SDK does not support.
-#: ``derived``: the SDK makes new clients from a client (``with_options()``); ``raw_stream``:
-#: it returns streams through a raw-response view (``with_raw_response`` + ``parse()``).
-ALL_CAPABILITIES = frozenset({"stream", "async", "tools", "usage", "break", "derived", "raw_stream"})
+ALL_CAPABILITIES = frozenset({"stream", "async", "tools", "usage", "break"})
 
 
 class _BrokenStore(InMemoryStore):
@@ -96,20 +94,6 @@ class ProviderConformanceSuite:
 
     def send_raw(self, client: Any, text: str) -> Any:
         """Send one user turn and return the SDK's response object unchanged."""
-        raise NotImplementedError
-
-    def derive(self, client: Any) -> Any:
-        """A new client the SDK makes from ``client`` with other options
-        (``client.with_options(timeout=...)``); capability ``derived``."""
-        raise NotImplementedError
-
-    def send_raw_stream(self, client: Any, text: str) -> str:
-        """One streamed turn through the SDK's raw-response view, read through its
-        ``parse()``; return the answer text (capability ``raw_stream``)."""
-        raise NotImplementedError
-
-    async def send_raw_stream_async(self, client: Any, text: str) -> str:
-        """The async form of :meth:`send_raw_stream`."""
         raise NotImplementedError
 
     # -- fixtures ---------------------------------------------------------------------
@@ -287,58 +271,6 @@ class ProviderConformanceSuite:
         assert self._sent(mem, server)[0] == ("user", "async False")
         assert len(mem.history("async")) == 2 * len(streams)
 
-    def test_derived_clients_are_tapped_by_the_same_memory(
-        self, client: Any, mem: Memory, server: ScriptedModelServer
-    ) -> None:
-        """A client made from a registered one (and one made from that) is injected and
-        captured like its parent, and unregistered with it."""
-        self._need("derived")
-        derived = self.derive(client)
-        grandchild = self.derive(derived)
-        with mem.scope(entity_id="conf", session_id="derived"):
-            self.send(client, "parent", stream=False)
-            self.send(derived, "derived", stream=False)
-            self.send(grandchild, "grandchild", stream=False)
-        assert self._sent(mem, server) == [
-            ("user", "parent"),
-            ("assistant", "You said: parent"),
-            ("user", "derived"),
-            ("assistant", "You said: derived"),
-            ("user", "grandchild"),
-        ]
-        assert len(mem.history("derived")) == 6
-        mem.unregister(client)
-        with mem.scope(entity_id="conf", session_id="derived-off"):
-            self.send(derived, "untapped", stream=False)
-        assert self._sent(mem, server) == [("user", "untapped")]
-        assert mem.history("derived-off") == []
-
-    def test_raw_streams_are_captured_like_any_stream(
-        self, client: Any, mem: Memory, server: ScriptedModelServer
-    ) -> None:
-        """A stream read through the raw-response view is injected, seen unchanged and
-        stored like the same stream read directly (sync and async)."""
-        self._need("raw_stream")
-        answer = "the quick brown fox jumps"
-        with mem.scope(entity_id="conf", session_id="raw"):
-            self.send(client, "before", stream=False)
-            server.script(Reply(text=answer, chunks=4))
-            assert self.send_raw_stream(client, "raw please") == answer
-        assert self._sent(mem, server)[:2] == [("user", "before"), ("assistant", "You said: before")]
-        assert [m.content for m in mem.history("raw")][2:] == ["raw please", answer]
-        exchanges = self._exchanges(mem, "raw")
-        assert exchanges[-1].stream and exchanges[-1].status == "ok"
-        if "async" not in self.capabilities:
-            return
-
-        async def main() -> str:
-            aclient = mem.register(self.make_client(server, is_async=True))
-            with mem.scope(entity_id="conf", session_id="raw-async"):
-                return await self.send_raw_stream_async(aclient, "async raw")
-
-        assert asyncio.run(main()) == "You said: async raw"
-        assert [m.content for m in mem.history("raw-async")] == ["async raw", "You said: async raw"]
-
     # -- a request the provider rejects because of what memtap injected ------------------
 
     def _request_bodies(self, server: ScriptedModelServer, since: int) -> list[Any]:
@@ -439,3 +371,79 @@ class ProviderConformanceSuite:
             with pytest.raises(Exception):  # noqa: B017
                 self.send(client, "hello", stream=False)
         assert len(self._request_bodies(server, before)) == 1
+
+
+class DerivedClientsSuite(ProviderConformanceSuite):
+    """For an SDK that makes new clients from a client (``client.with_options(...)``,
+    ``client.copy()``): subclass this instead of :class:`ProviderConformanceSuite` and add
+    :meth:`derive` to the driver."""
+
+    def derive(self, client: Any) -> Any:
+        """A new client the SDK makes from ``client`` with other options
+        (``client.with_options(timeout=...)``)."""
+        raise NotImplementedError
+
+    def test_derived_clients_are_tapped_by_the_same_memory(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A client made from a registered one (and one made from that) is injected and
+        captured like its parent, and unregistered with it."""
+        derived = self.derive(client)
+        grandchild = self.derive(derived)
+        with mem.scope(entity_id="conf", session_id="derived"):
+            self.send(client, "parent", stream=False)
+            self.send(derived, "derived", stream=False)
+            self.send(grandchild, "grandchild", stream=False)
+        assert self._sent(mem, server) == [
+            ("user", "parent"),
+            ("assistant", "You said: parent"),
+            ("user", "derived"),
+            ("assistant", "You said: derived"),
+            ("user", "grandchild"),
+        ]
+        assert len(mem.history("derived")) == 6
+        mem.unregister(client)
+        with mem.scope(entity_id="conf", session_id="derived-off"):
+            self.send(derived, "untapped", stream=False)
+        assert self._sent(mem, server) == [("user", "untapped")]
+        assert mem.history("derived-off") == []
+
+
+class RawStreamsSuite(ProviderConformanceSuite):
+    """For an SDK that returns streams through a raw-response view
+    (``with_raw_response.create(..., stream=True)`` then ``.parse()``): subclass this and add
+    :meth:`send_raw_stream` and :meth:`send_raw_stream_async` to the driver."""
+
+    def send_raw_stream(self, client: Any, text: str) -> str:
+        """One streamed turn through the SDK's raw-response view, read through its
+        ``parse()``; return the answer text."""
+        raise NotImplementedError
+
+    async def send_raw_stream_async(self, client: Any, text: str) -> str:
+        """The async form of :meth:`send_raw_stream`."""
+        raise NotImplementedError
+
+    def test_raw_streams_are_captured_like_any_stream(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A stream read through the raw-response view is injected, seen unchanged and
+        stored like the same stream read directly (sync and async)."""
+        answer = "the quick brown fox jumps"
+        with mem.scope(entity_id="conf", session_id="raw"):
+            self.send(client, "before", stream=False)
+            server.script(Reply(text=answer, chunks=4))
+            assert self.send_raw_stream(client, "raw please") == answer
+        assert self._sent(mem, server)[:2] == [("user", "before"), ("assistant", "You said: before")]
+        assert [m.content for m in mem.history("raw")][2:] == ["raw please", answer]
+        exchanges = self._exchanges(mem, "raw")
+        assert exchanges[-1].stream and exchanges[-1].status == "ok"
+        if "async" not in self.capabilities:
+            return
+
+        async def main() -> str:
+            aclient = mem.register(self.make_client(server, is_async=True))
+            with mem.scope(entity_id="conf", session_id="raw-async"):
+                return await self.send_raw_stream_async(aclient, "async raw")
+
+        assert asyncio.run(main()) == "You said: async raw"
+        assert [m.content for m in mem.history("raw-async")] == ["async raw", "You said: async raw"]
