@@ -254,11 +254,6 @@ class Memory:
             adapter = self.pm.hook.memtap_match_client(client=client)
             if adapter is None:
                 return
-            restore = adapter.install(client, self.tap)
-            try:
-                setattr(client, REGISTRATION_ATTR, weakref.ref(self))
-            except (AttributeError, TypeError):
-                pass
             key = id(client)
             registrations = self._registrations
 
@@ -268,11 +263,17 @@ class Memory:
                 if reg is not None and reg.ref is ref:
                     registrations.pop(key, None)
 
-            ref = weakref.ref(client, gone)
+            try:
+                ref = weakref.ref(client, gone)
+            except TypeError:
+                log.warning("memtap cannot hold a %s weakly: a client made so is not tapped", type(client))
+                return
+            restore = adapter.install(client, self.tap)
             # The restore function refers to the client: kept on the client (collected with
             # it), never in this Memory.
             try:
                 setattr(client, _RESTORE_ATTR, restore)
+                setattr(client, REGISTRATION_ATTR, weakref.ref(self))
             except (AttributeError, TypeError):
                 restore()
                 return
