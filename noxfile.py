@@ -45,7 +45,7 @@ CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
 #: What the meta-distribution `memtap` installs.
 DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"], PLUGINS["minilm"]]
 #: Local plugins a contrib package's tests use besides the defaults.
-CONTRIB_PLUGINS = {"proxy": ["anthropic", "agents"]}
+CONTRIB_PLUGINS = {"proxy": ["anthropic", "agents"], "langchain": ["anthropic", "google", "litellm"]}
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 

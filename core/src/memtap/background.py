@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -103,3 +104,59 @@ class DaemonPool:
                 item[0].cancel()
         for _ in range(threads):
             self._queue.put(None)
+
+
+# -- calls in flight ----------------------------------------------------------------------
+#
+# A background thread holding the GIL in a long C call (a tokenizer parsing its file, an
+# extension module being imported) stops every request thread of the process until it
+# returns, however low its CPU priority. One-off loading work therefore runs its GIL-heavy
+# steps between calls: each step first waits (bounded) until no call is in flight.
+
+_in_flight = 0
+#: How many calls have started in this process (tells a quiet moment from a busy one).
+_started = 0
+_quiet = threading.Condition()
+
+
+def call_started() -> None:
+    """An intercepted LLM call began (see :func:`wait_for_quiet`)."""
+    global _in_flight, _started
+    with _quiet:
+        _in_flight += 1
+        _started += 1
+
+
+def call_ended() -> None:
+    """An intercepted LLM call finished (once per :func:`call_started`)."""
+    global _in_flight
+    with _quiet:
+        _in_flight = max(0, _in_flight - 1)
+        if not _in_flight:
+            _quiet.notify_all()
+
+
+def calls_in_flight() -> int:
+    """How many intercepted calls are running now."""
+    return _in_flight
+
+
+def wait_for_quiet(timeout: float = 1.0, *, settle: float = 0.0) -> bool:
+    """Wait until no intercepted call is in flight, and none has started for ``settle``
+    seconds (an app that registers a client and calls it at once), at most ``timeout``
+    seconds in all (an app that is never quiet still gets its loading done); whether it
+    was quiet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _quiet:
+            remaining = deadline - time.monotonic()
+            if not _quiet.wait_for(lambda: not _in_flight, max(0.0, remaining)):
+                return False
+            started = _started
+        if settle <= 0:
+            return True
+        time.sleep(min(settle, max(0.0, deadline - time.monotonic())))
+        if _started == started and not _in_flight:
+            return True
+        if time.monotonic() >= deadline:
+            return False

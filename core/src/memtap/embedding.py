@@ -40,7 +40,10 @@ class Embedder(Protocol):
 
         An embedder may also have ``quick_query(text)``: a cheap vector for a short query
         in the same space (or ``None`` when it has none at the moment). Recall then uses
-        it instead of :meth:`embed` for queries, on the request path and off it."""
+        it instead of :meth:`embed` for queries, on the request path and off it (it must
+        never load anything itself). An embedder that loads a model may have
+        ``warm_up()``: load it now; memtap calls it once in a background thread and, until
+        it returns, does not wait for the model on request paths."""
 
 
 EmbedderOption = Embedder | str | bool | None
@@ -79,9 +82,15 @@ class LiteLLMEmbedder:
         self.kwargs = kwargs
         self.name = f"{LITELLM_PREFIX}{model}"
 
+    def warm_up(self) -> None:
+        """Import litellm now (seconds: memtap calls this in a background thread, so that
+        the first query's embedding does not pay for it)."""
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm  # noqa: F401
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Call ``litellm.embedding`` once for all ``texts``."""
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        self.warm_up()
         import litellm
 
         response = litellm.embedding(model=self.model, input=list(texts), **self.kwargs)

@@ -40,6 +40,10 @@ class LongTermMemory:
         self.memorizer = Memorizer(store, self.engine, llm, episodes=episodes)
         self.plugin = RecallPlugin(self.engine, histories, history_budget, budget)
 
+    def warm_up(self) -> None:
+        """Start loading the embedder's model in the background (calls are coming)."""
+        self.engine.warm_up()
+
     def on_written(self, exchanges: list[Exchange]) -> None:
         """The capture writer stored ``exchanges``: memorize them in the background."""
         self.memorizer.submit(exchanges)

@@ -47,6 +47,8 @@ log = logging.getLogger("memtap")
 STORE_ENV = "MEMTAP_STORE"
 HOME_ENV = "MEMTAP_HOME"
 REGISTRATION_ATTR = "_memtap_registration"
+#: Where a derived client keeps the function restoring it (see ``Memory._register_derived``).
+_RESTORE_ATTR = "_memtap_restore"
 
 C = TypeVar("C")
 
@@ -85,9 +87,17 @@ def open_store(url: str, pm: PluginManager) -> Store:
 
 @attrs.define
 class _Registration:
-    client: Any
+    #: Returns the client: a closure holding it, or a weak reference for a derived client.
+    ref: Callable[[], Any]
     restore: Callable[[], None]
     provider: str
+    #: ``id()`` of the registered client this one was derived from (``with_options()``).
+    parent: int | None = None
+
+    @property
+    def client(self) -> Any:
+        """The registered client (``None``: a derived client that is gone)."""
+        return self.ref()
 
 
 class Memory:
@@ -182,6 +192,7 @@ class Memory:
             histories=self.histories,
             writer=self.writer,
             register_client=self._register_inner,
+            register_derived=self._register_derived,
             spool=self.spool,
             agent=agent,
         )
@@ -222,7 +233,10 @@ class Memory:
         with self._lock:
             if self._closed:
                 raise StoreError("this Memory is closed; create a new memtap.Memory to register clients")
-            if id(client) in self._registrations:
+            known = self._registrations.get(id(client))
+            if known is not None:
+                if known.parent is not None:  # derived: now registered in its own right
+                    self._registrations[id(client)] = attrs.evolve(known, ref=_holder(client), parent=None)
                 return client
             owner = getattr(client, REGISTRATION_ATTR, None)
             if owner is not None and owner() is not None and owner() is not self:
@@ -238,8 +252,11 @@ class Memory:
                 setattr(client, REGISTRATION_ATTR, weakref.ref(self))
             except (AttributeError, TypeError):
                 pass
-            self._registrations[id(client)] = _Registration(client, restore, adapter.provider)
-            return client
+            self._registrations[id(client)] = _Registration(_holder(client), restore, adapter.provider)
+        # Calls are coming: load the embedder's model now, in the background, rather than
+        # when the first one needs it.
+        self.longterm.warm_up()
+        return client
 
     def _register_inner(self, client: Any) -> Callable[[], None]:
         with self._lock:
@@ -249,16 +266,65 @@ class Memory:
             return lambda: None
         return lambda: self.unregister(client)
 
+    def _register_derived(self, parent: Any, client: Any) -> None:
+        """Tap ``client``, made from the registered ``parent`` (``parent.with_options(...)``,
+        ``parent.copy()``), like its parent. memtap holds it weakly (an app may derive a
+        client per request), and unregistering the parent unregisters it too."""
+        with self._lock:
+            if self._closed or id(parent) not in self._registrations or id(client) in self._registrations:
+                return
+            adapter = self.pm.hook.memtap_match_client(client=client)
+            if adapter is None:
+                return
+            key = id(client)
+            registrations = self._registrations
+
+            def gone(ref: weakref.ref[Any]) -> None:
+                # No lock: this may run from the garbage collector in any thread.
+                reg = registrations.get(key)
+                if reg is not None and reg.ref is ref:
+                    registrations.pop(key, None)
+
+            try:
+                ref = weakref.ref(client, gone)
+            except TypeError:
+                log.warning("memtap cannot hold a %s weakly: a client made so is not tapped", type(client))
+                return
+            restore = adapter.install(client, self.tap)
+            # The restore function refers to the client: kept on the client (collected with
+            # it), never in this Memory.
+            try:
+                setattr(client, _RESTORE_ATTR, restore)
+                setattr(client, REGISTRATION_ATTR, weakref.ref(self))
+            except (AttributeError, TypeError):
+                restore()
+                return
+
+            def restore_derived() -> None:
+                derived = ref()
+                undo = vars(derived).pop(_RESTORE_ATTR, None) if derived is not None else None
+                if undo is not None:
+                    undo()
+
+            registrations[key] = _Registration(ref, restore_derived, adapter.provider, parent=id(parent))
+
     def unregister(self, client: Any) -> Any:
-        """Restore a registered client's original methods (no-op if not registered)."""
+        """Restore a registered client's original methods (no-op if not registered), and
+        those of the clients derived from it."""
         with self._lock:
             reg = self._registrations.pop(id(client), None)
+            derived = [
+                r.client for r in self._registrations.values() if reg is not None and r.parent == id(client)
+            ]
         if reg is not None:
             reg.restore()
             try:
                 delattr(client, REGISTRATION_ATTR)
             except AttributeError:
                 pass
+        for child in derived:
+            if child is not None:
+                self.unregister(child)
         return client
 
     def providers(self) -> list[str]:
@@ -433,7 +499,9 @@ class Memory:
             self._closed = True
             regs = list(self._registrations.values())
         for reg in regs:
-            self.unregister(reg.client)
+            registered = reg.client
+            if registered is not None:
+                self.unregister(registered)
         self.writer.close(timeout)
         self.longterm.close(timeout)
         self.histories.close()
@@ -457,4 +525,11 @@ class Memory:
     def registered(self) -> Iterator[tuple[Any, str]]:
         """The registered clients and their providers."""
         for reg in list(self._registrations.values()):
-            yield reg.client, reg.provider
+            registered = reg.client
+            if registered is not None:
+                yield registered, reg.provider
+
+
+def _holder(client: Any) -> Callable[[], Any]:
+    """A strong reference to ``client``, called like a weak one."""
+    return lambda: client

@@ -6,7 +6,8 @@ previous process left), ``.dropped`` (given up: spool or buffer bound reached; a
 ``memtap.reason``) and ``memtap.failures`` (things that went wrong without failing the
 call: ``memtap.reason`` is ``store_write``, ``spool_write``, ``spool_corrupt``, ``format``,
 ``inject``, ``history_deadline`` (a call went on without its session's history: the read
-was late), ...). Without an OpenTelemetry SDK these are no-ops.
+was late), ``rejected`` (the provider rejected a request memtap had changed; it was sent
+again as the app built it), ...). Without an OpenTelemetry SDK these are no-ops.
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ class RecallStats:
     quick_queries: int = 0
     #: Of those, searches whose best hit was weak, so the full model was asked too.
     escalations: int = 0
+    #: Request-path searches made without the full model because it was still loading.
+    model_loading: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -348,7 +350,12 @@ class EmbeddingWorker:
 class QueryVectors:
     """Query embeddings: the embedder's quick path when it has one (:meth:`quick`, in the
     calling thread), and the full model with a deadline (:meth:`vector`: one worker
-    thread, an LRU of recent queries)."""
+    thread, an LRU of recent queries).
+
+    An embedder with a ``warm_up()`` method (loading its model) is warmed up in a
+    background thread (:meth:`warm_up`, started by the first search or by registering a
+    client): until that is done a query with a deadline does not wait for the model, which
+    would put its loading (a second or more) on the request path."""
 
     def __init__(self, embedder: Embedder, *, cache_size: int = 512) -> None:
         self.embedder = embedder
@@ -359,6 +366,51 @@ class QueryVectors:
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        load = getattr(embedder, "warm_up", None)
+        self._load: Callable[[], Any] | None = load if callable(load) else None
+        self._warming: threading.Thread | None = None
+        #: Set when the warm-up has finished (successfully or not); set at once for an
+        #: embedder without ``warm_up``.
+        self.warmed = threading.Event()
+        self._warm_ok = self._load is None
+        if self._load is None:
+            self.warmed.set()
+
+    def warm_up(self, *, wait: bool = False, timeout: float | None = None) -> bool:
+        """Start loading the embedder's model in the background (once); with ``wait``,
+        wait for it (up to ``timeout``). ``True`` when the model is loaded."""
+        if not self.warmed.is_set() and self._warming is None:
+            with self._lock:
+                if self._warming is None:
+                    self._warming = threading.Thread(
+                        target=self._warm, name="memtap-embedder-warm-up", daemon=True
+                    )
+                    self._warming.start()
+        if wait:
+            self.warmed.wait(timeout)
+        return self.warmed.is_set() and self._warm_ok
+
+    def _warm(self) -> None:
+        # Normal priority: the loading is short, and a thread holding the GIL must not be
+        # the one the OS schedules last (the request threads would wait for it).
+        assert self._load is not None
+        try:
+            self._load()
+            self._warm_ok = True
+        except Exception as exc:
+            log.warning(
+                "memtap could not load the embedder %r (%s); recall uses words until it can",
+                self.embedder.name,
+                exc,
+            )
+        finally:
+            self.warmed.set()
+
+    @property
+    def loading(self) -> bool:
+        """Whether the embedder's model is being loaded (queries with a deadline then go
+        without it)."""
+        return not self.warmed.is_set()
 
     def quick(self, text: str) -> Any:
         """The embedder's quick vector for ``text``, or ``None`` (no quick path, not ready,
@@ -375,7 +427,9 @@ class QueryVectors:
 
     def vector(self, text: str, timeout: float | None) -> Any:
         """The query's vector from the full model, or raise ``TimeoutError`` past
-        ``timeout`` seconds."""
+        ``timeout`` seconds (without a timeout, a model still loading is waited for)."""
+        if timeout is None and self.loading:
+            self.warm_up(wait=True)
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
@@ -398,9 +452,14 @@ class QueryVectors:
                 self._cache.popitem(last=False)
         return vec
 
-    def close(self) -> None:
-        """Stop the worker thread (after the query it may be embedding)."""
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Stop the worker thread (after the query it may be embedding) and wait for a
+        warm-up still loading the model (one left running at interpreter exit can abort the
+        process)."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        warming = self._warming
+        if warming is not None:
+            warming.join(timeout)
 
 
 class RecallEngine:
@@ -434,6 +493,12 @@ class RecallEngine:
             else None
         )
         self.queries = QueryVectors(embedder) if embedder is not None else None
+
+    def warm_up(self) -> None:
+        """Start loading the embedder's model in the background, if it has one to load
+        (so that the first request does not find it cold)."""
+        if self.queries is not None:
+            self.queries.warm_up()
 
     def _has_vector(self, fact: Fact) -> bool:
         with self.indexes._lock:
@@ -507,6 +572,8 @@ class RecallEngine:
                 return hits, bool(index.unseen_terms(counts))
 
         wanted = self.queries is not None and bool(query.strip())
+        if wanted and self.queries is not None:
+            self.queries.warm_up()  # once: loads the model in the background
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
         if quick is not None:
             self.stats.quick_queries += 1
@@ -533,6 +600,9 @@ class RecallEngine:
         """The query's vector from the full model within what is left of ``deadline``,
         or ``None`` (late or failing: counted)."""
         assert self.queries is not None
+        if deadline is not None and self.queries.loading:
+            self.stats.model_loading += 1  # words (and the quick vector) answer meanwhile
+            return None
         remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
         try:
             return self.queries.vector(query, remaining)
@@ -576,5 +646,5 @@ class RecallEngine:
         if self.worker is not None:
             self.worker.close(timeout)
         if self.queries is not None:
-            self.queries.close()
+            self.queries.close(timeout)
         self.indexes.close()

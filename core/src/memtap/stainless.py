@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -104,6 +106,11 @@ def _drop_derived_views(resource: Any) -> None:
             cached.pop(name, None)
 
 
+#: A Stainless client's methods that make a new client with its options (``with_options``
+#: is a class-level alias of ``copy``: both are wrapped).
+DERIVING_METHODS = ("copy", "with_options")
+
+
 def _is_stream(result: Any) -> bool:
     return hasattr(type(result), "__stream__") and hasattr(result, "_iterator")
 
@@ -132,6 +139,14 @@ class StainlessInstaller:
         undo: list[Callable[[], None]] = []
         try:
             undo.append(_set_instance_attr(client, "_prepare_options", self._prepare_hook(client)))
+            for name in DERIVING_METHODS:
+                derive = getattr(client, name, None)
+                if callable(derive):
+                    undo.append(_set_instance_attr(client, name, _deriving(client, tap, derive)))
+            # ``client.with_raw_response.chat...`` views cached before registration hold
+            # the unwrapped methods: rebuilt on next access (now, and after restore).
+            _drop_derived_views(client)
+            undo.append(functools.partial(_drop_derived_views, client))
             for target in self.targets:
                 resource = _walk(client, target.path)
                 if resource is None or not hasattr(resource, target.method):
@@ -202,29 +217,18 @@ class StainlessInstaller:
 
     def send_deferred(self, call: Call | None, request: Callable[[], Any]) -> Any:
         """Send a request a helper deferred (``request()`` runs the SDK's ``_post``) as
-        ``call``: injected, then captured once (a stream is observed like ``create``'s)."""
+        ``call``: injected (sent again without memtap's changes if the provider rejects
+        them), then captured once (a stream is observed like ``create``'s)."""
         if call is None:
             return request()
-        with call.active():
-            try:
-                result = request()
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        return self._outcome(call, result, is_async=False)
+        return self._outcome(call, call.send(request), is_async=False)
 
-    async def send_deferred_async(self, call: Call | None, request: Awaitable[Any]) -> Any:
-        """The async form of :meth:`send_deferred`: ``request`` is the SDK's pending
-        ``_post`` coroutine."""
+    async def send_deferred_async(self, call: Call | None, request: Callable[[], Awaitable[Any]]) -> Any:
+        """The async form of :meth:`send_deferred`: ``request()`` returns the SDK's pending
+        ``_post`` coroutine (a new one when called again)."""
         if call is None:
-            return await request
-        with call.active():
-            try:
-                result = await request
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        return self._outcome(call, result, is_async=True)
+            return await request()
+        return self._outcome(call, await call.send_async(request), is_async=True)
 
     def _begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
         try:
@@ -247,12 +251,7 @@ class StainlessInstaller:
                 call = self._begin(client, tap, protocol, kwargs)
                 if call is None:
                     return await original(*args, **kwargs)
-                with call.active():
-                    try:
-                        result = await original(*args, **kwargs)
-                    except BaseException as exc:
-                        call.failed(exc)
-                        raise
+                result = await call.send_async(lambda: original(*args, **kwargs))
                 return self._outcome(call, result, is_async=True)
 
             return async_method
@@ -262,13 +261,7 @@ class StainlessInstaller:
             call = self._begin(client, tap, protocol, kwargs)
             if call is None:
                 return original(*args, **kwargs)
-            with call.active():
-                try:
-                    result = original(*args, **kwargs)
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
-            return self._outcome(call, result, is_async=False)
+            return self._outcome(call, call.send(lambda: original(*args, **kwargs)), is_async=False)
 
         return method
 
@@ -277,15 +270,146 @@ class StainlessInstaller:
             if _is_stream(result):
                 tap_stream(result, call, self.to_json, self.event_filter, is_async=is_async)
             elif _is_raw_response(result):
-                if not call.stream_requested:
+                if call.stream_requested:
+                    tap_raw_stream(result, call, self.to_json, self.event_filter, is_async=is_async)
+                elif _body_read(result):
                     call.succeeded(result, _raw_response_json)
-                else:  # a raw streamed response is read by the caller's own parse(): untracked
-                    call.untracked("raw streamed responses (with_raw_response + stream) are not captured")
+                else:
+                    tap_raw_body(result, call)
             else:
                 call.succeeded(result, self.to_json)
         except Exception:
             log.exception("memtap could not capture a %s response", call.protocol.name)
         return result
+
+
+def _deriving(parent: Any, tap: Tap, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``parent.copy`` / ``parent.with_options``: the new client is tapped too."""
+
+    @functools.wraps(original)
+    def derive(*args: Any, **kwargs: Any) -> Any:
+        client = original(*args, **kwargs)
+        try:
+            tap.register_derived(parent, client)
+        except Exception:
+            log.exception(
+                "memtap could not tap a client derived from a registered one; its calls go untracked"
+            )
+        return client
+
+    return derive
+
+
+# -- raw responses ---------------------------------------------------------------------------
+
+#: Why a raw response's call was not captured (logged once, when the response is dropped).
+UNREAD_RAW = (
+    "a raw response (with_raw_response / with_streaming_response) was read other than through "
+    "its parse() or read(): that call is not captured"
+)
+
+
+def _body_read(result: Any) -> bool:
+    """Whether a raw response's body has been read (``with_raw_response`` without a stream
+    reads it before returning; ``with_streaming_response`` leaves it to the caller)."""
+    return bool(getattr(result.http_response, "is_closed", True))
+
+
+def _untracked_unless_read(result: Any, call: Call) -> Any:
+    """Mark ``call`` untracked when ``result`` is dropped before it was read the way memtap
+    observes; returns the finalizer (detach it once reading starts)."""
+    finalizer = weakref.finalize(result, call.untracked, UNREAD_RAW)
+    finalizer.atexit = False
+    return finalizer
+
+
+def tap_raw_stream(
+    result: Any,
+    call: Call,
+    to_json: Callable[[Any], Mapping[str, Any] | None],
+    event_filter: EventFilter | None,
+    *,
+    is_async: bool,
+) -> None:
+    """A raw streamed response (``with_raw_response`` / ``with_streaming_response`` with
+    ``stream=True``): the stream its ``parse()`` returns is observed like any stream (how
+    LangChain's ChatAnthropic streams)."""
+    finalizer = _untracked_unless_read(result, call)
+    original = result.parse
+
+    def observe(parsed: Any) -> Any:
+        if _is_stream(parsed) and not hasattr(parsed, "_memtap_finished"):
+            finalizer.detach()
+            try:
+                tap_stream(parsed, call, to_json, event_filter, is_async=is_async)
+            except Exception:
+                log.exception("memtap could not observe a raw %s stream", call.protocol.name)
+        return parsed
+
+    if inspect.iscoroutinefunction(original):
+
+        @functools.wraps(original)
+        async def parse_async(*args: Any, **kwargs: Any) -> Any:
+            return observe(await original(*args, **kwargs))
+
+        result.parse = parse_async
+    else:
+
+        @functools.wraps(original)
+        def parse(*args: Any, **kwargs: Any) -> Any:
+            return observe(original(*args, **kwargs))
+
+        result.parse = parse
+
+
+def tap_raw_body(result: Any, call: Call) -> None:
+    """A raw response whose body the caller reads later (``with_streaming_response``
+    without a stream): captured when it is read (``read()``, which ``parse()``, ``json()``
+    and ``text()`` use)."""
+    finalizer = _untracked_unless_read(result, call)
+    original = result.read
+
+    def read_done(data: bytes) -> bytes:
+        finalizer.detach()
+        try:
+            call.succeeded(data, _json_bytes)
+        except Exception:
+            log.exception("memtap could not capture a %s response", call.protocol.name)
+        return data
+
+    def read_failed(exc: BaseException) -> None:
+        finalizer.detach()
+        call.failed(exc)
+
+    if inspect.iscoroutinefunction(original):
+
+        @functools.wraps(original)
+        async def read_async() -> bytes:
+            try:
+                data = await original()
+            except BaseException as exc:
+                read_failed(exc)
+                raise
+            return read_done(data)
+
+        result.read = read_async
+    else:
+
+        @functools.wraps(original)
+        def read() -> bytes:
+            try:
+                data = original()
+            except BaseException as exc:
+                read_failed(exc)
+                raise
+            return read_done(data)
+
+        result.read = read
+
+
+def _json_bytes(data: Any) -> Mapping[str, Any] | None:
+    parsed = json.loads(data)
+    return parsed if isinstance(parsed, Mapping) else None
 
 
 # -- streams -------------------------------------------------------------------------------

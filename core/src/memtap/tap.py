@@ -15,9 +15,9 @@ import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from opentelemetry import context as otel_context
@@ -26,11 +26,13 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from . import telemetry
 from .anchors import AgentProfile, detect_profile
+from .background import call_ended, call_started
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
 from .redact import redact_text
+from .rejection import Classifier, describe, is_validation_rejection
 from .scaffolding import own_view
 from .scope import AttributionScopes, in_internal_call
 from .sessionblocks import SessionBlocks
@@ -57,6 +59,10 @@ _active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("memt
 JsonFn = Callable[[Any], Mapping[str, Any] | None]
 
 _UNTRACKED_REASONS: set[str] = set()
+#: Protocols whose provider has rejected a request memtap changed (logged once each).
+_REJECTED_PROTOCOLS: set[str] = set()
+
+T = TypeVar("T")
 
 
 def active_call() -> Call | None:
@@ -94,6 +100,7 @@ class Tap:
         register_client: Callable[[Any], Callable[[], None]] | None = None,
         spool: Spool | None = None,
         agent: str | None = None,
+        register_derived: Callable[[Any, Any], None] | None = None,
     ) -> None:
         self.hook = hook
         #: The Memory's attribution (defaults and scopes) its calls get.
@@ -101,6 +108,7 @@ class Tap:
         self.histories = histories
         self.writer = writer
         self._register_client = register_client
+        self._register_derived = register_derived
         #: The durable spool every finished call is journaled to (``None``: not durable).
         self.spool = spool
         #: The agent profile named for every call (``None``: recognised by system prompt).
@@ -148,6 +156,13 @@ class Tap:
         if self._register_client is None:
             raise RuntimeError("this Tap cannot register clients")
         return self._register_client(client)
+
+    def register_derived(self, parent: Any, client: Any) -> None:
+        """Tap ``client``, which the registered ``parent`` just made (``with_options()``,
+        ``copy()``...), with the same Memory; it is held weakly and unregistered with its
+        parent. Adapters call this from their wrapper of the SDK's derivation method."""
+        if self._register_derived is not None:
+            self._register_derived(parent, client)
 
     def begin(self, protocol: WireProtocol, *, fallback_body: Mapping[str, Any] | None = None) -> Call:
         """Start one call in ``protocol``, attributed to the current scope.
@@ -198,10 +213,15 @@ class Call:
         self.hide_usage_event = False
         #: The request half of this call's spool record, made while the call is in flight.
         self.journal: RequestJournal | None = None
+        #: Send the app's body unchanged from now on (the provider rejected memtap's).
+        self.plain = False
+        #: Whether the request was sent again without memtap's changes.
+        self.resent = False
         self._stream_items: list[Any] = []
         #: memtap's own LLM work (memorize): neither injected into nor captured.
         self.internal = in_internal_call()
         self._finished = threading.Lock()
+        call_started()  # ended by whichever of failed / untracked / _capture comes first
         self.span = telemetry.tracer().start_span(
             protocol.operation,
             kind=SpanKind.CLIENT,
@@ -231,8 +251,13 @@ class Call:
         ``view`` is the protocol's reading of ``body`` when the caller has made it already,
         with the agent's scaffolding left out (:func:`memtap.scaffolding.own_view` with
         this call's profile). Called again with the same body on retries: the same result
-        is returned.
+        is returned. After the provider rejected what memtap sent (:meth:`send`), the app's
+        body is returned as it is.
         """
+        if self.plain:
+            self.app_body = self.sent_body = body
+            self.hide_usage_event = False
+            return body
         if self.sent_body is not None and body is self.app_body:
             return self.sent_body
         self.app_body = body
@@ -309,6 +334,85 @@ class Call:
                 self.hide_usage_event = True
         return sent
 
+    # -- sending -------------------------------------------------------------------------
+
+    @property
+    def changed(self) -> bool:
+        """Whether memtap changed the body it sent (injected, or asked for stream usage)."""
+        return self.sent_body is not None and self.sent_body is not self.app_body
+
+    @property
+    def may_resend(self) -> bool:
+        """Whether a rejection of this call would be sent again (memtap changed the request,
+        and has not sent it again yet)."""
+        return self.changed and not self.resent and not self.internal
+
+    def resend_after(self, exc: BaseException, rejected: Classifier = is_validation_rejection) -> bool:
+        """Whether to send the request again as the application built it: the provider
+        rejected it as invalid (``rejected(exc)``: HTTP 400/422 by default) and memtap had
+        changed it, and it has not been sent again yet. If so, :meth:`prepare` returns the
+        app's own body from now on; the rejection is counted (``memtap.failures``, reason
+        ``rejected``) and logged once per protocol. Adapters whose request is not a single
+        call (a stream that fails on its first read) use this; others use :meth:`send`."""
+        try:
+            if not self.may_resend or not rejected(exc):
+                return False
+        except Exception:
+            log.debug("rejection classifier failed", exc_info=True)
+            return False
+        self.resent = self.plain = True
+        self.hide_usage_event = False  # the app's own request asks for what it asks for
+        count("failed", reason="rejected")
+        self.span.add_event("memtap.resent", {"memtap.rejection": describe(exc)})
+        self.span.set_attribute("memtap.resent", True)
+        name = self.protocol.name
+        if name not in _REJECTED_PROTOCOLS:
+            _REJECTED_PROTOCOLS.add(name)
+            log.warning(
+                "memtap: the provider rejected a request memtap had changed (%s, %s); it was "
+                "sent again as the application built it, without memory (logged once per "
+                "protocol; counted as memtap.failures reason=rejected)",
+                name,
+                describe(exc),
+            )
+        return True
+
+    def send(self, attempt: Callable[[], T], *, rejected: Classifier = is_validation_rejection) -> T:
+        """Run ``attempt()`` (the SDK's own call, which reaches :meth:`prepare`) as this call;
+        if the provider rejects what memtap changed, run it once more without memtap's
+        changes (:meth:`resend_after`). An error that is not retried is recorded with
+        :meth:`failed` and raised."""
+        with self.active():
+            try:
+                return attempt()
+            except BaseException as exc:
+                if not self.resend_after(exc, rejected):
+                    self.failed(exc)
+                    raise
+            # Outside the except block: the second attempt's error is not chained to the first.
+            try:
+                return attempt()
+            except BaseException as exc:
+                self.failed(exc)
+                raise
+
+    async def send_async(
+        self, attempt: Callable[[], Awaitable[T]], *, rejected: Classifier = is_validation_rejection
+    ) -> T:
+        """The async form of :meth:`send` (``attempt()`` returns a new awaitable each time)."""
+        with self.active():
+            try:
+                return await attempt()
+            except BaseException as exc:
+                if not self.resend_after(exc, rejected):
+                    self.failed(exc)
+                    raise
+            try:
+                return await attempt()
+            except BaseException as exc:
+                self.failed(exc)
+                raise
+
     # -- outcome -------------------------------------------------------------------------
 
     def succeeded(self, response: Any, to_json: JsonFn) -> None:
@@ -324,6 +428,7 @@ class Call:
         """The call raised before a response: nothing is stored, the span records it."""
         if not self._finished.acquire(blocking=False):
             return
+        call_ended()
         try:
             telemetry.record_exception(self.span, exc)
             self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
@@ -343,6 +448,7 @@ class Call:
         log why (once per reason), store nothing."""
         if not self._finished.acquire(blocking=False):
             return
+        call_ended()
         if reason not in _UNTRACKED_REASONS:
             _UNTRACKED_REASONS.add(reason)
             log.warning("memtap: %s", reason)
@@ -398,6 +504,7 @@ class Call:
     ) -> None:
         if not self._finished.acquire(blocking=False):
             return
+        call_ended()
         if self.internal:
             self.span.end()
             return

@@ -5,6 +5,14 @@ from lc_support import RecordingChatModel
 
 import memtap
 from memtap.storage import InMemoryStore
+from memtap.testing.server import ScriptedModelServer
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The local scripted model server the chat models talk to."""
+    with ScriptedModelServer() as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -13,14 +13,7 @@ from langchain_openai import ChatOpenAI
 import memtap
 from memtap.blocks import OPEN_TAG
 from memtap.storage import InMemoryStore
-from memtap.testing.server import ScriptedModelServer
 from memtap_langchain import MemoryMiddleware
-
-
-@pytest.fixture(scope="module")
-def server():
-    with ScriptedModelServer() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -3,17 +3,25 @@
 
 from __future__ import annotations
 
+import inspect
+
 import anthropic
 
 import memtap_anthropic
-from memtap.testing.conformance import ProviderConformanceSuite
+from memtap.testing.conformance import DerivedClientsSuite, RawStreamsSuite
 
 
 def _text(message):
     return "".join(block.text for block in message.content if block.type == "text")
 
 
-class AnthropicDriver(ProviderConformanceSuite):
+def _stream_text(events):
+    return "".join(
+        e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta"
+    )
+
+
+class AnthropicDriver(DerivedClientsSuite, RawStreamsSuite):
     plugin = memtap_anthropic
     protocol_name = "anthropic.messages"
 
@@ -23,6 +31,31 @@ class AnthropicDriver(ProviderConformanceSuite):
     def make_client(self, server, *, is_async):
         cls = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
         return cls(base_url=server.anthropic_base_url, api_key="sk-ant-conformance", max_retries=0)
+
+    def derive(self, client):
+        return client.with_options(timeout=30)
+
+    def send_raw_stream(self, client, text):
+        # How LangChain's ChatAnthropic streams.
+        raw = self.messages(client).with_raw_response.create(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": text}], stream=True
+        )
+        return _stream_text(raw.parse())
+
+    async def send_raw_stream_async(self, client, text):
+        raw = await self.messages(client).with_raw_response.create(
+            model="m", max_tokens=64, messages=[{"role": "user", "content": text}], stream=True
+        )
+        events = raw.parse()
+        if inspect.isawaitable(events):  # async parse() in newer SDKs (LangChain's _aparse)
+            events = await events
+        return "".join(
+            [
+                e.delta.text
+                async for e in events
+                if e.type == "content_block_delta" and e.delta.type == "text_delta"
+            ]
+        )
 
     def send(self, client, text, *, stream):
         messages = [{"role": "user", "content": text}]

@@ -27,6 +27,14 @@ from botocore.config import Config
 
 from memtap.testing.server import RecordedRequest, Reply
 
+#: The error type bedrock-runtime names for each status.
+_ERROR_TYPES = {
+    400: "ValidationException",
+    403: "AccessDeniedException",
+    404: "ResourceNotFoundException",
+    429: "ThrottlingException",
+    503: "ServiceUnavailableException",
+}
 _ROUTE = re.compile(r"^/model/([^/]+)/(converse|converse-stream|invoke|invoke-with-response-stream)$")
 
 
@@ -248,7 +256,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status != 200:
             error = json.dumps({"message": reply.text or "scripted error"}).encode()
             self.send_response(reply.status)
-            self.send_header("x-amzn-ErrorType", "ValidationException")
+            self.send_header("x-amzn-ErrorType", _ERROR_TYPES.get(reply.status, "InternalServerException"))
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(error)))
             self.end_headers()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -75,4 +76,48 @@ def test_recall_by_meaning_with_minilm():
         mem.recall("what dog do I have?", entity_id="alice", k=1)[0].text == "I adopted a beagle called Mochi"
     )
     assert mem.recall("what is my job?", entity_id="alice", k=1)[0].text.startswith("I work as a nurse")
+    mem.close()
+
+
+class RecordingLoads(MiniLMEmbedder):
+    """MiniLM, recording the threads that load its tokenizer or its model."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.load_threads: list[str] = []
+
+    def load(self) -> None:
+        if self._session is None:
+            self.load_threads.append(threading.current_thread().name)
+        super().load()
+
+    def _load_tokenizer(self):
+        if self._tokenizer is None:
+            self.load_threads.append(threading.current_thread().name)
+        return super()._load_tokenizer()
+
+
+def test_quick_query_never_loads_anything_in_the_callers_thread():
+    e = RecordingLoads()
+    assert e.quick_query("what dog do I have?") is None  # not loaded yet: no vector, no load
+    assert e.load_threads == [] and e._session is None and e._tokenizer is None
+    loader = threading.Thread(target=e.warm_up, name="loader")
+    loader.start()
+    loader.join(60)
+    assert e._session is not None and set(e.load_threads) == {"loader"}
+
+
+def test_the_first_request_path_recall_does_not_load_the_model():
+    """The first recall with a warm index used to load MiniLM in the request's thread
+    (1.3-2.3 s); it answers by words while the model loads in the background."""
+    e = RecordingLoads()
+    mem = memtap.Memory(InMemoryStore(), entry_points=False, embedder=e)
+    mem.longterm.store.add_facts([memtap.Fact(entity_id="alice", text="I adopted a beagle called Mochi")])
+    assert mem.longterm.engine.indexes.get("alice", wait=True) is not None
+    hits = mem.recall("my beagle Mochi", entity_id="alice", deadline=0.05)
+    assert [h.text for h in hits] == ["I adopted a beagle called Mochi"]
+    assert threading.current_thread().name not in e.load_threads
+    assert mem.longterm.engine.queries.warm_up(wait=True, timeout=60)
+    assert threading.current_thread().name not in e.load_threads
+    assert e._session is not None
     mem.close()

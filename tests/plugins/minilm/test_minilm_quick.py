@@ -226,3 +226,41 @@ def test_quick_query_ids_are_the_whole_texts_ids(ready_embedder, monkeypatch):
     for text in texts:
         ready_embedder.quick_query(text)
         assert seen.pop() == tokenizer.encode(text, add_special_tokens=False).ids, text
+
+
+def test_quick_vectors_answer_while_the_model_is_still_loading(ready_embedder):
+    """The warm-up loads the tokenizer and the quick table before the model: recall on a
+    request path gets quick vectors (meaning, not only words) while the model loads."""
+    gate = threading.Event()
+
+    class SlowModel(MiniLMEmbedder):
+        def load(self) -> None:
+            gate.wait(30)
+            super().load()
+
+    e = SlowModel()
+    mem = memtap.Memory(InMemoryStore(), entry_points=False, embedder=e)
+    mem.longterm.store.add_facts([memtap.Fact(entity_id="alice", text=text) for text in FACTS])
+    assert mem.longterm.engine.indexes.get("alice", wait=True) is not None
+    mem.longterm.warm_up()
+    assert e._quick is not None or _eventually(lambda: e._quick is not None)
+    assert _eventually(lambda: e.quick_query("my sister") is not None)
+    assert e._session is None  # the model is still loading
+    # Asked in the facts' own words: the quick vector alone answers.
+    hits = mem.recall("my sister in Lisbon", entity_id="alice", k=1, deadline=0.5)
+    assert hits[0].text == FACTS[2]
+    stats = mem.longterm.engine.stats
+    assert stats.quick_queries == 1 and stats.lexical_only == 0
+    gate.set()
+    mem.close()
+
+
+def _eventually(condition, timeout: float = 30.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False

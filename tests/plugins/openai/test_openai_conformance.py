@@ -5,15 +5,18 @@ from __future__ import annotations
 import openai
 
 import memtap_openai
-from memtap.testing.conformance import ProviderConformanceSuite
+from memtap.testing.conformance import DerivedClientsSuite, RawStreamsSuite
 
 
-class OpenAIDriver(ProviderConformanceSuite):
+class OpenAIDriver(DerivedClientsSuite, RawStreamsSuite):
     plugin = memtap_openai
 
     def make_client(self, server, *, is_async):
         cls = openai.AsyncOpenAI if is_async else openai.OpenAI
         return cls(base_url=server.openai_base_url, api_key="sk-conformance", max_retries=0)
+
+    def derive(self, client):
+        return client.with_options(timeout=30)
 
 
 class TestChatCompletionsConformance(OpenAIDriver):
@@ -42,6 +45,19 @@ class TestChatCompletionsConformance(OpenAIDriver):
 
     def send_raw(self, client, text):
         return client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
+
+    def send_raw_stream(self, client, text):
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": text}], stream=True
+        )
+        return "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
+
+    async def send_raw_stream_async(self, client, text):
+        async with client.chat.completions.with_streaming_response.create(
+            model="m", messages=[{"role": "user", "content": text}], stream=True
+        ) as response:
+            chunks = await response.parse()
+            return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
 
     def send_tool_result(self, client, text, answer, result):
         message = answer.choices[0].message
@@ -76,6 +92,14 @@ class TestResponsesConformance(OpenAIDriver):
 
     def send_raw(self, client, text):
         return client.responses.create(model="m", input=text)
+
+    def send_raw_stream(self, client, text):
+        with client.responses.with_streaming_response.create(model="m", input=text, stream=True) as response:
+            return "".join(e.delta for e in response.parse() if e.type == "response.output_text.delta")
+
+    async def send_raw_stream_async(self, client, text):
+        raw = await client.responses.with_raw_response.create(model="m", input=text, stream=True)
+        return "".join([e.delta async for e in raw.parse() if e.type == "response.output_text.delta"])
 
     def send_tool_result(self, client, text, answer, result):
         call = next(item for item in answer.output if item.type == "function_call")

@@ -30,6 +30,18 @@ def _last_user_text(request: Any) -> str:
     return ""
 
 
+#: The gRPC status xAI answers with for what HTTP calls a status (as gRPC gateways map them).
+_GRPC_STATUS = {
+    400: grpc.StatusCode.INVALID_ARGUMENT,
+    422: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.NOT_FOUND,
+    429: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    503: grpc.StatusCode.UNAVAILABLE,
+}
+
+
 class _Servicer(chat_pb2_grpc.ChatServicer):
     def __init__(self, owner: XaiServer) -> None:
         self.owner = owner
@@ -37,7 +49,9 @@ class _Servicer(chat_pb2_grpc.ChatServicer):
     def _reply(self, request: Any, context: Any) -> tuple[Reply, int]:
         reply, ident = self.owner.take(request, dict(context.invocation_metadata()))
         if reply.status != 200:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, reply.text or "scripted error")
+            context.abort(
+                _GRPC_STATUS.get(reply.status, grpc.StatusCode.INTERNAL), reply.text or "scripted error"
+            )
         return reply, ident
 
     @staticmethod

@@ -21,6 +21,7 @@ import attrs
 
 from memtap import Memory
 from memtap.anchors import AgentProfile, detect_profile
+from memtap.rejection import VALIDATION_STATUSES
 from memtap.scaffolding import own_view
 from memtap.tap import Call
 from memtap.wire import RequestView, WireProtocol
@@ -105,6 +106,8 @@ class Proxy:
         self.memory = memory
         # Calls finish after their answer is written: format them then (see Tap).
         memory.tap.format_in_caller = True
+        # Requests are coming: load the embedder's model now, in the background.
+        memory.longterm.warm_up()
         self.stats = ProxyStats()
         self.protocols: dict[str, WireProtocol] = {
             p.name: p for group in memory.pm.hook.memtap_wire_protocols() for p in group or ()
@@ -273,7 +276,17 @@ class Proxy:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
             sent = body
-        await self._forward(scope, receive, send, url, sent, identity=True, call=call, protocol=protocol)
+        await self._forward(
+            scope,
+            receive,
+            send,
+            url,
+            sent,
+            identity=True,
+            call=call,
+            protocol=protocol,
+            original=body if sent is not body else None,
+        )
 
     def profile(self, r: Route, system: str | None) -> AgentProfile | None:
         """The agent profile of a request: its URL prefix's, else the one its system
@@ -314,11 +327,16 @@ class Proxy:
         identity: bool,
         call: Call | None = None,
         protocol: WireProtocol | None = None,
+        original: bytes | None = None,
     ) -> None:
         headers = upstream_request_headers(scope["headers"], identity=identity)
         family = "anthropic" if protocol is not None and protocol.provider == "anthropic" else "openai"
         try:
             upstream = await self.upstream.request(scope["method"], url, headers, body)
+            if original is not None and call is not None and upstream.status in VALIDATION_STATUSES:
+                upstream = await self._resend_rejected(
+                    scope["method"], url, headers, original, upstream, call
+                )
         except UpstreamError as exc:
             if call is not None:
                 call.failed(exc)
@@ -360,6 +378,26 @@ class Proxy:
         # yet in the history before the client's next request is read.
         _capture_whole(call, status, data)
 
+    async def _resend_rejected(
+        self,
+        method: str,
+        url: str,
+        headers: RawHeaders,
+        original: bytes,
+        rejected: UpstreamResponse,
+        call: Call,
+    ) -> UpstreamResponse:
+        """The upstream rejected (400/422) a request memtap changed: send the client's own
+        bytes once instead (``Call.resend_after`` counts and logs it), and relay that answer."""
+        if not call.may_resend:
+            return rejected
+        try:
+            detail = await rejected.read()  # an error answer: small; read for the log
+        finally:
+            rejected.close()
+        call.resend_after(UpstreamStatusError(rejected.status, detail))
+        return await self.upstream.request(method, url, headers, original)
+
     # -- helpers ---------------------------------------------------------------------------
 
     async def _probe(self, send: Send) -> None:
@@ -395,8 +433,10 @@ def _capture_whole(call: Call, status: int, data: bytes) -> None:
 
 
 class UpstreamStatusError(Exception):
-    """The upstream answered with an error status (recorded on the call's span)."""
+    """The upstream answered with an error status (recorded on the call's span); ``detail``
+    is the start of its answer, for the log."""
 
-    def __init__(self, status: int) -> None:
-        super().__init__(f"upstream answered HTTP {status}")
+    def __init__(self, status: int, detail: bytes = b"") -> None:
+        text = detail[:300].decode("utf-8", "replace")
+        super().__init__(f"upstream answered HTTP {status}" + (f": {text}" if text else ""))
         self.status = status

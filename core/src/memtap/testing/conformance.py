@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import pytest
@@ -270,3 +270,180 @@ class ProviderConformanceSuite:
         assert answers == [f"You said: async {s}" for s in streams]
         assert self._sent(mem, server)[0] == ("user", "async False")
         assert len(mem.history("async")) == 2 * len(streams)
+
+    # -- a request the provider rejects because of what memtap injected ------------------
+
+    def _request_bodies(self, server: ScriptedModelServer, since: int) -> list[Any]:
+        """The JSON bodies of the requests the server got from index ``since`` on."""
+        return [r if isinstance(r, Mapping) else r.json for r in list(server.requests)[since:]]
+
+    def _sent_bare(self, mem: Memory, server: ScriptedModelServer, text: str, *, stream: bool) -> Any:
+        """The body an unregistered client of the SDK sends for the same turn (a client
+        that is the registered one, such as the litellm module, is unregistered meanwhile)."""
+        bare = self.make_client(server, is_async=False)
+        shared = any(c is bare for c, _ in mem.registered())
+        if shared:
+            mem.unregister(bare)
+        before = len(server.requests)
+        try:
+            self.send(bare, text, stream=stream)
+        finally:
+            if shared:
+                mem.register(bare)
+        (body,) = self._request_bodies(server, before)
+        return body
+
+    def test_a_request_rejected_for_the_injection_is_sent_again_as_the_app_built_it(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """The provider rejects (HTTP 400) a request carrying injected history: the app's
+        own request is sent once more, the app gets its answer, the turn is stored once."""
+        streams = [False, True] if "stream" in self.capabilities else [False]
+        with mem.scope(entity_id="conf-resend", session_id="resend"):
+            self.send(client, "my name is Ada", stream=False)
+            for stream in streams:
+                server.script(Reply(status=400, text="scripted rejection of the injected history"))
+                before = len(server.requests)
+                answer = self.send(client, f"what is my name? {stream}", stream=stream)
+                assert answer == f"You said: what is my name? {stream}"
+                rejected, resent = self._request_bodies(server, before)
+                protocol = self._protocol(mem)
+                assert len(protocol.read_request(rejected).messages) > 1  # the history was on it
+                assert resent == self._sent_bare(mem, server, f"what is my name? {stream}", stream=stream)
+        history = [m.content for m in mem.history("resend", entity_id="conf-resend")]
+        assert history[:2] == ["my name is Ada", "You said: my name is Ada"]
+        for stream in streams:
+            assert history.count(f"what is my name? {stream}") == 1
+            assert history.count(f"You said: what is my name? {stream}") == 1
+        assert len(self._exchanges(mem, "resend")) == 1 + len(streams)
+
+    def test_an_async_request_rejected_for_the_injection_is_sent_again(
+        self, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """The same with the async client, streamed and not."""
+        self._need("async")
+        streams = [False, True] if "stream" in self.capabilities else [False]
+
+        async def main() -> list[str]:
+            aclient = mem.register(self.make_client(server, is_async=True))
+            answers = []
+            with mem.scope(entity_id="conf-resend", session_id="resend-async"):
+                await self.send_async(aclient, "my name is Ada", stream=False)
+                for stream in streams:
+                    server.script(Reply(status=400, text="scripted rejection"))
+                    answers.append(await self.send_async(aclient, f"async {stream}", stream=stream))
+            return answers
+
+        assert asyncio.run(main()) == [f"You said: async {s}" for s in streams]
+        history = [m.content for m in mem.history("resend-async", entity_id="conf-resend")]
+        assert len(history) == 2 + 2 * len(streams)
+        assert self._sent(mem, server)[-1][1] == f"async {streams[-1]}"
+        assert len(self._sent(mem, server)) == 1  # the last request was the app's own
+
+    @pytest.mark.parametrize("status", [401, 403, 429])
+    def test_other_errors_are_never_sent_again(
+        self, client: Any, mem: Memory, server: ScriptedModelServer, status: int
+    ) -> None:
+        """Authentication, permission and rate-limit errors are not memtap's doing: it never
+        sends such a request again without its changes (an SDK may retry a 429 itself, the
+        same request)."""
+        with mem.scope(entity_id="conf-errors", session_id=f"errors-{status}"):
+            self.send(client, "my name is Ada", stream=False)
+            server.script(Reply(status=status, text="scripted error"))
+            before = len(server.requests)
+            try:
+                self.send(client, "what is my name?", stream=False)
+            except Exception:  # each SDK raises its own type
+                pass
+        bodies = self._request_bodies(server, before)
+        protocol = self._protocol(mem)
+        assert bodies and all(len(protocol.read_request(b).messages) == 3 for b in bodies)
+        if status != 429:
+            assert len(bodies) == 1
+
+    def test_a_rejected_request_memtap_left_unchanged_is_not_sent_again(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """With nothing injected, the provider's rejection is the app's own: one request."""
+        with mem.scope(entity_id="conf-untouched", session_id="untouched"):
+            server.script(Reply(status=400, text="the app's own mistake"))
+            before = len(server.requests)
+            with pytest.raises(Exception):  # noqa: B017
+                self.send(client, "hello", stream=False)
+        assert len(self._request_bodies(server, before)) == 1
+
+
+class DerivedClientsSuite(ProviderConformanceSuite):
+    """For an SDK that makes new clients from a client (``client.with_options(...)``,
+    ``client.copy()``): subclass this instead of :class:`ProviderConformanceSuite` and add
+    :meth:`derive` to the driver."""
+
+    def derive(self, client: Any) -> Any:
+        """A new client the SDK makes from ``client`` with other options
+        (``client.with_options(timeout=...)``)."""
+        raise NotImplementedError
+
+    def test_derived_clients_are_tapped_by_the_same_memory(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A client made from a registered one (and one made from that) is injected and
+        captured like its parent, and unregistered with it."""
+        derived = self.derive(client)
+        grandchild = self.derive(derived)
+        with mem.scope(entity_id="conf", session_id="derived"):
+            self.send(client, "parent", stream=False)
+            self.send(derived, "derived", stream=False)
+            self.send(grandchild, "grandchild", stream=False)
+        assert self._sent(mem, server) == [
+            ("user", "parent"),
+            ("assistant", "You said: parent"),
+            ("user", "derived"),
+            ("assistant", "You said: derived"),
+            ("user", "grandchild"),
+        ]
+        assert len(mem.history("derived")) == 6
+        mem.unregister(client)
+        with mem.scope(entity_id="conf", session_id="derived-off"):
+            self.send(derived, "untapped", stream=False)
+        assert self._sent(mem, server) == [("user", "untapped")]
+        assert mem.history("derived-off") == []
+
+
+class RawStreamsSuite(ProviderConformanceSuite):
+    """For an SDK that returns streams through a raw-response view
+    (``with_raw_response.create(..., stream=True)`` then ``.parse()``): subclass this and add
+    :meth:`send_raw_stream` and :meth:`send_raw_stream_async` to the driver."""
+
+    def send_raw_stream(self, client: Any, text: str) -> str:
+        """One streamed turn through the SDK's raw-response view, read through its
+        ``parse()``; return the answer text."""
+        raise NotImplementedError
+
+    async def send_raw_stream_async(self, client: Any, text: str) -> str:
+        """The async form of :meth:`send_raw_stream`."""
+        raise NotImplementedError
+
+    def test_raw_streams_are_captured_like_any_stream(
+        self, client: Any, mem: Memory, server: ScriptedModelServer
+    ) -> None:
+        """A stream read through the raw-response view is injected, seen unchanged and
+        stored like the same stream read directly (sync and async)."""
+        answer = "the quick brown fox jumps"
+        with mem.scope(entity_id="conf", session_id="raw"):
+            self.send(client, "before", stream=False)
+            server.script(Reply(text=answer, chunks=4))
+            assert self.send_raw_stream(client, "raw please") == answer
+        assert self._sent(mem, server)[:2] == [("user", "before"), ("assistant", "You said: before")]
+        assert [m.content for m in mem.history("raw")][2:] == ["raw please", answer]
+        exchanges = self._exchanges(mem, "raw")
+        assert exchanges[-1].stream and exchanges[-1].status == "ok"
+        if "async" not in self.capabilities:
+            return
+
+        async def main() -> str:
+            aclient = mem.register(self.make_client(server, is_async=True))
+            with mem.scope(entity_id="conf", session_id="raw-async"):
+                return await self.send_raw_stream_async(aclient, "async raw")
+
+        assert asyncio.run(main()) == "You said: async raw"
+        assert [m.content for m in mem.history("raw-async")] == ["async raw", "You said: async raw"]

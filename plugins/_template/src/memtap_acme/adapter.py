@@ -3,8 +3,9 @@
 Two attributes are set on the instance (never on its class, so other clients are
 untouched, and ``restore`` undoes exactly this):
 
-- ``chat``, the public method: starts a tracked call, runs the SDK's own method with the
-  call active, then reports the response, or observes the stream's events;
+- ``chat``, the public method: starts a tracked call, runs the SDK's own method through
+  ``call.send`` (the call active; sent again as the app built it if the provider rejects
+  what memtap changed), then reports the response, or observes the stream's events;
 - ``_build_body``, where the SDK builds its request JSON: hands the finished body to
   ``call.prepare``, which injects memory and returns the body to send.
 """
@@ -116,12 +117,10 @@ def _tracked(client: Any, tap: Tap, original: Callable[..., Any]) -> Callable[..
             call = _begin(client, tap, kwargs)
             if call is None:
                 return await original(*args, **kwargs)
-            with call.active():
-                try:
-                    result = await original(*args, **kwargs)
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
+            # send_async runs the SDK's method with the call active, and sends the app's
+            # own request once more if the provider rejects (HTTP 400/422) what memtap
+            # changed; pass ``rejected=`` if your SDK's errors carry no HTTP status.
+            result = await call.send_async(lambda: original(*args, **kwargs))
             _outcome(call, result)
             return result
 
@@ -132,12 +131,7 @@ def _tracked(client: Any, tap: Tap, original: Callable[..., Any]) -> Callable[..
         call = _begin(client, tap, kwargs)
         if call is None:
             return original(*args, **kwargs)
-        with call.active():
-            try:
-                result = original(*args, **kwargs)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+        result = call.send(lambda: original(*args, **kwargs))
         _outcome(call, result)
         return result
 

@@ -40,7 +40,7 @@ def wrap_stream_helper(
     def stream(*args: Any, **kwargs: Any) -> Any:
         manager = original(*args, **kwargs)
         try:
-            _defer(installer, client, tap, protocol, manager, kwargs)
+            _defer(installer, client, tap, protocol, manager, kwargs, lambda: original(*args, **kwargs))
         except Exception:
             log.exception("memtap could not track a %s stream helper; it proceeds untracked", protocol.name)
         return manager
@@ -55,17 +55,25 @@ def _defer(
     protocol: WireProtocol,
     manager: Any,
     kwargs: dict[str, Any],
+    remake: Callable[[], Any],
 ) -> None:
+    """Replace ``manager``'s deferred request with one memtap tracks; ``remake()`` makes a
+    new manager of the same request (whose pending coroutine a re-send awaits: an async
+    manager's request is a coroutine, awaitable once)."""
     name = next((k for k in vars(manager) if k.endswith(_DEFERRED_SUFFIX)), None)
     if name is None:
         log.warning("memtap: %s has no deferred request; stream left untracked", type(manager).__name__)
         return
     request = getattr(manager, name)
     if inspect.isawaitable(request):
+        pending = [request]
+
+        def next_request() -> Any:
+            return pending.pop() if pending else getattr(remake(), name)
 
         async def send_async() -> Any:
             call = installer.begin(client, tap, protocol, kwargs)
-            return await installer.send_deferred_async(call, request)
+            return await installer.send_deferred_async(call, next_request)
 
         setattr(manager, name, send_async())
     else:

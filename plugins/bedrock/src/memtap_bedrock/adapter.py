@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from memtap.rejection import VALIDATION_STATUSES
 from memtap.tap import Call, Tap
 
 from .anthropic import BedrockAnthropicProtocol, is_anthropic_body
@@ -69,22 +70,32 @@ def _begin(tap: Tap, protocol: Any, body: Mapping[str, Any]) -> Call | None:
 # -- converse ------------------------------------------------------------------------------
 
 
+def is_validation_error(exc: BaseException) -> bool:
+    """Whether a botocore ``ClientError`` is the service rejecting the request as invalid
+    (HTTP 400/422: ``ValidationException``), not throttling, access or a server error."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, Mapping):
+        return False
+    metadata = response.get("ResponseMetadata")
+    status = metadata.get("HTTPStatusCode") if isinstance(metadata, Mapping) else None
+    return status in VALIDATION_STATUSES
+
+
 def _converse(original: Callable[..., Any], tap: Tap, *, stream: bool) -> Callable[..., Any]:
     @functools.wraps(original)
     def method(*args: Any, **kwargs: Any) -> Any:
         call = None if args else _begin(tap, CONVERSE, kwargs)
         if call is None:
             return original(*args, **kwargs)
-        with call.active():
+
+        def attempt() -> Any:
             # ``stream`` tells the protocol what kind of call this is; it is not sent.
             sent = call.prepare({**kwargs, "stream": True} if stream else kwargs)
             if stream:
                 sent = {k: v for k, v in sent.items() if k != "stream"}
-            try:
-                response = original(**sent)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+            return original(**sent)
+
+        response = call.send(attempt, rejected=is_validation_error)
         try:
             if stream:
                 tap_event_stream(response["stream"], call, _identity)
@@ -129,20 +140,17 @@ def _invoke(original: Callable[..., Any], tap: Tap, *, stream: bool) -> Callable
         call = _begin(tap, ANTHROPIC, body)
         if call is None:
             return original(**kwargs)
-        with call.active():
+
+        def attempt() -> tuple[Any, bytes]:
             sent = call.prepare(body)
             send = kwargs
             if sent is not body:
                 wire = {k: v for k, v in sent.items() if k not in ("modelId", "stream") or k in parsed}
                 send = {**kwargs, "body": json.dumps(wire, separators=(",", ":")).encode()}
-            data = b""
-            try:
-                response = original(**send)
-                if not stream:
-                    data = _buffer_body(response)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+            response = original(**send)
+            return response, b"" if stream else _buffer_body(response)
+
+        response, data = call.send(attempt, rejected=is_validation_error)
         try:
             if stream:
                 tap_event_stream(response["body"], call, _chunk_event)

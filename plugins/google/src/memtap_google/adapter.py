@@ -14,7 +14,7 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from typing import Any
 
 from memtap.tap import Call, Tap, active_call
@@ -153,12 +153,7 @@ class _Installer:
             call = self.begin(args, kwargs)
             if call is None:
                 return original(*args, **kwargs)
-            with call.active():
-                try:
-                    response = original(*args, **kwargs)
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
+            response = call.send(lambda: original(*args, **kwargs))
             _succeeded(call, response)
             return response
 
@@ -172,12 +167,7 @@ class _Installer:
             call = self.begin(args, kwargs)
             if call is None:
                 return await original(*args, **kwargs)
-            with call.active():
-                try:
-                    response = await original(*args, **kwargs)
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
+            response = await call.send_async(lambda: original(*args, **kwargs))
             _succeeded(call, response)
             return response
 
@@ -190,16 +180,15 @@ class _Installer:
         @functools.wraps(original)
         def request_streamed(*args: Any, **kwargs: Any) -> Iterator[Any]:
             call = self.begin(args, kwargs)
-            source = original(*args, **kwargs)
             if call is None:
-                yield from source
+                yield from original(*args, **kwargs)
                 return
-            try:
-                with call.active():
-                    item = next(source, _END)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+
+            def start() -> tuple[Generator[Any, None, None], Any]:
+                source = original(*args, **kwargs)
+                return source, next(source, _END)
+
+            source, item = call.send(start)
             try:
                 while item is not _END:
                     call.stream_item(item)
@@ -224,12 +213,7 @@ class _Installer:
             call = self.begin(args, kwargs)
             if call is None:
                 return await original(*args, **kwargs)
-            with call.active():
-                try:
-                    source = await original(*args, **kwargs)
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
+            source = await call.send_async(lambda: original(*args, **kwargs))
             return _observe_async(call, source)
 
         return async_request_streamed

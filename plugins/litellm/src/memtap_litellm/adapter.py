@@ -153,12 +153,7 @@ class _ModuleTaps:
                 return original(*args, **kwargs)
             token = _in_call.set(True)
             try:
-                with call.active():
-                    call_kwargs = _prepared(call, call_kwargs, body)
-                    result = original(**call_kwargs)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+                result = call.send(lambda: original(**_prepared(call, call_kwargs, body)))
             finally:
                 _in_call.reset(token)
             return _outcome(call, result)
@@ -177,12 +172,7 @@ class _ModuleTaps:
                 return await original(*args, **kwargs)
             token = _in_call.set(True)
             try:
-                with call.active():
-                    call_kwargs = _prepared(call, call_kwargs, body)
-                    result = await original(**call_kwargs)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+                result = await call.send_async(lambda: original(**_prepared(call, call_kwargs, body)))
             finally:
                 _in_call.reset(token)
             return _outcome(call, result)

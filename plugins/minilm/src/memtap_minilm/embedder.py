@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from memtap.background import wait_for_quiet
+
 #: The name vectors are stored under (a different model never mixes with these).
 MODEL_NAME = "minilm-l6-v2-int8"
 DIM = 384
@@ -63,26 +65,24 @@ class MiniLMEmbedder:
         self._quick: Any = None
         self._word_ids: Callable[[str], tuple[int, ...]] | None = None
         self._lock = threading.Lock()
+        self._tokenizer_lock = threading.Lock()
+        self._quick_lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
         self._inputs: frozenset[str] = frozenset()
 
     def load(self) -> None:
-        """Load the model and tokenizer now (about 0.2 s)."""
+        """Load the model and tokenizer now (about 0.2-1 s)."""
         if self._session is not None:
             return
         with self._lock:
             if self._session is not None:
                 return
             import onnxruntime as ort  # type: ignore[import-untyped]
-            from tokenizers import Tokenizer
 
-            for path in (model_path(), tokenizer_path()):
-                if not path.is_file():
-                    raise ModelFilesMissingError(f"{path} is missing; reinstall memtap-minilm")
-            tokenizer = Tokenizer.from_file(str(tokenizer_path()))
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(MAX_TOKENS)
+            tokenizer = self._load_tokenizer()
+            if not model_path().is_file():
+                raise ModelFilesMissingError(f"{model_path()} is missing; reinstall memtap-minilm")
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
@@ -90,6 +90,40 @@ class MiniLMEmbedder:
             self._inputs = frozenset(i.name for i in session.get_inputs())
             self._tokenizer = tokenizer
             self._session = session
+
+    def _load_tokenizer(self) -> Any:
+        if self._tokenizer is not None:
+            return self._tokenizer
+        with self._tokenizer_lock:
+            if self._tokenizer is not None:
+                return self._tokenizer
+            from tokenizers import Tokenizer
+
+            if not tokenizer_path().is_file():
+                raise ModelFilesMissingError(f"{tokenizer_path()} is missing; reinstall memtap-minilm")
+            tokenizer = Tokenizer.from_file(str(tokenizer_path()))
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(MAX_TOKENS)
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    def warm_up(self) -> None:
+        """Load everything queries need, in this thread (memtap calls it in a background
+        thread): the tokenizer and the quick query table first (so quick vectors are
+        available as early as possible; a table not built yet starts building), then
+        the model. Each step that holds the GIL for long (parsing the tokenizer, importing
+        onnxruntime) first waits, a little, for the app's calls in flight to finish (and
+        the first also for a moment without a new call: an app that registers a client
+        calls it soon)."""
+        wait_for_quiet(3.0, settle=0.2)
+        self._load_tokenizer()
+        if self.quick_queries:
+            wait_for_quiet()
+            self._quick_table().start()
+        wait_for_quiet()
+        import onnxruntime  # noqa: F401  (the import holds the GIL; the session mostly not)
+
+        self.load()
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
         """One unit-length float32 row per text."""
@@ -104,18 +138,21 @@ class MiniLMEmbedder:
 
     def quick_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         """A query's vector from the static token table (same space as :meth:`embed`,
-        a little less precise), or ``None`` when there is none yet (the table is built
-        in the background on first use) or ``quick_queries`` is off."""
-        if not self.quick_queries:
+        a little less precise), or ``None`` when there is none yet or ``quick_queries``
+        is off. Never loads anything in the caller's thread (it is called on request
+        paths): the table is loaded by :meth:`warm_up` or :meth:`prepare_quick_queries`
+        (and built in the background when this machine has none yet)."""
+        word_ids = self._word_ids
+        table = self._quick
+        if not self.quick_queries or word_ids is None or table is None or not table.ready.is_set():
             return None
-        word_ids = self._word_ids or self._cache_word_ids()
         ids: list[int] = []
         for word in text.split():
             ids += word_ids(word)
             if len(ids) >= MAX_TOKENS:  # as the tokenizer truncates a whole text
                 del ids[MAX_TOKENS:]
                 break
-        vector: np.ndarray[Any, np.dtype[np.float32]] | None = self._quick_table().vector(ids)
+        vector: np.ndarray[Any, np.dtype[np.float32]] | None = table.vector(ids)
         return vector
 
     def _cache_word_ids(self) -> Callable[[str], tuple[int, ...]]:
@@ -123,7 +160,7 @@ class MiniLMEmbedder:
         pre-tokenizer act within words (whitespace always splits), so a text's ids are
         its words' ids in order, and a question's words mostly repeat. An ``encode`` of
         the whole text costs 40-120 µs; the lookups, a few."""
-        tokenizer = self._tokenizer_or_load()
+        tokenizer = self._load_tokenizer()
 
         def ids_of(word: str) -> tuple[int, ...]:
             return tuple(tokenizer.encode(word, add_special_tokens=False).ids)
@@ -137,18 +174,25 @@ class MiniLMEmbedder:
         when building an image, so that the first requests do not use the full model."""
         return bool(self._quick_table().wait(timeout))
 
-    def _tokenizer_or_load(self) -> Any:
-        self.load()
-        return self._tokenizer
-
     def _quick_table(self) -> Any:
-        if self._quick is None:
-            from .quick import table_for
+        """The quick query table (not necessarily loaded or built yet), with the word-id
+        cache quick queries read through."""
+        if self._quick is not None:
+            return self._quick
+        with self._quick_lock:
+            if self._quick is None:
+                from .quick import table_for
 
-            tok = self._tokenizer_or_load()
-            special = (tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"))
-            self._quick = table_for(model_path(), tok.get_vocab_size(), DIM, self._pooled, special)
+                tok = self._load_tokenizer()
+                special = (tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"))
+                self._cache_word_ids()
+                self._quick = table_for(model_path(), tok.get_vocab_size(), DIM, self._run_pooled, special)
         return self._quick
+
+    def _run_pooled(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """:meth:`_pooled`, loading the model first if needed (the table's build runs it)."""
+        self.load()
+        return self._pooled(ids, mask)
 
     def _pooled(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Mean-pooled (not normalised) model output of a padded id batch."""

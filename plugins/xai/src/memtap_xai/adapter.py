@@ -68,6 +68,19 @@ def _begin(tap: Tap, request: Any, *, stream: bool) -> tuple[Call | None, dict[s
         return None, {}
 
 
+def is_invalid_argument(exc: BaseException) -> bool:
+    """Whether a gRPC error is the server rejecting the request as invalid
+    (``INVALID_ARGUMENT``), not an authentication, quota or server error."""
+    code = getattr(exc, "code", None)
+    if not callable(code):
+        return False
+    try:
+        status = code()
+    except Exception:
+        return False
+    return getattr(status, "name", None) == "INVALID_ARGUMENT"
+
+
 def _prepared(call: Call, request: Any, body: dict[str, Any]) -> Any:
     """The request to send: the SDK's own proto, or one rebuilt with memtap's injection."""
     sent = call.prepare(body)
@@ -95,15 +108,20 @@ class _Unary:
         call, body = _begin(self._tap, request, stream=False)
         if call is None:
             return self._original(request, *args, **kwargs)
-        with call.active():
-            request = _prepared(call, request, body)
-            try:
-                result = self._original(request, *args, **kwargs)
-            except BaseException as exc:
-                call.failed(exc)
-                raise
+
+        def attempt() -> Any:
+            return self._original(_prepared(call, request, body), *args, **kwargs)
+
         if self._is_async:
-            return _AwaitedCall(result, call)
+            # The RPC fails when awaited: the awaitable sends it again if it must.
+            with call.active():
+                try:
+                    pending = attempt()
+                except BaseException as exc:
+                    call.failed(exc)
+                    raise
+            return _AwaitedCall(pending, call, attempt)
+        result = call.send(attempt, rejected=is_invalid_argument)
         _succeeded(call, result)
         return result
 
@@ -116,11 +134,13 @@ def _succeeded(call: Call, response: Any) -> None:
 
 
 class _AwaitedCall:
-    """An awaitable over a ``grpc.aio`` unary call that captures its result."""
+    """An awaitable over a ``grpc.aio`` unary call that captures its result; ``remake()``
+    starts the RPC again (for a request the server rejected because of memtap's changes)."""
 
-    def __init__(self, inner: Any, call: Call) -> None:
+    def __init__(self, inner: Any, call: Call, remake: Callable[[], Any]) -> None:
         self._inner = inner
         self._call = call
+        self._remake = remake
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -129,8 +149,17 @@ class _AwaitedCall:
         try:
             response = yield from self._inner.__await__()
         except BaseException as exc:
-            self._call.failed(exc)
-            raise
+            if not self._call.resend_after(exc, is_invalid_argument):
+                self._call.failed(exc)
+                raise
+            response = _RESEND
+        if response is _RESEND:
+            try:
+                self._inner = self._remake()
+                response = yield from self._inner.__await__()
+            except BaseException as exc:
+                self._call.failed(exc)
+                raise
         _succeeded(self._call, response)
         return response
 
@@ -150,25 +179,43 @@ class _Streaming:
         call, body = _begin(self._tap, request, stream=True)
         if call is None:
             return self._original(request, *args, **kwargs)
+
+        def attempt() -> Any:
+            return self._original(_prepared(call, request, body), *args, **kwargs)
+
         with call.active():
-            request = _prepared(call, request, body)
             try:
-                result = self._original(request, *args, **kwargs)
+                result = attempt()
             except BaseException as exc:
                 call.failed(exc)
                 raise
-        return _TappedStream(result, call)
+        return _TappedStream(result, call, attempt)
+
+
+_RESEND = object()
 
 
 class _TappedStream:
     """A gRPC response stream (sync or async) that reports its messages to the call and is
-    finalised once: at its end, on an error, on ``cancel()``, or when dropped early."""
+    finalised once: at its end, on an error, on ``cancel()``, or when dropped early. A
+    stream the server rejects before its first message because of memtap's changes is
+    started again without them (``remake()``)."""
 
-    def __init__(self, inner: Any, call: Call) -> None:
+    def __init__(self, inner: Any, call: Call, remake: Callable[[], Any]) -> None:
         self._inner = inner
         self._call = call
+        self._remake: Callable[[], Any] | None = remake
         self._aiter: Any = None
         self._done = False
+
+    def _resend(self, exc: BaseException) -> bool:
+        """Whether the stream was started again after ``exc`` (once, before any message)."""
+        remake, self._remake = self._remake, None
+        if remake is None or not self._call.resend_after(exc, is_invalid_argument):
+            return False
+        self._inner = remake()
+        self._aiter = None
+        return True
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -192,33 +239,41 @@ class _TappedStream:
         return self
 
     def __next__(self) -> Any:
-        try:
-            chunk = next(self._inner)
-        except StopIteration:
-            self._finish()
-            raise
-        except BaseException as exc:
-            self._finish(error=exc)
-            raise
-        self._observe(chunk)
-        return chunk
+        while True:
+            try:
+                chunk = next(self._inner)
+            except StopIteration:
+                self._finish()
+                raise
+            except BaseException as exc:
+                if self._resend(exc):
+                    continue
+                self._finish(error=exc)
+                raise
+            self._remake = None
+            self._observe(chunk)
+            return chunk
 
     def __aiter__(self) -> _TappedStream:
         return self
 
     async def __anext__(self) -> Any:
-        if self._aiter is None:
-            self._aiter = self._inner.__aiter__()
-        try:
-            chunk = await self._aiter.__anext__()
-        except StopAsyncIteration:
-            self._finish()
-            raise
-        except BaseException as exc:
-            self._finish(error=exc)
-            raise
-        self._observe(chunk)
-        return chunk
+        while True:
+            if self._aiter is None:
+                self._aiter = self._inner.__aiter__()
+            try:
+                chunk = await self._aiter.__anext__()
+            except StopAsyncIteration:
+                self._finish()
+                raise
+            except BaseException as exc:
+                if self._resend(exc):
+                    continue
+                self._finish(error=exc)
+                raise
+            self._remake = None
+            self._observe(chunk)
+            return chunk
 
     def cancel(self) -> Any:
         """Cancel the RPC (reported as a partial answer)."""
