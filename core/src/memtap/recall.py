@@ -382,8 +382,11 @@ class QueryVectors:
         if not self.warmed.is_set() and self._warming is None:
             with self._lock:
                 if self._warming is None:
+                    # Not a daemon: the interpreter waits for it at exit (the load is
+                    # bounded: a few seconds), because a native model left loading while
+                    # the process exits aborts it (onnxruntime: "terminate called").
                     self._warming = threading.Thread(
-                        target=self._warm, name="memtap-embedder-warm-up", daemon=True
+                        target=self._warm, name="memtap-embedder-warm-up", daemon=False
                     )
                     self._warming.start()
         if wait:

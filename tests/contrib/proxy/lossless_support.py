@@ -102,7 +102,14 @@ def strip_chat(body: dict[str, Any]) -> dict[str, Any]:
 def strip_responses(body: dict[str, Any], original_input_was_str: bool) -> dict[str, Any]:
     out = dict(body)
     if isinstance(body.get("input"), list):
-        items = [i for i in body["input"] if not _injected(i) and not _memtap_message(i)]
+        items = [
+            # a known agent's block may be placed inside one of its leading system items
+            {**i, "content": _cut_content(i["content"])}
+            if isinstance(i, dict) and i.get("role") in ("system", "developer") and "content" in i
+            else i
+            for i in body["input"]
+            if not _injected(i) and not _memtap_message(i)
+        ]
         if original_input_was_str and len(items) == 1:
             out["input"] = items[0]["content"]  # the documented str -> one-item list
         else:
