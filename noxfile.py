@@ -117,8 +117,9 @@ def storage(session: nox.Session, backend: str) -> None:
 def reliability(session: nox.Session) -> None:
     """Concurrency, faults, isolation, bad input, secrets, durability and tool pairing (incl.
     slow tests), on DuckDB and (with MEMTAP_TEST_POSTGRES_URL) PostgreSQL, through the real
-    openai and anthropic SDKs."""
-    session.install(*DEFAULTS, PLUGINS["postgres"], PLUGINS["anthropic"], *TEST_DEPS)
+    openai and anthropic SDKs, in-process and through the proxy."""
+    proxy = [CONTRIB["proxy"], *(PLUGINS[name] for name in CONTRIB_PLUGINS["proxy"])]
+    session.install(*DEFAULTS, PLUGINS["postgres"], PLUGINS["anthropic"], *proxy, *TEST_DEPS)
     session.run(*PYTEST, "tests/reliability", *session.posargs, env=_postgres_env(session))
 
 

@@ -72,7 +72,6 @@ def test_cli_commands_never_show_the_password(args: list[str]) -> None:
     ],
 )
 def test_store_errors_never_show_the_password(url: str) -> None:
-    pytest.importorskip("memtap_postgres")
     result = CliRunner().invoke(main, ["stats", "--store", url])
     assert result.exit_code != 0
     assert "Error:" in result.output and "Traceback" not in result.output, result.output
@@ -110,7 +109,6 @@ def _free_port() -> int:
 def test_proxy_start_up_log_and_mem_status_never_show_the_password(
     server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    pytest.importorskip("memtap_proxy")
     port = _free_port()
     env = {**os.environ, "MEMTAP_HOME": str(tmp_path / "home")}
     cmd = [sys.executable, "-m", "memtap.cli", "proxy", "--store", URL, "--port", str(port)]

@@ -201,6 +201,10 @@ class SessionHistories:
                 while len(self._entries) > self._max_sessions:
                     self._entries.popitem(last=False)
                 known = self._known.knows(key) if self._known is not None else None
+                if known is False and self._known is not None and self._known.exclusive:
+                    # Certainly new (no other process writes to the store): nothing to read.
+                    entry.loaded.set()
+                    return entry
                 # A session the store does not have is read only in case another process
                 # has just created it: nothing to wait for.
                 entry.wait_until = now if known is False else now + self.deadline

@@ -9,7 +9,9 @@ captured a call of. A session outside it is new: its call does not wait for a re
 
 Several processes may share a store (PostgreSQL, the proxy's workers): a session another
 process created after the set was read is not in it. So "new" means "do not wait", not "do
-not read": the session is still read in the background, and its history reaches the next
+not read": the session is still read in the background (except on a store no other process
+can write to, such as a DuckDB file: there a session outside the set does not exist, and
+nothing is read for it), and its history reaches the next
 call — one call late, the price of never waiting on the store for a session that almost
 always has nothing stored. (A periodically refreshed set would narrow that window at the
 cost of re-reading every session key; a tight read deadline on every new session would put
@@ -48,8 +50,11 @@ class KnownSessions:
     (or when it failed) :meth:`knows` answers ``None``.
     """
 
-    def __init__(self, read: Callable[[], Iterable[SessionKey]] | None) -> None:
+    def __init__(self, read: Callable[[], Iterable[SessionKey]] | None, *, exclusive: bool = False) -> None:
         self._read = read
+        #: No other process writes to the store (:attr:`memtap.storage.Store.exclusive`):
+        #: once the store's sessions are read, a session outside the set does not exist.
+        self.exclusive = exclusive
         self._loaded: array[int] = array("q")
         self._added: set[int] = set()
         self._ready = False

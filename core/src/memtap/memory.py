@@ -162,7 +162,9 @@ class Memory:
         self.history_budget = history or HistoryBudget()
         #: The sessions the store has (read once in the background): a new session's first
         #: call does not wait for a store read.
-        self.known_sessions = KnownSessions(getattr(self.store, "session_keys", None))
+        self.known_sessions = KnownSessions(
+            getattr(self.store, "session_keys", None), exclusive=bool(getattr(self.store, "exclusive", False))
+        )
         self.known_sessions.start()
         self.histories = SessionHistories(self._load_history, known=self.known_sessions)
         #: The durable spool (``None`` when off).

@@ -34,6 +34,12 @@ class Store(Protocol):
     Implementations must be safe to call from several threads at once. Writes are
     idempotent: writing an exchange (or fact) whose id is already stored changes nothing,
     so a retried batch never duplicates.
+
+    A store may also set ``exclusive = True`` (an optional attribute) when no other process
+    can write to it while this one has it open (DuckDB holds a lock on its file; the
+    in-memory store lives in the process): a session this process has neither seen nor
+    listed through :meth:`session_keys` then does not exist, and its first call reads
+    nothing at all, not even in the background.
     """
 
     url: str
@@ -163,6 +169,9 @@ class _Row:
 
 class InMemoryStore:
     """A store that lives in process memory (URL ``memory://``). Thread-safe."""
+
+    #: Nothing outside this process writes to it (see :class:`Store`).
+    exclusive = True
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url

@@ -208,6 +208,10 @@ class DuckDBStore:
     file applies the schema migrations it lacks. Thread-safe; one process per file.
     """
 
+    #: DuckDB locks its file for one writing process: no other process adds sessions while
+    #: this store is open (memtap then reads nothing for a session it has not seen).
+    exclusive = True
+
     def __init__(self, path: str | os.PathLike[str] = MEMORY, *, url: str | None = None) -> None:
         self.path = os.fspath(path)
         self.url = url or f"duckdb:///{self.path}"

@@ -28,11 +28,14 @@ KEY = "sk-test-0123456789abcdefghijklmn"
 
 
 class RecordingStore(InMemoryStore):
-    """Records every history read (session, thread); ``hold`` makes reads hang until
-    ``release`` is set (a frozen database)."""
+    """A store other processes write to as well (like PostgreSQL): records every history
+    read (session, thread); ``hold`` makes reads hang until ``release`` is set (a frozen
+    database). ``exclusive=True`` makes it a store only this process writes (like a DuckDB
+    file)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, exclusive: bool = False) -> None:
         super().__init__()
+        self.exclusive = exclusive
         self.reads: list[tuple[str, str]] = []
         self.hold = threading.Event()
         self.release = threading.Event()
@@ -129,6 +132,19 @@ def test_a_session_another_process_created_reaches_the_next_call(server: Scripte
         assert time.monotonic() < deadline, "the background read never filled the session"
         time.sleep(0.01)
     assert "I moved to Lisbon" in _ask(mem, client, server, "later")
+    mem.close()
+
+
+def test_a_new_session_on_a_store_only_this_process_writes_is_never_read(server: ScriptedModelServer) -> None:
+    store = RecordingStore(exclusive=True)
+    _seed(store, "known", "my locker code is 4711")
+    mem, client = _memory(store, server)
+    for i in range(3):
+        _ask(mem, client, server, f"new-{i}")
+        _ask(mem, client, server, f"new-{i}")  # its second call has its first, from memory
+    assert "hi new-0" in _ask(mem, client, server, "new-0")
+    assert "my locker code is 4711" in _ask(mem, client, server, "known")
+    assert [s for s, _ in store.reads] == ["known"]
     mem.close()
 
 
