@@ -165,3 +165,21 @@ def test_a_session_named_by_header_spans_runs_with_history(
         "When do we deploy?",
         "On Fridays.",
     ]
+
+
+def test_the_same_prompt_in_fresh_sessions_is_remembered_once(
+    claude: ClaudeCode, upstream: ScriptedModelServer, mem: memtap.Memory
+) -> None:
+    prompt = "Remember that the staging database is called heron."
+    runs = []
+    for _ in range(3):
+        upstream.script(Reply(text="Noted: heron."))
+        runs.append(result_of(claude.prompt(prompt)))
+    assert len({r["session_id"] for r in runs}) == 3
+
+    settle(mem, len(messages_requests(upstream)))
+    assert {s.session_id for s in mem.sessions(entity_id="default")} == {r["session_id"] for r in runs}
+    facts = [f.text for f in mem.facts(entity_id="default")]
+    assert facts.count(prompt) == 1, facts  # three identical episodes, one fact
+    assert len(facts) == len(set(facts)), facts
+    assert_no_scaffolding(mem, SCAFFOLDING)

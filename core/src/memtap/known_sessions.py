@@ -52,8 +52,10 @@ class KnownSessions:
 
     def __init__(self, read: Callable[[], Iterable[SessionKey]] | None, *, exclusive: bool = False) -> None:
         self._read = read
-        #: No other process writes to the store (:attr:`memtap.storage.Store.exclusive`):
-        #: once the store's sessions are read, a session outside the set does not exist.
+        #: No other process writes to the store, and every write in this one is reported
+        #: through :meth:`add` (the store's ``watch_sessions``, see
+        #: :class:`memtap.storage.Store`): once the store's sessions are read, a session
+        #: outside the set does not exist.
         self.exclusive = exclusive
         self._loaded: array[int] = array("q")
         self._added: set[int] = set()

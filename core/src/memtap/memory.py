@@ -162,9 +162,12 @@ class Memory:
         self.history_budget = history or HistoryBudget()
         #: The sessions the store has (read once in the background): a new session's first
         #: call does not wait for a store read.
+        watch_sessions = getattr(self.store, "watch_sessions", None)
         self.known_sessions = KnownSessions(
-            getattr(self.store, "session_keys", None), exclusive=bool(getattr(self.store, "exclusive", False))
+            getattr(self.store, "session_keys", None), exclusive=watch_sessions is not None
         )
+        if watch_sessions is not None:  # every session written, by any code, becomes known
+            watch_sessions(lambda entity_id, session_id: self.known_sessions.add((entity_id, session_id)))
         self.known_sessions.start()
         self.histories = SessionHistories(self._load_history, known=self.known_sessions)
         #: The durable spool (``None`` when off).

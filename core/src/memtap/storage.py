@@ -8,8 +8,9 @@ tests and for plugin authors; nothing survives the process).
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -17,6 +18,8 @@ import attrs
 
 from .model import Exchange, Fact, Message, SessionInfo
 from .redact import redact_url
+
+logger = logging.getLogger(__name__)
 
 
 class StoreError(Exception):
@@ -35,11 +38,12 @@ class Store(Protocol):
     idempotent: writing an exchange (or fact) whose id is already stored changes nothing,
     so a retried batch never duplicates.
 
-    A store may also set ``exclusive = True`` (an optional attribute) when no other process
-    can write to it while this one has it open (DuckDB holds a lock on its file; the
-    in-memory store lives in the process): a session this process has neither seen nor
-    listed through :meth:`session_keys` then does not exist, and its first call reads
-    nothing at all, not even in the background.
+    A store no other process can write to while this one has it open (DuckDB locks its
+    file; the in-memory store lives in the process) may offer the optional method
+    ``watch_sessions(fn)``: it promises to call ``fn(entity_id, session_id)`` for every
+    exchange written through it, by whatever code (:class:`SessionWatchers` does the
+    bookkeeping). memtap then knows every session the store has, and a session outside
+    them costs no read at all, not even in the background.
     """
 
     url: str
@@ -167,14 +171,36 @@ class _Row:
     messages: list[Message]
 
 
+class SessionWatchers:
+    """The callbacks a store offering ``watch_sessions`` calls for each exchange it writes
+    (see :class:`Store`)."""
+
+    def __init__(self) -> None:
+        self._watchers: list[Callable[[str, str], None]] = []
+
+    def watch(self, fn: Callable[[str, str], None]) -> None:
+        """Call ``fn(entity_id, session_id)`` for every exchange written from now on."""
+        self._watchers.append(fn)
+
+    def wrote(self, exchanges: Iterable[Exchange]) -> None:
+        """Tell the watchers about written exchanges (a watcher's error is logged, never
+        raised into the write)."""
+        for fn in self._watchers:
+            for ex in exchanges:
+                try:
+                    fn(ex.attribution.entity_id, ex.attribution.session_id)
+                except Exception:
+                    logger.exception("memtap: a session watcher failed")
+
+
 class InMemoryStore:
     """A store that lives in process memory (URL ``memory://``). Thread-safe."""
 
-    #: Nothing outside this process writes to it (see :class:`Store`).
-    exclusive = True
-
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
+        self._watchers = SessionWatchers()
+        #: Nothing outside this process writes to it (see :class:`Store`).
+        self.watch_sessions = self._watchers.watch
         self._lock = threading.Lock()
         self._rows: dict[str, _Row] = {}
         self._facts: dict[str, Fact] = {}
@@ -192,6 +218,7 @@ class InMemoryStore:
             for ex in exchanges:
                 if ex.id not in self._rows:
                     self._rows[ex.id] = _Row(ex, exchange_messages(ex))
+        self._watchers.wrote(exchanges)
 
     def _ordered(self) -> list[_Row]:
         return sorted(self._rows.values(), key=lambda r: r.exchange.started_at)

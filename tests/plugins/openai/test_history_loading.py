@@ -31,11 +31,12 @@ class RecordingStore(InMemoryStore):
     """A store other processes write to as well (like PostgreSQL): records every history
     read (session, thread); ``hold`` makes reads hang until ``release`` is set (a frozen
     database). ``exclusive=True`` makes it a store only this process writes (like a DuckDB
-    file)."""
+    file), which reports every session written through ``watch_sessions``."""
 
     def __init__(self, *, exclusive: bool = False) -> None:
         super().__init__()
-        self.exclusive = exclusive
+        if not exclusive:
+            del self.watch_sessions
         self.reads: list[tuple[str, str]] = []
         self.hold = threading.Event()
         self.release = threading.Event()
@@ -145,6 +146,8 @@ def test_a_new_session_on_a_store_only_this_process_writes_is_never_read(server:
     assert "hi new-0" in _ask(mem, client, server, "new-0")
     assert "my locker code is 4711" in _ask(mem, client, server, "known")
     assert [s for s, _ in store.reads] == ["known"]
+    _seed(store, "imported", "I moved to Lisbon")  # written by other code in this process
+    assert "I moved to Lisbon" in _ask(mem, client, server, "imported")
     mem.close()
 
 

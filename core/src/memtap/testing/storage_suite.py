@@ -618,6 +618,17 @@ class StoreComplianceSuite:
         store.forget(entity_id="bob")
         assert sorted(store.session_keys()) == [("alice", "s1"), ("alice", "s2")]
 
+    def test_watch_sessions_reports_every_exchange_written(self, store: Store) -> None:
+        """A store offering watch_sessions() (one only this process writes) reports the
+        session of every exchange written through it. (Optional: skipped without it.)"""
+        watch = getattr(store, "watch_sessions", None)
+        if watch is None:
+            pytest.skip("backend has no watch_sessions (optional: other processes may write to it)")
+        seen: list[tuple[str, str]] = []
+        watch(lambda entity_id, session_id: seen.append((entity_id, session_id)))
+        store.write_exchanges([make_exchange(1), make_exchange(2, session_id="s2", entity_id="bob")])
+        assert sorted(set(seen)) == [("alice", "s1"), ("bob", "s2")]
+
     def test_identity_is_stable_and_holds_no_secret(self, store: Store) -> None:
         """identity() answers the same string every time (``None`` only for a store that
         keeps nothing), without the URL's password. (Optional: skipped without it.)"""

@@ -30,7 +30,7 @@ from memtap.sqlrows import message as _message
 from memtap.sqlrows import session_rows as _session_rows
 from memtap.sqlrows import unique as _unique
 from memtap.sqlrows import utc as _utc
-from memtap.storage import StoreError, exchange_messages
+from memtap.storage import SessionWatchers, StoreError, exchange_messages
 
 from .migrations import apply_migrations
 
@@ -208,10 +208,6 @@ class DuckDBStore:
     file applies the schema migrations it lacks. Thread-safe; one process per file.
     """
 
-    #: DuckDB locks its file for one writing process: no other process adds sessions while
-    #: this store is open (memtap then reads nothing for a session it has not seen).
-    exclusive = True
-
     def __init__(self, path: str | os.PathLike[str] = MEMORY, *, url: str | None = None) -> None:
         self.path = os.fspath(path)
         self.url = url or f"duckdb:///{self.path}"
@@ -219,6 +215,9 @@ class DuckDBStore:
         self._pool_lock = threading.Lock()
         self._idle: list[duckdb.DuckDBPyConnection] = []
         self._closed = False
+        self._watchers = SessionWatchers()
+        #: DuckDB locks its file for one process: every session written goes through here.
+        self.watch_sessions = self._watchers.watch
         if self.path != MEMORY:
             try:
                 private_dir(Path(self.path).parent)
@@ -336,6 +335,7 @@ class DuckDBStore:
                 conn.execute(_INSERT_MESSAGES, _columns(message_rows, len(_MESSAGE_COLUMNS)))
             session_rows = _session_rows(fresh)
             conn.execute(_UPSERT_SESSIONS, _columns(session_rows, len(_SESSION_COLUMNS)))
+        self._watchers.wrote(fresh)
 
     def add_facts(self, facts: Sequence[Fact]) -> None:
         """Store facts, skipping known ids; a new fact that ``supersedes`` a stored fact of
