@@ -7,7 +7,8 @@ first chunk and to the end). The registered client calls in one session, so once
 injects a full history budget (20 messages) on every call.
 
     python benchmarks/overhead.py [--calls 2000] [--store memory://] [--json]
-    python benchmarks/overhead.py --body-kb 70 --new-session [--calls 300]
+    python benchmarks/overhead.py --body-kb 70 --new-session [--provider anthropic] [--calls 300]
+    python benchmarks/overhead.py --matrix [--calls 300]   # 1/16/70 KB x session kinds x providers
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import openai
 
@@ -48,9 +50,9 @@ def call_stream(client: openai.OpenAI) -> tuple[float, float]:
 
 
 def measure(
-    bare: openai.OpenAI,
-    tapped: openai.OpenAI,
-    call: Callable[[openai.OpenAI], tuple[float, float]],
+    bare: Any,
+    tapped: Any,
+    call: Callable[[Any], tuple[float, float]],
     calls: int,
 ) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"bare_first": [], "bare_total": [], "tapped_first": [], "tapped_total": []}
@@ -129,41 +131,73 @@ def agent_prompt(kb: int) -> str:
     return "\n".join(lines)
 
 
-def run_body(calls: int, store: str, body_kb: int, *, new_session: bool) -> list[dict[str, float | str]]:
+def _openai_clients(mem: memtap.Memory, server: ScriptedModelServer) -> tuple[Any, Any]:
+    def make() -> openai.OpenAI:
+        return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
+
+    return make(), mem.register(make())
+
+
+def _anthropic_clients(mem: memtap.Memory, server: ScriptedModelServer) -> tuple[Any, Any]:
+    import anthropic  # only for --provider anthropic
+
+    def make() -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="sk-ant-bench", max_retries=0)
+
+    return make(), mem.register(make())
+
+
+USER_TEXT = "What changed in the last release? Answer in one line."
+
+
+def run_body(
+    calls: int, store: str, body_kb: int, *, new_session: bool, provider: str = "openai"
+) -> list[dict[str, float | str]]:
     """A registered client with Memory's defaults, a ``body_kb`` KB system prompt and one
     user message per call, a new session every call (``new_session``) or one growing
     session, interleaved with a bare client (issue 15's "as a new user would")."""
-    messages = [
-        {"role": "system", "content": agent_prompt(body_kb)},
-        {"role": "user", "content": "What changed in the last release? Answer in one line."},
-    ]
+    prompt = agent_prompt(body_kb)
     sessions = itertools.count()
 
-    def call(client: openai.OpenAI) -> tuple[float, float]:
+    def call(client: Any) -> tuple[float, float]:
         started = time.perf_counter()
-        client.chat.completions.create(model="bench", messages=messages)  # type: ignore[arg-type]
+        if provider == "anthropic":
+            client.messages.create(
+                model="bench", max_tokens=64, system=prompt, messages=[{"role": "user", "content": USER_TEXT}]
+            )
+        else:
+            client.chat.completions.create(
+                model="bench",
+                messages=[{"role": "system", "content": prompt}, {"role": "user", "content": USER_TEXT}],
+            )
         elapsed = time.perf_counter() - started
         return elapsed, elapsed
 
     with ScriptedModelServer() as server:
         mem = memtap.Memory(store)
-        bare = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
-        tapped = mem.register(
-            openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
-        )
-        real_create = tapped.chat.completions.create
+        bare, tapped = (_anthropic_clients if provider == "anthropic" else _openai_clients)(mem, server)
 
-        def scoped_create(**kwargs: object) -> object:
+        def tapped_call(client: Any) -> tuple[float, float]:
             session = f"bench-new-{next(sessions)}" if new_session else "bench-one"
             with mem.scope(entity_id="bench", session_id=session):
-                return real_create(**kwargs)
+                return call(client)
 
-        tapped.chat.completions.create = scoped_create  # type: ignore[method-assign]
-        times = measure(bare, tapped, call, calls)
+        times = measure_pair(bare, tapped, call, tapped_call, calls)
         mem.flush()
         mem.close()
-    label = f"json {body_kb} KB, {'new session every call' if new_session else 'one session'}, defaults"
-    return [summarise(label, times["bare_total"], times["tapped_total"])]
+    mode = "new session every call" if new_session else "one session"
+    return [summarise(f"{provider} {body_kb} KB, {mode}", times["bare_total"], times["tapped_total"])]
+
+
+def measure_pair(
+    bare: Any,
+    tapped: Any,
+    bare_call: Callable[[Any], tuple[float, float]],
+    tapped_call: Callable[[Any], tuple[float, float]],
+    calls: int,
+) -> dict[str, list[float]]:
+    """Like :func:`measure`, with a different call function for each client."""
+    return measure(bare, tapped, lambda c: (tapped_call if c is tapped else bare_call)(c), calls)
 
 
 def main() -> None:
@@ -185,11 +219,28 @@ def main() -> None:
         help="measure only calls with a system prompt of this many KB (Memory's defaults)",
     )
     parser.add_argument("--new-session", action="store_true", help="with --body-kb: a new session every call")
+    parser.add_argument(
+        "--matrix",
+        action="store_true",
+        help="bodies of 1, 16 and 70 KB x new session / one session x openai / anthropic (defaults)",
+    )
+    parser.add_argument(
+        "--provider", choices=["openai", "anthropic"], default="openai", help="with --body-kb"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
-        if args.body_kb:
-            rows = run_body(args.calls, store, args.body_kb, new_session=args.new_session)
+        if args.matrix:
+            rows = []
+            for provider, kb, new_session in itertools.product(
+                ["openai", "anthropic"], [1, 16, 70], [True, False]
+            ):
+                url = args.store or f"duckdb:///{Path(tmp) / f'bench-{provider}-{kb}-{new_session}.duckdb'}"
+                rows += run_body(args.calls, url, kb, new_session=new_session, provider=provider)
+        elif args.body_kb:
+            rows = run_body(
+                args.calls, store, args.body_kb, new_session=args.new_session, provider=args.provider
+            )
         else:
             rows = run(args.calls, store, 0) + run(args.calls, store, 20)
             if args.defaults:
@@ -198,10 +249,10 @@ def main() -> None:
         json.dump(rows, sys.stdout, indent=2)
         return
     print(f"store: {args.store or 'duckdb (temporary file)'}; {args.calls} calls per client, interleaved")
-    print(f"{'scenario':40} {'bare ms':>9} {'memtap ms':>10} {'added ms':>9} {'ratio':>7}")
+    print(f"{'scenario':44} {'bare ms':>9} {'memtap ms':>10} {'added ms':>9} {'ratio':>7}")
     for r in rows:
         cells = f"{r['bare_ms']:9.3f} {r['memtap_ms']:10.3f} {r['added_ms']:9.3f} {r['ratio']:7.3f}"
-        print(f"{r['scenario']:40} {cells}")
+        print(f"{r['scenario']:44} {cells}")
 
 
 if __name__ == "__main__":
