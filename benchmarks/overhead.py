@@ -29,19 +29,27 @@ import openai
 import memtap
 from memtap.testing.server import ScriptedModelServer
 
-MESSAGES = [{"role": "user", "content": "What is the capital of Japan? Answer in one word."}]
+CITIES = ["Japan", "France", "Peru", "Kenya", "Norway", "Chile", "Egypt", "Canada", "India", "Spain"]
+_questions = itertools.count()
+
+
+def messages() -> list[dict[str, str]]:
+    """The next user turn: each call asks something new, as in a real conversation (a
+    session of one repeated question would be one turn the request always carries)."""
+    n = next(_questions)
+    return [{"role": "user", "content": f"Question {n}: what is the capital of {CITIES[n % 10]}?"}]
 
 
 def call_json(client: openai.OpenAI) -> tuple[float, float]:
     started = time.perf_counter()
-    client.chat.completions.create(model="bench", messages=MESSAGES)
+    client.chat.completions.create(model="bench", messages=messages())
     elapsed = time.perf_counter() - started
     return elapsed, elapsed
 
 
 def call_stream(client: openai.OpenAI) -> tuple[float, float]:
     started = time.perf_counter()
-    stream = client.chat.completions.create(model="bench", messages=MESSAGES, stream=True)
+    stream = client.chat.completions.create(model="bench", messages=messages(), stream=True)
     first = None
     for _chunk in stream:
         if first is None:

@@ -21,6 +21,8 @@ from memtap.chat_format import write_message
 from memtap.conversation import (
     VERIFY_DEPTH,
     HistoryBudget,
+    _Carried,
+    _not_carried,
     approx_tokens,
     leading_results,
     overlap,
@@ -417,3 +419,42 @@ def test_select_property_whole_unit_suffix_within_limits(history, max_messages, 
         last = units[-1]
         if len(last) <= max_messages and sum(approx_tokens(m) for m in last) <= max_tokens:
             assert selected
+
+
+def _not_carried_oldest_first(history: Sequence[Message], request: Sequence[Message]) -> list[Message]:
+    """The rule stated once, oldest first: a carried message goes, and so do the replies
+    after a carried user turn, up to the next user turn."""
+    carried = _Carried(request)
+    kept: list[Message] = []
+    dropping = False
+    for m in history:
+        if m in carried:
+            dropping = dropping or m.role == "user"
+            continue
+        if m.role == "user":
+            dropping = False
+        if not dropping:
+            kept.append(m)
+    return kept
+
+
+_ROLES = st.sampled_from(["user", "assistant", "tool"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    history=st.lists(st.tuples(_ROLES, st.integers(0, 5)), max_size=30),
+    request=st.lists(st.tuples(_ROLES, st.integers(0, 5)), max_size=8),
+)
+def test_the_lazy_walk_keeps_what_the_rule_keeps(
+    history: list[tuple[str, int]], request: list[tuple[str, int]]
+) -> None:
+    def message(role: str, n: int) -> Message:
+        if role == "tool":
+            return Message("tool", f"result {n}", tool_call_id=f"call_{n}")
+        return Message(role, f"{role} {n}")
+
+    stored = [message(r, n) for r, n in history]
+    sent = [message(r, n) for r, n in request]
+    lazy = list(_not_carried(reversed(stored), _Carried(sent)))[::-1]
+    assert lazy == _not_carried_oldest_first(stored, sent)

@@ -274,19 +274,18 @@ def _not_carried(newest_first: Iterable[Message], carried: _Carried) -> Iterator
     that did not line up with their end: not those it carries, nor the replies that followed
     a user turn it carries, up to the next user turn (the request holds its own version of
     that turn: injected, the stored replies would stand before it, out of order, or next to
-    another reply of the same role)."""
-    messages = list(newest_first)  # the cached tail at most
-    kept: list[Message] = []
-    dropping = False
-    for m in reversed(messages):  # oldest first
-        if m in carried:
-            dropping = dropping or m.role == "user"
+    another reply of the same role). Lazy, newest first: the replies after a user turn wait
+    until that turn is reached (the budget usually takes a few turns of a long tail)."""
+    replies: list[Message] = []  # newer than the current position, up to the next user turn
+    for m in newest_first:
+        if m.role != "user":
+            replies.append(m)
             continue
-        if m.role == "user":
-            dropping = False
-        if not dropping:
-            kept.append(m)
-    return reversed(kept)
+        if m not in carried:
+            yield from (r for r in replies if r not in carried)
+            yield m
+        replies = []
+    yield from (r for r in replies if r not in carried)
 
 
 def plan_history(
