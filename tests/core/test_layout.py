@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from placement_support import Sections
 
-from memtap.layout import layout_messages, leading_count
+from memtap.layout import MessageCodec, layout_messages, leading_count
 from memtap.model import Message
 from memtap.wire import InjectionPlan, SystemBlock
 
@@ -19,6 +19,27 @@ def write(m: Message):
 
 def blocks(bs):
     return [{"role": "system", "content": "+".join(b.text for b in bs)}] if bs else []
+
+
+class Codec(MessageCodec):
+    def __init__(self, is_system=is_system, tail=None):
+        self.is_system = is_system
+        self.tail = tail
+
+    def is_system_message(self, item):
+        return self.is_system(item)
+
+    def write_message(self, message):
+        return write(message)
+
+    def system_message(self, bs):
+        return blocks(bs)
+
+    def tail_message(self, bs):
+        return self.tail(bs) if self.tail else super().tail_message(bs)
+
+
+CODEC = Codec()
 
 
 APP = [
@@ -36,20 +57,15 @@ PLAN = InjectionPlan(
 
 
 def test_order_is_app_system_stable_history_per_turn_rest():
-    out = layout_messages(APP, PLAN, is_system=is_system, write_message=write, system_message=blocks)
+    out = layout_messages(APP, PLAN, CODEC)
     assert [m["content"] for m in out] == ["rules", "more", "stable", "h1", "a1", "turn", "q"]
     assert out[0] is APP[0] and out[-1] is APP[-1], "the app's own items are passed through as they are"
 
 
 def test_history_can_be_left_out_and_nothing_added_without_a_plan():
-    out = layout_messages(
-        APP, PLAN, is_system=is_system, write_message=write, system_message=blocks, history=False
-    )
+    out = layout_messages(APP, PLAN, CODEC, history=False)
     assert [m["content"] for m in out] == ["rules", "more", "stable", "turn", "q"]
-    assert (
-        layout_messages(APP, InjectionPlan(), is_system=is_system, write_message=write, system_message=blocks)
-        == APP
-    )
+    assert layout_messages(APP, InjectionPlan(), CODEC) == APP
 
 
 def test_leading_count_stops_at_the_first_non_system_message():
@@ -64,9 +80,7 @@ def test_a_known_agents_blocks_go_inside_its_leading_system_messages():
         {"role": "user", "content": "q"},
     ]
     plan = InjectionPlan(system_blocks=[SystemBlock(text="fact", cache="session_init")], profile=Sections())
-    out = layout_messages(
-        app, plan, is_system=lambda m: m["role"] != "user", write_message=write, system_message=blocks
-    )
+    out = layout_messages(app, plan, Codec(is_system=lambda m: m["role"] != "user"))
     assert len(out) == 3 and out[0] is app[0] and out[2] is app[2]
     parts = out[1]["content"]
     assert list(out[1]) == ["role", "content"] and parts[1] is app[1]["content"][1]
@@ -75,17 +89,8 @@ def test_a_known_agents_blocks_go_inside_its_leading_system_messages():
 
 
 def test_with_the_prompt_cache_per_turn_blocks_come_last():
-    out = layout_messages(
-        APP, PLAN, is_system=is_system, write_message=write, system_message=blocks, cached=True
-    )
+    out = layout_messages(APP, PLAN, CODEC, cached=True)
     assert [m["content"] for m in out] == ["rules", "more", "stable", "h1", "a1", "q", "turn"]
-    tail = layout_messages(
-        APP,
-        PLAN,
-        is_system=is_system,
-        write_message=write,
-        system_message=blocks,
-        cached=True,
-        tail_message=lambda bs: [{"role": "user", "content": "+".join(b.text for b in bs)}],
-    )
+    user_tail = Codec(tail=lambda bs: [{"role": "user", "content": "+".join(b.text for b in bs)}])
+    tail = layout_messages(APP, PLAN, user_tail, cached=True)
     assert tail[-1] == {"role": "user", "content": "turn"}

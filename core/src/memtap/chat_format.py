@@ -18,11 +18,14 @@ from typing import Any
 
 from .blocks import render_blocks
 from .content import content_text
+from .layout import MessageCodec
 from .model import Message, ToolCall, Usage
 from .wire import RequestView, ResponseView, SystemBlock
 
 __all__ = [
+    "CHAT_CODEC",
     "SYSTEM_ROLES",
+    "ChatCodec",
     "ChatFormatProtocol",
     "ChatStreamAccumulator",
     "as_mapping",
@@ -127,6 +130,32 @@ def is_system_message(item: Any) -> bool:
 def system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
     """memtap's blocks as one system message (none without blocks)."""
     return [{"role": "system", "content": render_blocks(blocks)}] if blocks else []
+
+
+class ChatCodec(MessageCodec):
+    """The chat format for :func:`memtap.layout.layout_messages`: system/developer
+    messages, :func:`write_message`, blocks as one system message, messages read through
+    :func:`as_mapping` (message objects too)."""
+
+    def is_system_message(self, item: Any) -> bool:
+        """See :func:`is_system_message`."""
+        return is_system_message(item)
+
+    def write_message(self, message: Message) -> dict[str, Any]:
+        """See :func:`write_message`."""
+        return write_message(message)
+
+    def system_message(self, blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+        """See :func:`system_message`."""
+        return system_message(blocks)
+
+    def as_mapping(self, item: Any) -> Mapping[str, Any] | None:
+        """See :func:`as_mapping`."""
+        return as_mapping(item)
+
+
+#: The chat format's codec.
+CHAT_CODEC = ChatCodec()
 
 
 def read_chat_request(body: Mapping[str, Any]) -> RequestView:

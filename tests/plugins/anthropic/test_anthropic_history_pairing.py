@@ -11,12 +11,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memtap.anthropic_format import write_message
 from memtap.conversation import HistoryBudget, leading_results, plan_history
 from memtap.model import Message
 from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_anthropic_messages
 from memtap.wire import InjectionPlan
-from memtap_anthropic.messages import AnthropicMessagesProtocol, _wire_message
+from memtap_anthropic.messages import AnthropicMessagesProtocol
 
 PROTOCOL = AnthropicMessagesProtocol()
 WIDE = HistoryBudget(max_messages=10_000, max_tokens=10_000_000)
@@ -30,7 +31,7 @@ def wire_request(messages: Sequence[Message]) -> dict[str, Any]:
     results together in one user message."""
     out: list[dict[str, Any]] = []
     for m in messages:
-        wire = _wire_message(m)
+        wire = write_message(m)
         assert wire is not None
         if out and m.role == "tool" and _is_results(out[-1]):
             blocks = [*_blocks(out[-1]["content"]), *_blocks(wire["content"])]

@@ -7,6 +7,9 @@ Streams use the AWS event-stream binary framing (``application/vnd.amazon.events
 encoded here: prelude (total length, headers length, CRC32 of those 8 bytes), headers
 (name length, name, type 7 = string, value length, value), payload, CRC32 of the whole
 message. botocore's own ``EventStream`` parser decodes it, checksums included.
+
+A reply's ``raw_body`` is sent as it is by ``invoke``; ``invoke-with-response-stream`` reads
+it as a JSON array of Anthropic events and sends each as a ``chunk``.
 """
 
 from __future__ import annotations
@@ -207,9 +210,10 @@ class _Anthropic:
         return out
 
     def events(self, reply: Reply, model: str, ident: int) -> list[bytes]:
+        given = json.loads(reply.raw_body) if reply.raw_body is not None else None
         return [
             encode_event("chunk", {"bytes": base64.b64encode(json.dumps(e).encode()).decode()})
-            for e in self.anthropic_events(reply, model, ident)
+            for e in given or self.anthropic_events(reply, model, ident)
         ]
 
 
@@ -262,6 +266,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(error)
             self.wfile.flush()
+            return
+        if action == "invoke" and reply.raw_body is not None:
+            self._send(200, "application/json", reply.raw_body)
             return
         if action in ("converse", "invoke"):
             self._send(200, "application/json", json.dumps(wire.render(reply, model, ident)).encode())

@@ -102,12 +102,13 @@ def test_invoke_model_body_through_stubber(mem):
     with Stubber(client) as stub, mem.scope(session_id="invoke-stub"):
         # nothing to inject yet: the app's bytes go out untouched, whitespace and all
         stub.add_response("invoke_model", invoke_reply("hello"), {"modelId": MODEL, "body": original})
+        # history written as for the Anthropic API (one codec): plain text as strings
         injected = {
             "anthropic_version": "bedrock-2023-05-31",
             "max_tokens": 50,
             "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-                {"role": "assistant", "content": [{"type": "text", "text": "hello"}]},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "hello"},
                 {"role": "user", "content": "again"},
             ],
         }

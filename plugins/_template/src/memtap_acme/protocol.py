@@ -12,7 +12,7 @@ from typing import Any
 
 from memtap.blocks import render_blocks
 from memtap.content import content_text
-from memtap.layout import layout_messages
+from memtap.layout import MessageCodec, layout_messages
 from memtap.model import Message, ToolCall, Usage
 from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
@@ -26,15 +26,6 @@ def _calls(raw: Any) -> tuple[ToolCall, ...]:
         )
         for c in raw or ()
     )
-
-
-def _is_system(m: Any) -> bool:
-    return isinstance(m, Mapping) and m.get("role") == "system"
-
-
-def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
-    """Memory blocks as one system message (``render_blocks`` labels and escapes them)."""
-    return [{"role": "system", "content": render_blocks(blocks)}] if blocks else []
 
 
 def read_message(m: Mapping[str, Any]) -> Message:
@@ -68,6 +59,25 @@ def read_usage(u: Mapping[str, Any] | None) -> Usage:
     return Usage(input_tokens=u.get("prompt_tokens"), output_tokens=u.get("completion_tokens"))
 
 
+class AcmeCodec(MessageCodec):
+    """Acme's messages as ``memtap.layout`` needs them to place history and memory."""
+
+    def is_system_message(self, item: Any) -> bool:
+        """An app's system message (the leading ones keep their place, first)."""
+        return isinstance(item, Mapping) and item.get("role") == "system"
+
+    def write_message(self, message: Message) -> dict[str, Any]:
+        """A history message (see :func:`write_message`)."""
+        return write_message(message)
+
+    def system_message(self, blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+        """Memory blocks as one system message (``render_blocks`` labels and escapes them)."""
+        return [{"role": "system", "content": render_blocks(blocks)}] if blocks else []
+
+
+CODEC = AcmeCodec()
+
+
 class AcmeChatProtocol:
     """Acme chat completions (``POST /chat/completions``)."""
 
@@ -93,13 +103,7 @@ class AcmeChatProtocol:
         known agent's slots, and keeps them out of a prompt-cached prefix (pass ``cached``
         when Acme requests say they use one). Nothing else changes."""
         out = dict(body)
-        out["messages"] = layout_messages(
-            list(body.get("messages") or ()),
-            plan,
-            is_system=_is_system,
-            write_message=write_message,
-            system_message=_system_message,
-        )
+        out["messages"] = layout_messages(list(body.get("messages") or ()), plan, CODEC)
         return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -16,13 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.blocks import render_blocks
-from memtap.chat_format import (
-    ChatFormatProtocol,
-    as_mapping,
-    is_system_message,
-    system_message,
-    write_message,
-)
+from memtap.chat_format import ChatCodec, ChatFormatProtocol, as_mapping
 from memtap.layout import layout_messages
 from memtap.placement import marks
 from memtap.wire import InjectionPlan, SystemBlock
@@ -68,8 +62,16 @@ def request_body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if not is_transport_key(k)}
 
 
-def _user_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
-    return [{"role": "user", "content": render_blocks(blocks)}] if blocks else []
+class LiteLLMCodec(ChatCodec):
+    """The chat format, with the tail as a *user* message (see
+    :meth:`LiteLLMChatProtocol.inject`)."""
+
+    def tail_message(self, blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+        """Blocks as one user message (none without blocks)."""
+        return [{"role": "user", "content": render_blocks(blocks)}] if blocks else []
+
+
+CODEC = LiteLLMCodec()
 
 
 def uses_prompt_cache(body: Mapping[str, Any]) -> bool:
@@ -107,14 +109,7 @@ class LiteLLMChatProtocol(ChatFormatProtocol):
         user message into the latest user turn, after its cache breakpoint."""
         out = dict(body)
         out["messages"] = layout_messages(
-            list(body.get("messages") or ()),
-            plan,
-            is_system=is_system_message,
-            write_message=write_message,
-            system_message=system_message,
-            cached=uses_prompt_cache(body),
-            tail_message=_user_message,
-            as_dict=as_mapping,
+            list(body.get("messages") or ()), plan, CODEC, cached=uses_prompt_cache(body)
         )
         return out
 

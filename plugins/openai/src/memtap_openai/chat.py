@@ -11,14 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from memtap.chat_format import (
+    CHAT_CODEC,
     SYSTEM_ROLES,
     ChatFormatProtocol,
     ChatStreamAccumulator,
-    as_mapping,
-    is_system_message,
     read_message,
     read_usage,
-    system_message,
     write_message,
 )
 from memtap.layout import layout_messages
@@ -49,13 +47,7 @@ class ChatCompletionsProtocol(ChatFormatProtocol):
         message at the very end instead, after everything the cache can hold."""
         out = dict(body)
         out["messages"] = layout_messages(
-            list(body.get("messages") or ()),
-            plan,
-            is_system=is_system_message,
-            write_message=write_message,
-            system_message=system_message,
-            cached=uses_prompt_cache(body),
-            as_dict=as_mapping,
+            list(body.get("messages") or ()), plan, CHAT_CODEC, cached=uses_prompt_cache(body)
         )
         return out
 

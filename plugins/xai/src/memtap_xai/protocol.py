@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.blocks import render_blocks
-from memtap.layout import layout_messages
+from memtap.layout import MessageCodec, layout_messages
 from memtap.model import Message, Role, ToolCall, Usage
 from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
@@ -93,12 +93,23 @@ def read_usage(u: Any) -> Usage:
     )
 
 
-def _is_system(m: Any) -> bool:
-    return isinstance(m, Mapping) and m.get("role") in SYSTEM_ROLES
+class XaiCodec(MessageCodec):
+    """xAI messages for :func:`memtap.layout.layout_messages`."""
+
+    def is_system_message(self, item: Any) -> bool:
+        """A ``ROLE_SYSTEM`` / ``ROLE_DEVELOPER`` message."""
+        return isinstance(item, Mapping) and item.get("role") in SYSTEM_ROLES
+
+    def write_message(self, message: Message) -> dict[str, Any]:
+        """See :func:`write_message`."""
+        return write_message(message)
+
+    def system_message(self, blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
+        """Blocks as one ``ROLE_SYSTEM`` message (none without blocks)."""
+        return [{"role": "ROLE_SYSTEM", "content": [{"text": render_blocks(blocks)}]}] if blocks else []
 
 
-def _system_message(blocks: Sequence[SystemBlock]) -> list[dict[str, Any]]:
-    return [{"role": "ROLE_SYSTEM", "content": [{"text": render_blocks(blocks)}]}] if blocks else []
+CODEC = XaiCodec()
 
 
 class XaiChatProtocol:
@@ -132,12 +143,7 @@ class XaiChatProtocol:
         conversation (``previous_response_id``)."""
         out = dict(body)
         out["messages"] = layout_messages(
-            list(body.get("messages") or ()),
-            plan,
-            is_system=_is_system,
-            write_message=write_message,
-            system_message=_system_message,
-            history=not body.get("previous_response_id"),
+            list(body.get("messages") or ()), plan, CODEC, history=not body.get("previous_response_id")
         )
         return out
 
