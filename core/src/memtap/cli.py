@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .errors import StoreError, UnknownStoreURLError
 from .memory import STORE_ENV, Memory, default_store_url
 from .model import to_dict
 from .plugins import PluginLoadWarning, PluginManager, make_plugin_manager
-from .storage import StoreError, UnknownStoreURLError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

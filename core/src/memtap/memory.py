@@ -19,7 +19,7 @@ from .builtins import redact_exchange
 from .capture import CapturedCall, CaptureWriter
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import Embedder, EmbedderOption, resolve_embedder
-from .errors import UnsupportedClientError
+from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
@@ -41,7 +41,7 @@ from .recall import RecallStats
 from .recall_plugin import RecallBudget
 from .redact import guard_loggers, redact_url
 from .scope import AttributionScopes
-from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
+from .storage import Store, exchange_messages
 from .tap import Tap
 from .wire import WireProtocol
 
