@@ -8,7 +8,11 @@ stands (module level, inside a function, under ``if TYPE_CHECKING:``), and so do
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
 from pathlib import Path
+
+import pytest
 
 CORE = Path(__file__).resolve().parents[2] / "core" / "src" / "memtap"
 
@@ -80,3 +84,18 @@ def test_core_imports_no_plugin_or_contrib_package():
         for hit in plugin_imports(path.read_text(encoding="utf-8"), str(path))
     ]
     assert offenders == [], "core must not import plugin or contrib packages: " + ", ".join(offenders)
+
+
+def test_every_dependency_core_declares_is_imported_by_core():
+    """A dependency core never imports is weight every user installs for nothing."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((CORE.parents[1] / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    imported = {
+        name.split(".", 1)[0]
+        for path in CORE.rglob("*.py")
+        for _, name in imported_modules(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    providers = importlib.metadata.packages_distributions()
+    used = {dist.lower() for module in imported for dist in providers.get(module, ())}
+    assert sorted(declared - used) == []
