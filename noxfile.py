@@ -46,7 +46,8 @@ CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
 DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"], PLUGINS["minilm"]]
 #: Local plugins a contrib package's tests use besides the defaults.
 CONTRIB_PLUGINS = {"proxy": ["anthropic", "agents"], "langchain": ["anthropic", "google", "litellm"]}
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24"]
+#: What every test session installs (tests/core talk to the scripted server with httpx).
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24", "httpx>=0.27"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 
 

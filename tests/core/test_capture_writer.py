@@ -307,7 +307,7 @@ def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
     one by one: it lingers, then writes what came in one batch; a flush cuts the linger."""
     store = FlakyStore()
     writer = fast_writer(store, linger=0.5)
-    writer.format_ahead = False
+    writer.format_in_caller = True
     formatted: list[int] = []
 
     def item(i: int) -> CapturedCall:
@@ -331,7 +331,7 @@ def test_without_formatting_ahead_a_backlog_is_written_without_lingering():
     gate = threading.Event()
     store = FlakyStore()
     writer = fast_writer(gated(store, gate), linger=0.3, batch_size=10)
-    writer.format_ahead = False
+    writer.format_in_caller = True
     writer.submit(captured(0))
     time.sleep(0.4)  # lingered, now writing the first batch (held at the gate)
     for i in range(1, 31):

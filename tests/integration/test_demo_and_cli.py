@@ -108,6 +108,22 @@ def test_unknown_store_scheme_is_a_clean_cli_error():
     assert "no installed memtap storage plugin accepts 'nosuch'" in result.output
 
 
+def test_proxy_without_memtap_proxy_says_what_to_install(tmp_path):
+    # In a process of its own: the command line loads its plugins once per process.
+    env = {"MEMTAP_HOME": str(tmp_path / "home"), "MEMTAP_DISABLE_PLUGINS": "proxy", "PATH": ""}
+    for args in (["proxy"], ["proxy", "--port", "8080", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "memtap.cli", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert "memtap proxy needs the memtap-proxy package: pip install memtap-proxy" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "memtap.cli", "--help"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\n  proxy " in done.stdout, done.stdout
+
+
 def test_demo_shows_memory_carried_from_run_one_to_run_two(tmp_path):
     env = {"MEMTAP_HOME": str(tmp_path / "home"), "COLUMNS": "200", "PATH": ""}
     done = subprocess.run(

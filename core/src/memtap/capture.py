@@ -103,6 +103,7 @@ class CaptureWriter:
         retry_max: float = 5.0,
         linger: float = 0.05,
         spool: Spool | None = None,
+        format_in_caller: bool = False,
     ) -> None:
         self._write = write
         #: The durable spool whose segments are released once their calls are stored.
@@ -112,11 +113,12 @@ class CaptureWriter:
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._linger = linger
-        #: Format each call as soon as it is queued (the writer wakes for every call), so
-        #: that the next call of its session finds it formatted. Off when calls arrive
-        #: formatted (:attr:`memtap.tap.Tap.format_in_caller`): the writer then wakes once
-        #: per batch, not once per call, and competes less for the GIL.
-        self.format_ahead = True
+        #: Calls arrive formatted: the thread finishing a call formats it before queueing
+        #: it (:attr:`memtap.Memory.format_in_caller`), and the writer wakes once per batch,
+        #: not once per call, competing less for the GIL. Otherwise the writer formats each
+        #: call as soon as it is queued, so that the next call of its session finds it
+        #: formatted.
+        self.format_in_caller = format_in_caller
         #: Set by :meth:`flush` and :meth:`close` to cut a linger short.
         self._hurry = threading.Event()
         self._flushing = 0
@@ -190,7 +192,7 @@ class CaptureWriter:
         if first is _STOP:
             return [], True
         batch: list[CapturedCall] = []
-        ahead = self.format_ahead
+        ahead = not self.format_in_caller
         if first is not _FLUSH:
             batch.append(first)  # type: ignore[arg-type]
             # Format now, while the request thread waits on the network: the next call of

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -12,10 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .errors import StoreError, UnknownStoreURLError
 from .memory import STORE_ENV, Memory, default_store_url
 from .model import to_dict
-from .plugins import make_plugin_manager
-from .storage import StoreError, UnknownStoreURLError
+from .plugins import PluginLoadWarning, PluginManager, make_plugin_manager
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +44,58 @@ def open_memory(store_url: str | None) -> Memory:
         raise click.ClickException(str(exc)) from exc
 
 
-@click.group()
+class MemtapGroup(click.Group):
+    """The ``memtap`` command group: core's commands, and those plugins add through the
+    ``memtap_cli_commands`` hook.
+
+    Plugins are loaded the first time the group lists its commands (``memtap --help``) or
+    is asked for one it does not have itself, so core's own commands start without them.
+    A plugin command named like one of core's is ignored (with a warning).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plugin_commands_added = False
+
+    def add_plugin_commands(self, pm: PluginManager | None = None) -> None:
+        """Let the plugins of ``pm`` (default: the installed ones) add their commands, once;
+        then add the ``proxy`` placeholder if no plugin provided ``proxy``."""
+        if self._plugin_commands_added:
+            return
+        self._plugin_commands_added = True
+        own = dict(self.commands)
+        try:
+            (pm or make_plugin_manager()).hook.memtap_cli_commands(cli=self)
+        except Exception as exc:
+            warnings.warn(
+                f"a memtap plugin failed to add its commands: {type(exc).__name__}: {exc}",
+                PluginLoadWarning,
+                stacklevel=2,
+            )
+        for name, command in own.items():
+            if self.commands.get(name) is not command:
+                warnings.warn(
+                    f"a memtap plugin's command {name!r} is ignored: memtap has its own {name!r}",
+                    PluginLoadWarning,
+                    stacklevel=2,
+                )
+                self.commands[name] = command
+        if "proxy" not in self.commands:
+            self.add_command(proxy_placeholder)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, plugins' included."""
+        self.add_plugin_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Core's command ``cmd_name``, else a plugin's (plugins are loaded for it)."""
+        if cmd_name not in self.commands:
+            self.add_plugin_commands()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=MemtapGroup)
 @click.version_option(__version__, prog_name="memtap")
 def main() -> None:
     """memtap: long-term memory for LLM applications, without changing their code."""
@@ -177,19 +229,15 @@ def demo(store_url: str | None) -> None:
     run_demo(store_url, console)
 
 
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
+@click.command(
+    "proxy",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def proxy(args: tuple[str, ...]) -> None:
+def proxy_placeholder(args: tuple[str, ...]) -> None:
     """Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy)."""
-    try:
-        from memtap_proxy.cli import proxy as command  # type: ignore[import-not-found,unused-ignore]
-    except ImportError as exc:
-        raise click.ClickException(
-            "memtap proxy needs the memtap-proxy package: pip install memtap-proxy"
-        ) from exc
-    command.main(args=list(args), prog_name="memtap proxy")
+    # Only in the group when no plugin provides `proxy` (memtap-proxy does).
+    raise click.ClickException("memtap proxy needs the memtap-proxy package: pip install memtap-proxy")
 
 
 def _open_store(store_url: str | None) -> Any:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import CapturedCall, CaptureWriter
 from .model import Attribution, Exchange
+from .plugins import agent_profiles, wire_protocols
 from .spool import SPOOL_ENV, Spool, decode_record, spool_dir_for
 from .storage import Store, store_identity, url_without_password
 from .wire import StreamAccumulator, WireProtocol
@@ -98,12 +99,8 @@ def replay_orphans(
 
     The start-up message tells why they were left: a process that crashed (warning), or one
     that closed normally while its store was down (info); a clean stop leaves nothing."""
-    protocols: dict[str, WireProtocol] = {}
-    for group in pm.hook.memtap_wire_protocols():
-        for protocol in group or ():
-            protocols.setdefault(protocol.name, protocol)
-
-    profiles = {p.name: p for group in pm.hook.memtap_agent_profiles() for p in group or ()}
+    protocols = wire_protocols(pm.hook)
+    profiles = {p.name: p for p in agent_profiles(pm.hook)}
 
     def accumulator(protocol: WireProtocol) -> StreamAccumulator:
         found: StreamAccumulator | None = pm.hook.memtap_stream_accumulator(protocol=protocol)

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from .storage import StoreError, UnknownStoreURLError
-
 __all__ = ["MemtapError", "StoreError", "UnknownStoreURLError", "UnsupportedClientError"]
 
 
 class MemtapError(Exception):
-    """Base class for memtap's own errors (other than storage ones)."""
+    """Base class of every error memtap raises to its users (each also keeps the standard
+    base that fits it: ``ValueError``, ``TypeError``...)."""
+
+
+class StoreError(MemtapError):
+    """A storage backend failed; the message says what to do about it."""
+
+
+class UnknownStoreURLError(MemtapError, ValueError):
+    """No installed storage plugin understands a store URL."""
 
 
 class UnsupportedClientError(MemtapError, TypeError):

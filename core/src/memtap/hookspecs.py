@@ -1,4 +1,9 @@
-"""The hooks a memtap plugin can implement, in five families.
+"""The hooks a memtap plugin can implement.
+
+Five families follow a call's path: provider matching, request injection (with the anchor
+strategies, agent profiles, that say where injected blocks go), stream accumulation,
+payload formatting and storage. Two more extend memtap around that path: embedders (vectors
+for recall) and CLI commands (subcommands of ``memtap``).
 
 Every hook is prefixed ``memtap_`` and documented in ``docs/hooks.md`` with its exact
 signature (a test keeps the two in step). Implement a hook with :data:`memtap.hookimpl`::
@@ -22,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    import click
+
     from .anchors import AgentProfile
     from .embedding import Embedder
     from .model import Exchange
@@ -80,7 +87,8 @@ def memtap_request_injections(request: InjectionRequest) -> Sequence[Injection] 
     :class:`memtap.wire.HistoryInjection` (earlier turns to put in front of the messages) or
     :class:`memtap.wire.SystemBlock` items (text for the place the provider reads system
     text), or ``None``. Runs on the request path: be fast; anything slow must have a deadline.
-    Core's built-in ``history`` plugin implements this hook.
+    Core's built-in ``history`` plugin (earlier turns of the session) and ``recall`` plugin
+    (the entity's recalled facts, a ``memory`` system block) implement this hook.
     """
 
 
@@ -168,4 +176,27 @@ def memtap_embedder(spec: str) -> Embedder | None:
     space and ``embed(texts)`` returning one vector per text; build it cheaply and load
     models on first use. It is called from background threads, and once per recall for the
     query (under a deadline).
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# CLI commands (subcommands of ``memtap``)
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def memtap_cli_commands(cli: click.Group) -> None:
+    """Add your commands to the ``memtap`` command line: ``cli`` is its click group.
+
+    Called once, the first time the command line looks beyond its own commands (``memtap
+    --help``, or a command it does not have itself)::
+
+        @hookimpl
+        def memtap_cli_commands(cli):
+            @cli.command()
+            def hello():
+                click.echo("hello")
+
+    Keep the module holding this hook light (it is imported by every ``Memory``): import
+    what the command needs inside the hook or the command.
     """

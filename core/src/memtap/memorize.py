@@ -29,6 +29,7 @@ import attrs
 
 from .background import lower_priority
 from .builtins import redact_fact, redact_text
+from .errors import MemtapError
 from .metrics import count
 from .model import Exchange, Fact, derived_id, utcnow
 from .pending import PendingWork
@@ -181,7 +182,7 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
-class MalformedOutputError(ValueError):
+class MalformedOutputError(MemtapError, ValueError):
     """The extractor's answer does not match memtap's schema."""
 
 

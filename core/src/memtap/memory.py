@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 
 import attrs
 
+from .anchors import AgentProfile
 from .builtins import redact_exchange
 from .capture import CapturedCall, CaptureWriter
 from .durability import SpoolOption, open_spool, replay_orphans
-from .embedding import EmbedderOption, resolve_embedder
-from .errors import UnsupportedClientError
+from .embedding import Embedder, EmbedderOption, resolve_embedder
+from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
@@ -34,13 +35,15 @@ from .model import (
     ScoredFact,
     SessionInfo,
 )
-from .plugins import PluginManager, make_plugin_manager
+from .plugins import PluginManager, make_plugin_manager, wire_protocols
 from .private import make_private
+from .recall import RecallStats
 from .recall_plugin import RecallBudget
 from .redact import guard_loggers, redact_url
 from .scope import AttributionScopes
-from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
+from .storage import Store, exchange_messages
 from .tap import Tap
+from .wire import WireProtocol
 
 log = logging.getLogger("memtap")
 
@@ -129,6 +132,11 @@ class Memory:
     from memtap-agents) whose system-prompt slots injected blocks are placed at; by default
     the profile is recognised from each request's system prompt, and ``"generic"`` puts
     every block at its fallback point.
+
+    ``format_in_caller`` is for servers that finish a call after its answer is written
+    (``memtap proxy``): see :attr:`format_in_caller`. Such integrations, which drive calls
+    themselves through :attr:`tap`, also use :meth:`wire_protocols`,
+    :meth:`agent_profiles`, :meth:`warm_up`, :meth:`recall_stats` and :attr:`embedder`.
     """
 
     def __init__(
@@ -147,6 +155,7 @@ class Memory:
         llm: LLMOption = None,
         episodes: bool | None = None,
         agent: str | None = None,
+        format_in_caller: bool = False,
     ) -> None:
         self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
         home = memtap_home()
@@ -174,7 +183,9 @@ class Memory:
         self.spool = open_spool(spool, self.store, home)
         if (self.spool is not None and home in self.spool.directory.parents) or _inside(self.store, home):
             make_private(home)  # conversations live here: this user's only (an older one was 0755)
-        self.writer = CaptureWriter(self.store.write_exchanges, spool=self.spool)
+        self.writer = CaptureWriter(
+            self.store.write_exchanges, spool=self.spool, format_in_caller=format_in_caller
+        )
         self.pm.register(HistoryPlugin(self.histories, self.history_budget), name="history")
         self.pm.builtin_names.add("history")
         port = resolve_llm(llm)
@@ -217,6 +228,20 @@ class Memory:
 
         self._atexit = close_at_exit
         atexit.register(close_at_exit)
+
+    @property
+    def format_in_caller(self) -> bool:
+        """Whether a finished call is formatted (turned into its exchange) in the thread
+        that finishes it, not in the background writer. For a server that finishes a call
+        after its answer is written (the proxy): the work is done while the client reads,
+        instead of in a thread that competes for the GIL with the next request, and the
+        writer wakes once per batch, not per call. Off by default: an app's thread goes back
+        to the app at once."""
+        return self.writer.format_in_caller
+
+    @format_in_caller.setter
+    def format_in_caller(self, value: bool) -> None:
+        self.writer.format_in_caller = value
 
     @property
     def url(self) -> str:
@@ -331,6 +356,17 @@ class Memory:
             if child is not None:
                 self.unregister(child)
         return client
+
+    def wire_protocols(self) -> dict[str, WireProtocol]:
+        """The wire protocols of the loaded plugins (hook ``memtap_wire_protocols``), by
+        name (``"openai.chat"``...): what a server routing HTTP requests reads bodies with."""
+        return wire_protocols(self.pm.hook)
+
+    def agent_profiles(self) -> list[AgentProfile]:
+        """The agent profiles of the loaded plugins (hook ``memtap_agent_profiles``), in the
+        order they are tried (:func:`memtap.anchors.detect_profile`); the ones this
+        Memory's calls use."""
+        return list(self.tap.profiles)
 
     def providers(self) -> list[str]:
         """Names of the installed provider plugins (those that can match clients)."""
@@ -447,6 +483,21 @@ class Memory:
         return self.longterm.recall(
             query, entity_id=entity, process_id=process_id, k=k, min_score=min_score, deadline=deadline
         )
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder recall uses (``None``: recall by words only)."""
+        return self.longterm.engine.embedder
+
+    def warm_up(self) -> None:
+        """Start loading the embedder's model in the background (calls are coming), so that
+        no request waits for it. Registering a client does this too."""
+        self.longterm.warm_up()
+
+    def recall_stats(self) -> RecallStats:
+        """Recall's counters since this Memory started (a snapshot): searches, those made
+        by words only, with a quick query vector, while the model was loading..."""
+        return attrs.evolve(self.longterm.engine.stats)
 
     def facts(self, *, entity_id: str | None = None, process_id: str | None = None) -> list[Fact]:
         """An entity's current facts, newest first."""

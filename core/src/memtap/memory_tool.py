@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .errors import MemtapError
 from .memorize import MAX_FACT_CHARS
 
 TOOL_NAME = "remember"
@@ -53,7 +54,7 @@ def memory_tool(fmt: ToolFormat = "openai") -> dict[str, Any]:
     raise ValueError(f"unknown tool format {fmt!r}; use 'openai', 'openai.responses' or 'anthropic'")
 
 
-class MemoryToolError(ValueError):
+class MemoryToolError(MemtapError, ValueError):
     """The agent's tool arguments are invalid (the message is meant for the agent)."""
 
 

@@ -13,12 +13,17 @@ import logging
 import os
 import warnings
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 import pluggy
 
 from . import hookspecs
 from .builtins import builtin_plugins
+
+if TYPE_CHECKING:
+    from .anchors import AgentProfile
+    from .wire import WireProtocol
 
 ENTRY_POINT_GROUP = "memtap"
 DISABLE_ENV = "MEMTAP_DISABLE_PLUGINS"
@@ -112,6 +117,22 @@ class PluginManager(pluggy.PluginManager):
                 )
             )
         return sorted(out, key=lambda p: (not p.builtin, p.name))
+
+
+def wire_protocols(hook: pluggy.HookRelay) -> dict[str, WireProtocol]:
+    """Every plugin's wire protocols (``memtap_wire_protocols``) by name; of two with the
+    same name, the first answer's (the plugin registered last, as for firstresult hooks)."""
+    protocols: dict[str, WireProtocol] = {}
+    for group in hook.memtap_wire_protocols():
+        for protocol in group or ():
+            protocols.setdefault(protocol.name, protocol)
+    return protocols
+
+
+def agent_profiles(hook: pluggy.HookRelay) -> list[AgentProfile]:
+    """Every plugin's agent profiles (``memtap_agent_profiles``), in hook order (the order
+    :func:`memtap.anchors.detect_profile` tries them in)."""
+    return [p for group in hook.memtap_agent_profiles() for p in group or ()]
 
 
 def _core_version() -> str:

@@ -16,18 +16,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import attrs
 
+# The errors a backend raises, defined with memtap's others (re-exported: backends import them here).
+from .errors import StoreError as StoreError
+from .errors import UnknownStoreURLError as UnknownStoreURLError
 from .model import Exchange, Fact, Message, SessionInfo
 from .redact import redact_url
 
 logger = logging.getLogger(__name__)
-
-
-class StoreError(Exception):
-    """A storage backend failed; the message says what to do about it."""
-
-
-class UnknownStoreURLError(ValueError):
-    """No installed storage plugin understands a store URL."""
 
 
 @runtime_checkable

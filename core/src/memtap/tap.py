@@ -31,6 +31,7 @@ from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories, without_waiting
 from .metrics import count
 from .model import Attribution, Exchange, Message, new_id, utcnow
+from .plugins import agent_profiles
 from .redact import redact_text
 from .rejection import Classifier, describe, is_validation_rejection
 from .scaffolding import own_view
@@ -123,22 +124,10 @@ class Tap:
         return self.scopes.default
 
     @property
-    def format_in_caller(self) -> bool:
-        """Format a finished call in the thread that finishes it, not in the writer. For a
-        server that finishes a call after its answer is written (the proxy): the work is
-        done while the client reads, instead of in a thread that competes for the GIL
-        with the next request (and the writer wakes once per batch, not per call)."""
-        return not self.writer.format_ahead
-
-    @format_in_caller.setter
-    def format_in_caller(self, value: bool) -> None:
-        self.writer.format_ahead = not value
-
-    @property
     def profiles(self) -> list[AgentProfile]:
         """The agent profiles of every plugin (``memtap_agent_profiles``), read once."""
         if self._profiles is None:
-            self._profiles = [p for group in self.hook.memtap_agent_profiles() for p in group or ()]
+            self._profiles = agent_profiles(self.hook)
         return self._profiles
 
     def profile(self, name: str | None, system: str | None) -> AgentProfile | None:
@@ -164,13 +153,32 @@ class Tap:
         if self._register_derived is not None:
             self._register_derived(parent, client)
 
-    def begin(self, protocol: WireProtocol, *, fallback_body: Mapping[str, Any] | None = None) -> Call:
-        """Start one call in ``protocol``, attributed to the current scope.
+    def begin(
+        self,
+        protocol: WireProtocol,
+        *,
+        fallback_body: Mapping[str, Any] | None = None,
+        attribution: Attribution | None = None,
+        agent: str | None = None,
+        profile: AgentProfile | None = None,
+        history: bool = True,
+    ) -> Call:
+        """Start one call in ``protocol``, attributed to the current scope, or to
+        ``attribution`` when the caller attributes each call itself (a server).
 
         ``fallback_body`` is used for capture when the SDK never reached
-        :meth:`Call.prepare` (e.g. an SDK version whose internals moved).
+        :meth:`Call.prepare` (e.g. an SDK version whose internals moved). ``agent``,
+        ``profile`` and ``history`` are :class:`Call`'s.
         """
-        return Call(self, protocol, self.scopes.current(), fallback_body)
+        return Call(
+            self,
+            protocol,
+            self.scopes.current() if attribution is None else attribution,
+            fallback_body,
+            agent=agent,
+            profile=profile,
+            history=history,
+        )
 
 
 class Call:
@@ -550,7 +558,7 @@ class Call:
             item.segment = journal_call(
                 self.tap.spool, self, body, ended_at, journal, error=error, partial=partial, stream=stream
             )
-        if self.tap.format_in_caller:
+        if self.tap.writer.format_in_caller:
             item.exchange()
         try:
             self.tap.histories.append(self.attribution, lambda: _messages(item))

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from .builtins import redact_exchange, redact_fact
+from .errors import MemtapError
 from .model import Exchange, Fact, from_dict, to_dict
 from .storage import Store
 
@@ -25,7 +26,7 @@ VERSION = 1
 _BATCH = 500
 
 
-class ExportFormatError(ValueError):
+class ExportFormatError(MemtapError, ValueError):
     """A file is not a memtap export (or a line of it is damaged)."""
 
 

@@ -313,3 +313,8 @@ def test_a_bound_token_is_required_even_on_loopback(tmp_path, upstream, mem) -> 
         r = httpx.post(thread.url + CHAT, json={"model": "m", "messages": []})
         assert r.status_code == 401
     assert upstream.requests == []
+
+
+def test_a_tokens_file_error_is_a_memtap_error():
+    assert issubclass(TokensFileError, memtap.MemtapError)
+    assert issubclass(TokensFileError, ValueError)

@@ -121,3 +121,10 @@ def test_the_first_request_path_recall_does_not_load_the_model():
     assert threading.current_thread().name not in e.load_threads
     assert e._session is not None
     mem.close()
+
+
+def test_missing_model_files_are_a_memtap_error():
+    from memtap_minilm.embedder import ModelFilesMissingError
+
+    assert issubclass(ModelFilesMissingError, memtap.MemtapError)
+    assert issubclass(ModelFilesMissingError, RuntimeError)

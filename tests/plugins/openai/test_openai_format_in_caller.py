@@ -1,4 +1,4 @@
-"""The proxy's way of capturing (``Tap.format_in_caller``) with a real openai client."""
+"""The proxy's way of capturing (``Memory(format_in_caller=True)``) with a real openai client."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from memtap.testing.server import ScriptedModelServer
 
 
 def test_a_tap_formatting_in_the_caller_formats_before_queueing():
-    mem = memtap.Memory(InMemoryStore(), entry_points=False, plugins=[memtap_openai], spool=False)
-    mem.tap.format_in_caller = True
-    assert mem.tap.writer.format_ahead is False
+    mem = memtap.Memory(
+        InMemoryStore(), entry_points=False, plugins=[memtap_openai], spool=False, format_in_caller=True
+    )
+    assert mem.tap.writer.format_in_caller is True
     threads: list[str] = []
     original = mem.tap.writer.submit
 

@@ -104,17 +104,13 @@ class Proxy:
     ) -> None:
         self.config = config
         self.memory = memory
-        # Calls finish after their answer is written: format them then (see Tap).
-        memory.tap.format_in_caller = True
+        # Calls finish after their answer is written: format them then.
+        memory.format_in_caller = True
         # Requests are coming: load the embedder's model now, in the background.
-        memory.longterm.warm_up()
+        memory.warm_up()
         self.stats = ProxyStats()
-        self.protocols: dict[str, WireProtocol] = {
-            p.name: p for group in memory.pm.hook.memtap_wire_protocols() for p in group or ()
-        }
-        self.profiles: list[AgentProfile] = [
-            p for group in memory.pm.hook.memtap_agent_profiles() for p in group or ()
-        ]
+        self.protocols: dict[str, WireProtocol] = memory.wire_protocols()
+        self.profiles: list[AgentProfile] = memory.agent_profiles()
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
         self.guard = config.guard()
         #: The families with an upstream (a request naming none goes to one of them).
@@ -253,11 +249,9 @@ class Proxy:
             command = parse_command(own)
             if command is not None:
                 return await self._command(send, command, attributed, protocol, agent, parsed, grant)
-            call = Call(
-                self.memory.tap,
+            call = self.memory.tap.begin(
                 protocol,
-                attributed.attribution,
-                None,
+                attribution=attributed.attribution,
                 agent=r.agent,
                 profile=profile,
                 history=attributed.history,

@@ -104,9 +104,8 @@ _SOURCES = {
 
 def _recall_status(memory: Memory) -> str:
     """One line of recall counters since the proxy started."""
-    engine = memory.longterm.engine
-    st = engine.stats
-    embedder = engine.embedder.name if engine.embedder is not None else "none (words only)"
+    st = memory.recall_stats()
+    embedder = memory.embedder.name if memory.embedder is not None else "none (words only)"
     return (
         f"recall since start: {st.searches} search(es), {st.quick_queries} with a quick query "
         f"vector ({st.escalations} asked the full model too), {st.lexical_only} words only, "

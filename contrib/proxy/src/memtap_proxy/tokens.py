@@ -33,13 +33,15 @@ from pathlib import Path
 
 import attrs
 
+from memtap import MemtapError
+
 log = logging.getLogger("memtap.proxy")
 
 _WILDCARDS = frozenset("*?[")
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 
 
-class TokensFileError(ValueError):
+class TokensFileError(MemtapError, ValueError):
     """A tokens file that cannot be used (the message names the file and line, never a token)."""
 
 

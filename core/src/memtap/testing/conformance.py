@@ -121,12 +121,10 @@ class ProviderConformanceSuite:
         return mem.register(self.make_client(server, is_async=False))
 
     def _protocol(self, mem: Memory) -> WireProtocol:
-        for group in mem.pm.hook.memtap_wire_protocols():
-            for protocol in group:
-                if protocol.name == self.protocol_name:
-                    found: WireProtocol = protocol
-                    return found
-        raise AssertionError(f"the plugin does not list a wire protocol named {self.protocol_name!r}")
+        found = mem.wire_protocols().get(self.protocol_name)
+        if found is None:
+            raise AssertionError(f"the plugin does not list a wire protocol named {self.protocol_name!r}")
+        return found
 
     def _sent(self, mem: Memory, server: ScriptedModelServer) -> list[tuple[str, str]]:
         view = self._protocol(mem).read_request(server.last_json())

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from memtap import MemtapError
 from memtap.background import wait_for_quiet
 
 #: The name vectors are stored under (a different model never mixes with these).
@@ -22,7 +23,7 @@ MAX_TOKENS = 256
 _TOKENIZER = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 
 
-class ModelFilesMissingError(RuntimeError):
+class ModelFilesMissingError(MemtapError, RuntimeError):
     """The model or tokenizer file is not installed."""
 
 

@@ -1,0 +1,49 @@
+"""memtap-proxy adds `memtap proxy` through the `memtap_cli_commands` hook (entry point
+``proxy``); core's command line does not import it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+import memtap_proxy.plugin
+from memtap.cli import MemtapGroup, main
+from memtap.plugins import make_plugin_manager
+from memtap_proxy.cli import proxy
+
+
+def test_the_plugin_adds_the_proxy_command():
+    cli = MemtapGroup(name="memtap")
+    cli.add_plugin_commands(make_plugin_manager(entry_points=False, extra=[memtap_proxy.plugin]))
+    assert cli.commands["proxy"] is proxy
+
+
+def test_memtap_proxy_is_the_plugins_command():
+    result = CliRunner().invoke(main, ["proxy", "--help"], prog_name="memtap")
+    assert result.exit_code == 0, result.output
+    assert "Usage: memtap proxy [OPTIONS]" in result.output
+    assert "--openai-upstream" in result.output and "--tokens" in result.output
+    assert main.commands["proxy"] is proxy
+
+
+def test_memtap_plugins_lists_the_proxy_plugin_and_its_hook():
+    listed = {p["name"]: p for p in json.loads(CliRunner().invoke(main, ["plugins", "--json"]).output)}
+    assert listed["proxy"]["distribution"] == "memtap-proxy"
+    assert listed["proxy"]["hooks"] == ["memtap_cli_commands"]
+
+
+def test_a_memory_does_not_import_the_proxy_server():
+    """Every Memory loads the plugin's module: the server and its command stay unimported."""
+    code = (
+        "import sys, memtap\n"
+        "memtap.Memory('memory://', spool=False, embedder=False).close()\n"
+        "assert 'memtap_proxy.plugin' in sys.modules\n"
+        "heavy = ('uvicorn', 'memtap_proxy.cli', 'memtap_proxy.server')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
