@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import nox
 
@@ -79,8 +81,9 @@ def tests(session: nox.Session, package: str) -> None:
         session.install(CORE, *TEST_DEPS)
         session.run(*PYTEST, "tests/core", *session.posargs)
     elif package in PLUGINS:
+        env = _postgres_only(session) if package == "postgres" else {}
         session.install(CORE, PLUGINS[package], *TEST_DEPS)
-        session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
+        session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs, env=env)
     else:
         # A contrib package lists what its tests drive in its `test` extra (local plugins
         # among them are installed from their folders).
@@ -93,16 +96,44 @@ def tests(session: nox.Session, package: str) -> None:
 POSTGRES_URL_ENV = "MEMTAP_TEST_POSTGRES_URL"
 
 
+#: The machine's own server (trust auth), used when MEMTAP_TEST_POSTGRES_URL is not set.
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+#: Set to ``off`` to run without PostgreSQL: its sessions then show as skipped, not passed.
+POSTGRES_OFF_ENV = "MEMTAP_TEST_POSTGRES"
+
+
 def _postgres_env(session: nox.Session) -> dict[str, str]:
-    """Pass MEMTAP_TEST_POSTGRES_URL through, or say why the PostgreSQL tests will skip."""
-    url = os.environ.get(POSTGRES_URL_ENV)
-    if not url:
-        session.warn(
-            f"{POSTGRES_URL_ENV} is not set: the PostgreSQL tests are skipped. Set it to a "
-            f"server, e.g. {POSTGRES_URL_ENV}=postgresql://postgres@127.0.0.1:5432/test"
-        )
+    """The PostgreSQL server for the tests: MEMTAP_TEST_POSTGRES_URL, else the local server.
+
+    No silent skips: a server that does not answer fails the session with what to do, and
+    running without PostgreSQL is said explicitly (``MEMTAP_TEST_POSTGRES=off``), which
+    skips the sessions that need it (shown as skipped) and warns in the others."""
+    if os.environ.get(POSTGRES_OFF_ENV, "").lower() == "off":
+        session.warn(f"{POSTGRES_OFF_ENV}=off: the PostgreSQL tests are not run")
         return {}
+    url = os.environ.get(POSTGRES_URL_ENV) or LOCAL_POSTGRES
+    host, port = _host_port(url)
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+    except OSError as exc:
+        session.error(
+            f"PostgreSQL at {host}:{port} does not answer ({exc}). Start it (e.g. "
+            f"`pg_ctlcluster 15 main start`), point {POSTGRES_URL_ENV} at a server, or set "
+            f"{POSTGRES_OFF_ENV}=off to run without the PostgreSQL tests."
+        )
     return {POSTGRES_URL_ENV: url}
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 5432
+
+
+def _postgres_only(session: nox.Session) -> dict[str, str]:
+    """:func:`_postgres_env` for a session that tests nothing else: skipped when off."""
+    if os.environ.get(POSTGRES_OFF_ENV, "").lower() == "off":
+        session.skip(f"{POSTGRES_OFF_ENV}=off")
+    return _postgres_env(session)
 
 
 @nox.session
@@ -110,7 +141,7 @@ def _postgres_env(session: nox.Session) -> dict[str, str]:
 def storage(session: nox.Session, backend: str) -> None:
     """The storage compliance suite against one backend."""
     session.install(CORE, PLUGINS[backend], *TEST_DEPS)
-    env = _postgres_env(session) if backend == "postgres" else {}
+    env = _postgres_only(session) if backend == "postgres" else {}
     session.run(*PYTEST, f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs, env=env)
 
 
