@@ -49,6 +49,9 @@ def run(*args, env=None):
 def test_memory_persists_across_memory_instances_on_duckdb(filled):
     with ScriptedModelServer() as server:
         mem = memtap.Memory(filled)
+        # A first call waits for its session's read 0.25 s at most (then goes without it):
+        # this test is about persistence, not about a loaded machine's disk.
+        mem.histories.deadline = 10.0
         client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-x"))
         with mem.scope(entity_id="alice", session_id="s1"):
             client.chat.completions.create(
