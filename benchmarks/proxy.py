@@ -230,6 +230,12 @@ def agent_request(name: str, **extra: str) -> Raw:
     return Raw((GOLDEN / f"{name}.json").read_bytes(), {**headers, **extra})
 
 
+#: Pause between sequential requests (``--gap-ms``): an agent waits for its model and runs
+#: its tools between calls, so what the proxy does after an answer is sent does not delay
+#: the next request; 0 sends back to back, which counts that work too.
+GAP_SECONDS = 0.0
+
+
 def sequential(
     url: str, n: int, stream: bool, body: dict | Raw | None = None, vary: bool = False
 ) -> tuple[list[float], list[float]]:
@@ -248,6 +254,8 @@ def sequential(
         for i in range(n):
             if vary:
                 body = varied(i)
+            if GAP_SECONDS:
+                time.sleep(GAP_SECONDS)
             t0 = time.perf_counter()
             with send(client, body) as r:
                 first = None
@@ -340,7 +348,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--history-messages", type=int, default=None)
     parser.add_argument("--only", choices=["chat", "agents"], default=None, help="one part of the benchmark")
+    parser.add_argument(
+        "--gap-ms", type=float, default=0.0, help="pause between sequential requests (an agent's think time)"
+    )
     args = parser.parse_args()
+    global GAP_SECONDS
+    GAP_SECONDS = args.gap_ms / 1000
 
     up_port, proxy_port = free_port(), free_port()
     up = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(up_port)])
