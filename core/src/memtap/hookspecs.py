@@ -23,7 +23,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .anchors import AgentProfile
-    from .embedding import Embedder
+    from .embedder import Embedder
     from .model import Exchange
     from .storage import Store
     from .wire import (

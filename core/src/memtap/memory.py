@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .builtins import redact_exchange
+from .builtins import memory_plugins
 from .capture import CapturedCall, CaptureWriter
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import EmbedderOption, resolve_embedder
 from .errors import UnsupportedClientError
-from .history import HistoryBudget, HistoryPlugin, SessionHistories
+from .history import HistoryBudget, SessionHistories
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
 from .memorize import LLMOption, resolve_llm
@@ -37,7 +37,7 @@ from .model import (
 from .plugins import PluginManager, make_plugin_manager
 from .private import make_private
 from .recall_plugin import RecallBudget
-from .redact import guard_loggers, redact_url
+from .redact import guard_loggers, redact_exchange, redact_url
 from .scope import AttributionScopes
 from .storage import Store, StoreError, UnknownStoreURLError, exchange_messages
 from .tap import Tap
@@ -175,8 +175,6 @@ class Memory:
         if (self.spool is not None and home in self.spool.directory.parents) or _inside(self.store, home):
             make_private(home)  # conversations live here: this user's only (an older one was 0755)
         self.writer = CaptureWriter(self.store.write_exchanges, spool=self.spool)
-        self.pm.register(HistoryPlugin(self.histories, self.history_budget), name="history")
-        self.pm.builtin_names.add("history")
         port = resolve_llm(llm)
         #: Facts: storage, recall index, memorize worker, recall injector.
         self.longterm = LongTermMemory(
@@ -184,13 +182,13 @@ class Memory:
             embedder=resolve_embedder(embedder, self.pm),
             llm=port,
             episodes=port is None if episodes is None else episodes,
-            budget=recall or RecallBudget(),
-            histories=self.histories,
-            history_budget=self.history_budget,
         )
         self.writer.on_written.append(self.longterm.on_written)
-        self.pm.register(self.longterm.plugin, name="recall")
-        self.pm.builtin_names.add("recall")
+        self.pm.register_builtins(
+            memory_plugins(
+                self.histories, self.history_budget, self.longterm.engine, recall or RecallBudget()
+            )
+        )
         self.tap = Tap(
             hook=self.pm.hook,
             scopes=self.scopes,

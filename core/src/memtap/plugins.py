@@ -18,6 +18,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from ._version import __version__
 from .builtins import builtin_plugins
 
 ENTRY_POINT_GROUP = "memtap"
@@ -101,7 +102,7 @@ class PluginManager(pluggy.PluginManager):
             callers = self.get_hookcallers(plugin) or []
             dist, version = self.distributions.get(name, (None, None))
             if name in self.builtin_names:
-                dist, version = "memtap-core", _core_version()
+                dist, version = "memtap-core", __version__
             out.append(
                 PluginInfo(
                     name=name,
@@ -112,12 +113,6 @@ class PluginManager(pluggy.PluginManager):
                 )
             )
         return sorted(out, key=lambda p: (not p.builtin, p.name))
-
-
-def _core_version() -> str:
-    from . import __version__
-
-    return __version__
 
 
 def make_plugin_manager(*, entry_points: bool = True, extra: Iterable[object] = ()) -> PluginManager:
