@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+import pluggy
+
 from .conversation import HistoryBudget, HistoryPlan, cached_plan
 from .embedder import Embedder
 from .history import SessionHistories, request_budget
@@ -109,10 +111,10 @@ def default_accumulator(protocol: WireProtocol) -> StreamAccumulator:
     return protocol.new_accumulator()
 
 
-def stream_accumulator(hook: Any, protocol: WireProtocol) -> StreamAccumulator:
+def stream_accumulator(hook: pluggy.HookRelay, protocol: WireProtocol) -> StreamAccumulator:
     """A fresh accumulator for one stream in ``protocol``: the ``memtap_stream_accumulator``
-    hook's answer (``hook`` is a plugin manager's ``hook``), else the default (the built-in
-    may be disabled)."""
+    hook's answer (``hook`` is a plugin manager's ``hook``), else the default (the
+    ``accumulator`` built-in may be disabled)."""
     found: StreamAccumulator | None = hook.memtap_stream_accumulator(protocol=protocol)
     return found if found is not None else default_accumulator(protocol)
 

@@ -223,7 +223,8 @@ class TapPort(Protocol):
         """Start tracking one call in ``protocol`` (a :class:`memtap.tap.Call`)."""
 
     def register_client(self, client: Any) -> Callable[[], None]:
-        """Register a client the patched one created (its calls get memory too)."""
+        """Register another client with the same Memory (an adapter of an object that wraps
+        SDK clients); returns the function undoing it."""
 
     def register_derived(self, parent: Any, client: Any) -> None:
         """Register a client derived from ``parent`` (e.g. ``with_options()``)."""
