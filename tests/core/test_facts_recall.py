@@ -314,7 +314,7 @@ def inject(mem, text, entity="alice", session="s9", process=None):
         protocol=Proto(),  # type: ignore[arg-type]
         request=RequestView(messages=[Message("user", text)]),
     )
-    return mem.longterm.plugin.memtap_request_injections(request)
+    return mem.pm.get_plugin("recall").memtap_request_injections(request)
 
 
 class SlowStore(InMemoryStore):

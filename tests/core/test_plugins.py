@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import memtap
-from memtap.builtins import RedactPlugin
+from memtap.builtins import RedactPlugin, builtin_plugins, memory_plugins, stream_accumulator
+from memtap.chat_format import ChatFormatProtocol, ChatStreamAccumulator
 from memtap.hookspecs import hookimpl
 from memtap.model import Attribution, Exchange, Message, utcnow
 from memtap.plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, make_plugin_manager
@@ -52,6 +53,35 @@ def test_builtins_are_registered_by_name():
         assert pm.has_plugin(name)
     assert isinstance(pm.get_plugin("redact"), RedactPlugin)
     assert pm.hook.memtap_open_store(url="memory://x").url == "memory://x"
+
+
+def test_every_builtin_of_a_memory_is_built_in_one_place():
+    memory = memtap.Memory("memory://", entry_points=False, spool=False, embedder=False)
+    try:
+        registered = {name for name, plugin in memory.pm.list_name_plugin() if plugin is not None}
+        stateful = memory_plugins(
+            memory.histories, memory.history_budget, memory.longterm.engine, memtap.RecallBudget()
+        )
+        assert registered == memory.pm.builtin_names == set(builtin_plugins()) | set(stateful)
+        for name, plugin in stateful.items():
+            assert type(memory.pm.get_plugin(name)) is type(plugin)
+    finally:
+        memory.close()
+
+
+class _Chat(ChatFormatProtocol):
+    name = "test.chat"
+    provider = "test"
+
+
+def test_a_stream_has_the_one_default_accumulator_even_with_the_builtin_disabled(monkeypatch):
+    assert isinstance(
+        stream_accumulator(make_plugin_manager(entry_points=False).hook, _Chat()), ChatStreamAccumulator
+    )
+    monkeypatch.setenv("MEMTAP_DISABLE_PLUGINS", "accumulator")
+    pm = make_plugin_manager(entry_points=False)
+    assert pm.hook.memtap_stream_accumulator(protocol=_Chat()) is None
+    assert isinstance(stream_accumulator(pm.hook, _Chat()), ChatStreamAccumulator)
 
 
 def test_disabling_a_builtin_blocks_it(monkeypatch):

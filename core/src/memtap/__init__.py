@@ -11,8 +11,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
 from .history import HistoryBudget
 from .hookspecs import hookimpl

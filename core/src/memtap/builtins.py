@@ -7,6 +7,11 @@
 - ``accumulator``: a stream's accumulator is its protocol's, unless a plugin says otherwise.
 - ``memory-store``: answers ``memory://`` with the in-process reference store.
 - ``litellm-embedder``: answers the embedder spec ``litellm:<model>`` (remote embeddings).
+- ``history``: injects the session's earlier turns (:class:`HistoryPlugin`).
+- ``recall``: injects the entity's recalled facts (:class:`~memtap.recall_plugin.RecallPlugin`).
+
+Every built-in is built here: :func:`builtin_plugins` (the stateless ones, in every plugin
+manager) and :func:`memory_plugins` (the injectors bound to one Memory's state).
 """
 
 from __future__ import annotations
@@ -14,25 +19,43 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-import attrs
+import pluggy
 
+from .conversation import HistoryBudget, HistoryPlan, cached_plan
+from .embedder import Embedder
+from .history import SessionHistories, request_budget
 from .hookspecs import hookimpl
-from .model import Exchange, ExchangeStatus, Fact, Message, new_id
-from .redact import REDACTED, redact_text
+from .litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
+from .model import Exchange, ExchangeStatus, new_id
+from .recall import RecallEngine
+from .recall_plugin import RecallBudget, RecallPlugin
+from .redact import REDACTED, redact_exchange, redact_fact, redact_text
 from .scaffolding import own_view
 from .storage import InMemoryStore, Store
-from .wire import RawExchange, ResponseView, StreamAccumulator, WireProtocol
+from .wire import (
+    HistoryInjection,
+    InjectionRequest,
+    RawExchange,
+    ResponseView,
+    StreamAccumulator,
+    WireProtocol,
+)
 
 __all__ = [
     "REDACTED",
     "AccumulatorPlugin",
+    "HistoryPlugin",
+    "LiteLLMEmbedderPlugin",
     "MemoryStorePlugin",
     "PayloadPlugin",
     "RedactPlugin",
     "builtin_plugins",
+    "default_accumulator",
+    "memory_plugins",
     "redact_exchange",
     "redact_fact",
     "redact_text",
+    "stream_accumulator",
 ]
 
 
@@ -73,49 +96,6 @@ class PayloadPlugin:
         )
 
 
-def _redact_message(m: Message) -> Message:
-    content = redact_text(m.content)
-    calls = tuple(attrs.evolve(c, arguments=redact_text(c.arguments)) for c in m.tool_calls)
-    if content is m.content and all(a is b for a, b in zip(calls, m.tool_calls)):
-        return m
-    return attrs.evolve(m, content=content, tool_calls=calls)
-
-
-def _redact_metadata(metadata: dict[str, str]) -> dict[str, str]:
-    redacted = {k: redact_text(v) for k, v in metadata.items()}
-    return metadata if all(redacted[k] is v for k, v in metadata.items()) else redacted
-
-
-def redact_exchange(exchange: Exchange) -> Exchange:
-    """The exchange with secrets removed from its messages (text and tool-call arguments,
-    which are JSON text: the redaction is escape-aware), system text, error and metadata.
-    The same object when there was nothing to remove."""
-    inputs = tuple(_redact_message(m) for m in exchange.input)
-    outputs = tuple(_redact_message(m) for m in exchange.output)
-    system = redact_text(exchange.system) if exchange.system else exchange.system
-    error = redact_text(exchange.error) if exchange.error else exchange.error
-    metadata = _redact_metadata(exchange.metadata)
-    if (
-        system is exchange.system
-        and error is exchange.error
-        and metadata is exchange.metadata
-        and all(a is b for a, b in zip(inputs, exchange.input))
-        and all(a is b for a, b in zip(outputs, exchange.output))
-    ):
-        return exchange
-    return attrs.evolve(exchange, input=inputs, output=outputs, system=system, error=error, metadata=metadata)
-
-
-def redact_fact(fact: Fact) -> Fact:
-    """The fact with secrets removed from its text and metadata (the same object when
-    there were none)."""
-    text = redact_text(fact.text)
-    metadata = _redact_metadata(fact.metadata)
-    if text is fact.text and metadata is fact.metadata:
-        return fact
-    return attrs.evolve(fact, text=text, metadata=metadata)
-
-
 class RedactPlugin:
     """Wraps every exchange formatter and removes secrets from the result."""
 
@@ -126,13 +106,26 @@ class RedactPlugin:
         return None if exchange is None else redact_exchange(exchange)
 
 
+def default_accumulator(protocol: WireProtocol) -> StreamAccumulator:
+    """The default accumulator of a stream in ``protocol``: the protocol's own."""
+    return protocol.new_accumulator()
+
+
+def stream_accumulator(hook: pluggy.HookRelay, protocol: WireProtocol) -> StreamAccumulator:
+    """A fresh accumulator for one stream in ``protocol``: the ``memtap_stream_accumulator``
+    hook's answer (``hook`` is a plugin manager's ``hook``), else the default (the
+    ``accumulator`` built-in may be disabled)."""
+    found: StreamAccumulator | None = hook.memtap_stream_accumulator(protocol=protocol)
+    return found if found is not None else default_accumulator(protocol)
+
+
 class AccumulatorPlugin:
     """Default ``memtap_stream_accumulator``: the protocol's own."""
 
     @hookimpl(trylast=True)
     def memtap_stream_accumulator(self, protocol: WireProtocol) -> StreamAccumulator:
         """Return ``protocol.new_accumulator()``."""
-        return protocol.new_accumulator()
+        return default_accumulator(protocol)
 
 
 class MemoryStorePlugin:
@@ -149,14 +142,62 @@ class MemoryStorePlugin:
         return ["memory"]
 
 
-def builtin_plugins() -> dict[str, object]:
-    """Core's built-in plugins by name (each Memory registers fresh instances)."""
-    from .embedding import LiteLLMEmbedderPlugin
+class LiteLLMEmbedderPlugin:
+    """Built-in answer to ``memtap_embedder`` for ``litellm:<model>`` specs."""
 
+    @hookimpl(trylast=True)
+    def memtap_embedder(self, spec: str) -> Embedder | None:
+        """A :class:`LiteLLMEmbedder` for ``litellm:<model>``."""
+        if spec.startswith(LITELLM_PREFIX) and len(spec) > len(LITELLM_PREFIX):
+            return LiteLLMEmbedder(spec[len(LITELLM_PREFIX) :])
+        return None
+
+
+class HistoryPlugin:
+    """Built-in injector: puts the session's earlier turns in front of the request (those
+    the request does not resend or carry, whole answered tool units, within the budget), and
+    tells the capture path how many of the request's messages resend stored ones."""
+
+    def __init__(self, histories: SessionHistories, budget: HistoryBudget) -> None:
+        self.histories = histories
+        self.budget = budget
+
+    def plan(self, request: InjectionRequest) -> HistoryPlan:
+        """The history plan of ``request`` (made once per request, whoever asks)."""
+        history = self.histories.get(request.attribution)
+        return cached_plan(history, request.request.messages, request_budget(request, self.budget))
+
+    @hookimpl
+    def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
+        """Inject the budgeted part of the session history the request does not repeat
+        (none when ``request.history`` is off: then only what it repeats is reported)."""
+        plan = self.plan(request)
+        if not plan.messages and not plan.present:
+            return []
+        return [HistoryInjection(messages=plan.messages, already_present=plan.present)]
+
+
+def builtin_plugins() -> dict[str, object]:
+    """Core's stateless built-in plugins by name (every plugin manager registers fresh
+    instances: :func:`memtap.plugins.make_plugin_manager`)."""
     return {
         "payload": PayloadPlugin(),
         "redact": RedactPlugin(),
         "accumulator": AccumulatorPlugin(),
         "memory-store": MemoryStorePlugin(),
         "litellm-embedder": LiteLLMEmbedderPlugin(),
+    }
+
+
+def memory_plugins(
+    histories: SessionHistories,
+    history_budget: HistoryBudget,
+    recall_engine: RecallEngine,
+    recall_budget: RecallBudget,
+) -> dict[str, object]:
+    """The built-in injectors of one :class:`memtap.Memory` by name, bound to its session
+    histories and recall engine (it registers them once those exist)."""
+    return {
+        "history": HistoryPlugin(histories, history_budget),
+        "recall": RecallPlugin(recall_engine, histories, history_budget, recall_budget),
     }

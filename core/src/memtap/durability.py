@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .builtins import stream_accumulator
 from .capture import CapturedCall, CaptureWriter
 from .model import Attribution, Exchange
 from .plugins import agent_profiles, wire_protocols
@@ -103,8 +104,7 @@ def replay_orphans(
     profiles = {p.name: p for p in agent_profiles(pm.hook)}
 
     def accumulator(protocol: WireProtocol) -> StreamAccumulator:
-        found: StreamAccumulator | None = pm.hook.memtap_stream_accumulator(protocol=protocol)
-        return found if found is not None else protocol.new_accumulator()
+        return stream_accumulator(pm.hook, protocol)
 
     crashed = closed = 0
     for segment, record in spool.adopt_orphans():

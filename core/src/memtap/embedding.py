@@ -5,48 +5,39 @@ stored under one name are never compared with another's) and ``embed(texts)`` re
 one row of floats per text (a 2-D numpy array or a list of lists). Plugins offer embedders
 through the ``memtap_embedder`` hook; core answers ``litellm:<model>`` itself with
 :class:`LiteLLMEmbedder` (litellm is imported on first use only).
+
+The port is :mod:`memtap.embedder`, the litellm adapter :mod:`memtap.litellm_embedder`, its
+plugin one of core's built-ins (:mod:`memtap.builtins`); this module chooses the embedder.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
-from .hookspecs import hookimpl
+from .builtins import LiteLLMEmbedderPlugin
+from .embedder import Embedder, EmbedderOption
+from .litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
 
 if TYPE_CHECKING:
     from .plugins import PluginManager
+
+__all__ = [
+    "EMBEDDER_ENV",
+    "LITELLM_PREFIX",
+    "Embedder",
+    "EmbedderOption",
+    "LiteLLMEmbedder",
+    "LiteLLMEmbedderPlugin",
+    "resolve_embedder",
+]
 
 log = logging.getLogger("memtap.embedding")
 
 #: Environment variable naming the embedder (``default``, ``minilm``, ``litellm:<model>``,
 #: ``off``).
 EMBEDDER_ENV = "MEMTAP_EMBEDDER"
-LITELLM_PREFIX = "litellm:"
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into vectors. Must be thread-safe; may be slow (it is called off the
-    request path, except for the one query of a call, which has a deadline)."""
-
-    #: Identifies the model and its vector space, e.g. ``"minilm-l6-v2-int8"``.
-    name: str
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        """One vector per text, in order (a 2-D array-like of floats).
-
-        An embedder may also have ``quick_query(text)``: a cheap vector for a short query
-        in the same space (or ``None`` when it has none at the moment). Recall then uses
-        it instead of :meth:`embed` for queries, on the request path and off it (it must
-        never load anything itself). An embedder that loads a model may have
-        ``warm_up()``: load it now; memtap calls it once in a background thread and, until
-        it returns, does not wait for the model on request paths."""
-
-
-EmbedderOption = Embedder | str | bool | None
 
 
 def resolve_embedder(option: EmbedderOption, pm: PluginManager) -> Embedder | None:
@@ -71,39 +62,3 @@ def resolve_embedder(option: EmbedderOption, pm: PluginManager) -> Embedder | No
             "memtap-minilm for 'minilm', or use 'litellm:<model>' (needs `pip install litellm`)"
         )
     return embedder
-
-
-class LiteLLMEmbedder:
-    """A remote embedder through ``litellm.embedding`` (``model`` in litellm's naming,
-    e.g. ``"text-embedding-3-small"``; extra keyword arguments are passed on)."""
-
-    def __init__(self, model: str, **kwargs: Any) -> None:
-        self.model = model
-        self.kwargs = kwargs
-        self.name = f"{LITELLM_PREFIX}{model}"
-
-    def warm_up(self) -> None:
-        """Import litellm now (seconds: memtap calls this in a background thread, so that
-        the first query's embedding does not pay for it)."""
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm  # noqa: F401
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Call ``litellm.embedding`` once for all ``texts``."""
-        self.warm_up()
-        import litellm
-
-        response = litellm.embedding(model=self.model, input=list(texts), **self.kwargs)
-        rows = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
-        return [list(r["embedding"] if isinstance(r, dict) else r.embedding) for r in rows]
-
-
-class LiteLLMEmbedderPlugin:
-    """Built-in answer to ``memtap_embedder`` for ``litellm:<model>`` specs."""
-
-    @hookimpl(trylast=True)
-    def memtap_embedder(self, spec: str) -> Embedder | None:
-        """A :class:`LiteLLMEmbedder` for ``litellm:<model>``."""
-        if spec.startswith(LITELLM_PREFIX) and len(spec) > len(LITELLM_PREFIX):
-            return LiteLLMEmbedder(spec[len(LITELLM_PREFIX) :])
-        return None

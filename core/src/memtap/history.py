@@ -7,8 +7,8 @@ kept current as calls complete. Reads run in background threads; a call waits fo
 session's read a bounded time (none for a session the store does not have), so a slow or
 frozen store never holds a call up for longer. :mod:`memtap.conversation` decides what of
 it a request resends and what may be injected (:class:`HistoryBudget` picks what fits,
-never separating a tool call from its results). :class:`HistoryPlugin` is core's built-in
-injector.
+never separating a tool call from its results). Core's built-in injector of it is
+:class:`memtap.builtins.HistoryPlugin`.
 """
 
 from __future__ import annotations
@@ -28,24 +28,20 @@ from .conversation import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
     HistoryBudget,
-    HistoryPlan,
     approx_tokens,
-    cached_plan,
     overlap,
     same_turn,
     tool_units,
 )
-from .hookspecs import hookimpl
 from .known_sessions import KnownSessions
 from .metrics import count
 from .model import Attribution, Message
-from .wire import HistoryInjection, InjectionRequest
+from .wire import InjectionRequest
 
 __all__ = [
     "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD_TOKENS",
     "HistoryBudget",
-    "HistoryPlugin",
     "SessionHistories",
     "approx_tokens",
     "overlap",
@@ -298,27 +294,3 @@ NO_HISTORY = HistoryBudget(max_messages=0)
 def request_budget(request: InjectionRequest, budget: HistoryBudget) -> HistoryBudget:
     """``budget``, or :data:`NO_HISTORY` for a request no history may go into."""
     return budget if request.history else NO_HISTORY
-
-
-class HistoryPlugin:
-    """Built-in injector: puts the session's earlier turns in front of the request (those
-    the request does not resend or carry, whole answered tool units, within the budget), and
-    tells the capture path how many of the request's messages resend stored ones."""
-
-    def __init__(self, histories: SessionHistories, budget: HistoryBudget) -> None:
-        self.histories = histories
-        self.budget = budget
-
-    def plan(self, request: InjectionRequest) -> HistoryPlan:
-        """The history plan of ``request`` (made once per request, whoever asks)."""
-        history = self.histories.get(request.attribution)
-        return cached_plan(history, request.request.messages, request_budget(request, self.budget))
-
-    @hookimpl
-    def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
-        """Inject the budgeted part of the session history the request does not repeat
-        (none when ``request.history`` is off: then only what it repeats is reported)."""
-        plan = self.plan(request)
-        if not plan.messages and not plan.present:
-            return []
-        return [HistoryInjection(messages=plan.messages, already_present=plan.present)]

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import click
 
     from .anchors import AgentProfile
-    from .embedding import Embedder
+    from .embedder import Embedder
     from .model import Exchange
     from .storage import Store
     from .wire import (

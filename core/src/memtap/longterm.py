@@ -1,5 +1,6 @@
 """Long-term memory behind :class:`memtap.Memory`'s fact methods: remember, recall, the
-memorize worker, the recall injector and the ``remember`` agent tool, wired together."""
+memorize worker and the ``remember`` agent tool, wired together (the recall injector over
+its engine is one of core's built-ins: :func:`memtap.builtins.memory_plugins`)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .builtins import redact_fact, redact_text
-from .embedding import Embedder
-from .history import HistoryBudget, SessionHistories
+from .embedder import Embedder
 from .index import HIDDEN_KINDS
 from .memorize import LLM, AsyncLLM, Memorizer
 from .memory_tool import MemoryToolError, ToolFormat, memory_tool, parse_tool_args
 from .model import Exchange, Fact, ScoredFact
 from .recall import RecallEngine
-from .recall_plugin import RecallBudget, RecallPlugin, _norm
+from .recall_plugin import _norm
+from .redact import redact_fact, redact_text
 from .storage import Store
 
 log = logging.getLogger("memtap.memory")
@@ -31,14 +31,10 @@ class LongTermMemory:
         embedder: Embedder | None,
         llm: LLM | AsyncLLM | None,
         episodes: bool,
-        budget: RecallBudget,
-        histories: SessionHistories,
-        history_budget: HistoryBudget,
     ) -> None:
         self.store = store
         self.engine = RecallEngine(store, embedder)
         self.memorizer = Memorizer(store, self.engine, llm, episodes=episodes)
-        self.plugin = RecallPlugin(self.engine, histories, history_budget, budget)
 
     def warm_up(self) -> None:
         """Start loading the embedder's model in the background (calls are coming)."""

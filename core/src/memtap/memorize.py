@@ -28,13 +28,13 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .background import lower_priority
-from .builtins import redact_fact, redact_text
 from .errors import MemtapError
 from .metrics import count
 from .model import Exchange, Fact, derived_id, utcnow
 from .pending import PendingWork
 from .recall import RecallEngine
 from .recall_plugin import _norm
+from .redact import redact_fact, redact_text
 from .scope import internal_calls
 from .storage import Store
 from .text import terms

@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 import attrs
 
 from .anchors import AgentProfile
-from .builtins import redact_exchange
+from .builtins import memory_plugins
 from .capture import CapturedCall, CaptureWriter
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import Embedder, EmbedderOption, resolve_embedder
 from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError
-from .history import HistoryBudget, HistoryPlugin, SessionHistories
+from .history import HistoryBudget, SessionHistories
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
 from .memorize import LLMOption, resolve_llm
@@ -39,7 +39,7 @@ from .plugins import PluginManager, make_plugin_manager, wire_protocols
 from .private import make_private
 from .recall import RecallStats
 from .recall_plugin import RecallBudget
-from .redact import guard_loggers, redact_url
+from .redact import guard_loggers, redact_exchange, redact_url
 from .scope import AttributionScopes
 from .storage import Store, exchange_messages
 from .tap import Tap
@@ -186,8 +186,6 @@ class Memory:
         self.writer = CaptureWriter(
             self.store.write_exchanges, spool=self.spool, format_in_caller=format_in_caller
         )
-        self.pm.register(HistoryPlugin(self.histories, self.history_budget), name="history")
-        self.pm.builtin_names.add("history")
         port = resolve_llm(llm)
         #: Facts: storage, recall index, memorize worker, recall injector.
         self.longterm = LongTermMemory(
@@ -195,13 +193,13 @@ class Memory:
             embedder=resolve_embedder(embedder, self.pm),
             llm=port,
             episodes=port is None if episodes is None else episodes,
-            budget=recall or RecallBudget(),
-            histories=self.histories,
-            history_budget=self.history_budget,
         )
         self.writer.on_written.append(self.longterm.on_written)
-        self.pm.register(self.longterm.plugin, name="recall")
-        self.pm.builtin_names.add("recall")
+        self.pm.register_builtins(
+            memory_plugins(
+                self.histories, self.history_budget, self.longterm.engine, recall or RecallBudget()
+            )
+        )
         self.tap = Tap(
             hook=self.pm.hook,
             scopes=self.scopes,

@@ -19,6 +19,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from ._version import __version__
 from .builtins import builtin_plugins
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ class PluginManager(pluggy.PluginManager):
             callers = self.get_hookcallers(plugin) or []
             dist, version = self.distributions.get(name, (None, None))
             if name in self.builtin_names:
-                dist, version = "memtap-core", _core_version()
+                dist, version = "memtap-core", __version__
             out.append(
                 PluginInfo(
                     name=name,
@@ -133,12 +134,6 @@ def agent_profiles(hook: pluggy.HookRelay) -> list[AgentProfile]:
     """Every plugin's agent profiles (``memtap_agent_profiles``), in hook order (the order
     :func:`memtap.anchors.detect_profile` tries them in)."""
     return [p for group in hook.memtap_agent_profiles() for p in group or ()]
-
-
-def _core_version() -> str:
-    from . import __version__
-
-    return __version__
 
 
 def make_plugin_manager(*, entry_points: bool = True, extra: Iterable[object] = ()) -> PluginManager:

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from .background import DaemonPool, lower_priority
-from .embedding import Embedder
+from .embedder import Embedder
 from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
 from .metrics import count
 from .model import Fact, ScoredFact

@@ -1,9 +1,11 @@
 """Secret redaction: credentials found in text, JSON and URLs are replaced before anything
 is stored, spooled, exported, traced or logged.
 
-A leaf module (standard library only): the spool, the capture path, the CLI and plugins all
-use it. Public API: :func:`redact_text`, :func:`redact_json`, :func:`redact_url`,
-:func:`find_secrets`, :data:`REDACTED` and :class:`RedactingFilter` (for loggers).
+A leaf module (the standard library, and memtap's record types for :func:`redact_exchange`
+and :func:`redact_fact`): the spool, the capture path, long-term memory, the CLI and plugins
+all use it. Public API: :func:`redact_text`, :func:`redact_json`, :func:`redact_url`,
+:func:`redact_exchange`, :func:`redact_fact`, :func:`find_secrets`, :data:`REDACTED` and
+:class:`RedactingFilter` (for loggers).
 
 **Why not a detector library.** Yelp's detect-secrets (the best known, last released in
 2024) scans a line with every plugin's regexes in turn and reports values, not positions:
@@ -53,6 +55,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+import attrs
+
+from .model import Exchange, Fact, Message
+
 __all__ = [
     "DETECTORS",
     "REDACTED",
@@ -67,6 +73,8 @@ __all__ = [
     "key_kind",
     "looks_random",
     "new_text",
+    "redact_exchange",
+    "redact_fact",
     "redact_json",
     "redact_stream",
     "redact_text",
@@ -1149,3 +1157,49 @@ def _lift(obj: Any, longs: list[str]) -> Any:
         items = [_lift(v, longs) for v in obj]
         return obj if all(a is b for a, b in zip(items, obj)) else items
     return obj
+
+
+# -- records -------------------------------------------------------------------------
+
+
+def _redact_message(m: Message) -> Message:
+    content = redact_text(m.content)
+    calls = tuple(attrs.evolve(c, arguments=redact_text(c.arguments)) for c in m.tool_calls)
+    if content is m.content and all(a is b for a, b in zip(calls, m.tool_calls)):
+        return m
+    return attrs.evolve(m, content=content, tool_calls=calls)
+
+
+def _redact_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    redacted = {k: redact_text(v) for k, v in metadata.items()}
+    return metadata if all(redacted[k] is v for k, v in metadata.items()) else redacted
+
+
+def redact_exchange(exchange: Exchange) -> Exchange:
+    """The exchange with secrets removed from its messages (text and tool-call arguments,
+    which are JSON text: the redaction is escape-aware), system text, error and metadata.
+    The same object when there was nothing to remove."""
+    inputs = tuple(_redact_message(m) for m in exchange.input)
+    outputs = tuple(_redact_message(m) for m in exchange.output)
+    system = redact_text(exchange.system) if exchange.system else exchange.system
+    error = redact_text(exchange.error) if exchange.error else exchange.error
+    metadata = _redact_metadata(exchange.metadata)
+    if (
+        system is exchange.system
+        and error is exchange.error
+        and metadata is exchange.metadata
+        and all(a is b for a, b in zip(inputs, exchange.input))
+        and all(a is b for a, b in zip(outputs, exchange.output))
+    ):
+        return exchange
+    return attrs.evolve(exchange, input=inputs, output=outputs, system=system, error=error, metadata=metadata)
+
+
+def redact_fact(fact: Fact) -> Fact:
+    """The fact with secrets removed from its text and metadata (the same object when
+    there were none)."""
+    text = redact_text(fact.text)
+    metadata = _redact_metadata(fact.metadata)
+    if text is fact.text and metadata is fact.metadata:
+        return fact
+    return attrs.evolve(fact, text=text, metadata=metadata)

@@ -27,6 +27,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from . import telemetry
 from .anchors import AgentProfile, detect_profile
 from .background import call_ended, call_started
+from .builtins import stream_accumulator
 from .capture import CapturedCall, CaptureWriter
 from .history import SessionHistories, without_waiting
 from .metrics import count
@@ -475,9 +476,7 @@ class Call:
         items = self._stream_items
 
         def accumulate() -> tuple[None, ResponseView]:
-            acc = self.tap.hook.memtap_stream_accumulator(protocol=self.protocol)
-            if acc is None:
-                acc = self.protocol.new_accumulator()
+            acc = stream_accumulator(self.tap.hook, self.protocol)
             for item in items:
                 event = to_json(item)
                 if event is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from . import __version__
+from ._version import __version__
 from .model import Exchange, Message
 from .redact import redact_text
 

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from .anchors import INJECTION_POINTS, RELATIONS, AgentProfile, Anchor
 from .model import Attribution, Message, Usage, as_messages, as_strings
-
-if TYPE_CHECKING:
-    from .tap import Tap
 
 
 @attrs.frozen
@@ -217,6 +214,22 @@ class WireProtocol(Protocol):
         """A fresh accumulator for one streamed response."""
 
 
+class TapPort(Protocol):
+    """What a :class:`ClientAdapter` needs from the tap it installs into a client:
+    :class:`memtap.tap.Tap` is the one memtap passes (the contract names this shape, not
+    the request path's class)."""
+
+    def begin(self, protocol: WireProtocol, *, fallback_body: Mapping[str, Any] | None = None) -> Any:
+        """Start tracking one call in ``protocol`` (a :class:`memtap.tap.Call`)."""
+
+    def register_client(self, client: Any) -> Callable[[], None]:
+        """Register another client with the same Memory (an adapter of an object that wraps
+        SDK clients); returns the function undoing it."""
+
+    def register_derived(self, parent: Any, client: Any) -> None:
+        """Register a client derived from ``parent`` (e.g. ``with_options()``)."""
+
+
 @runtime_checkable
 class ClientAdapter(Protocol):
     """Patches one kind of SDK client for memtap (returned by ``memtap_match_client``)."""
@@ -224,7 +237,7 @@ class ClientAdapter(Protocol):
     #: The provider name shown in errors and listings, e.g. ``"openai"``.
     provider: str
 
-    def install(self, client: Any, tap: Tap) -> Callable[[], None]:
+    def install(self, client: Any, tap: TapPort) -> Callable[[], None]:
         """Patch ``client`` (the instance, never its class) so its calls go through ``tap``;
         return a function that restores every patched attribute."""
 
