@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 from .errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
 from .history import HistoryBudget
 from .hookspecs import hookimpl
+from .memorize import LiteLLMPort
 from .memory import Memory
 from .model import (
     Attribution,
@@ -37,6 +38,7 @@ __all__ = [
     "Exchange",
     "Fact",
     "HistoryBudget",
+    "LiteLLMPort",
     "Memory",
     "MemtapError",
     "Message",

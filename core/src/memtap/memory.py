@@ -121,7 +121,9 @@ class Memory:
     the installed local default. ``recall`` bounds the facts injected into each call
     (:class:`RecallBudget`; ``k=0`` turns injection off). ``llm`` is the port memorize uses
     to learn facts from each stored exchange (an object with ``complete(prompt) -> str``,
-    sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off);
+    sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off;
+    :class:`~memtap.LiteLLMPort` points it at any endpoint; a model name without litellm
+    installed is one warning here, and off);
     ``episodes`` keeps the user's own turns as recallable episodes (default: when there is
     no ``llm``).
 
