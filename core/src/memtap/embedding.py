@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .errors import install_hint
 from .hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -67,8 +68,9 @@ def resolve_embedder(option: EmbedderOption, pm: PluginManager) -> Embedder | No
     embedder: Embedder | None = pm.hook.memtap_embedder(spec=spec)
     if embedder is None and spec != "default":
         raise ValueError(
-            f"no installed memtap plugin provides the embedder {spec!r}; install "
-            "memtap-minilm for 'minilm', or use 'litellm:<model>' (needs `pip install litellm`)"
+            f"no installed memtap plugin provides the embedder {spec!r}; install memtap-minilm "
+            f"for 'minilm' ({install_hint('memtap-minilm')}), or use 'litellm:<model>' (needs "
+            "`pip install litellm`)"
         )
     return embedder
 

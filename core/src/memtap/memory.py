@@ -18,7 +18,7 @@ from .builtins import redact_exchange
 from .capture import CapturedCall, CaptureWriter
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import EmbedderOption, resolve_embedder
-from .errors import UnsupportedClientError
+from .errors import UnsupportedClientError, install_hint
 from .history import HistoryBudget, HistoryPlugin, SessionHistories
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
@@ -79,8 +79,8 @@ def open_store(url: str, pm: PluginManager) -> Store:
         raise UnknownStoreURLError(
             f"no installed memtap storage plugin accepts {scheme!r} URLs ({redact_url(url)!r}). "
             f"Installed schemes: {', '.join(schemes) or 'none'}. Install the plugin for it "
-            f"(e.g. `pip install memtap-duckdb` for duckdb:///path, `memtap-postgres` for "
-            f"postgresql://...) or use one of those."
+            f"(e.g. {install_hint('memtap-duckdb')} for duckdb:///path, "
+            f"{install_hint('memtap-postgres')} for postgresql://...) or use one of those."
         )
     return store
 
