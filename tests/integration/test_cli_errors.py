@@ -32,7 +32,7 @@ READERS = {
 
 def filled(tmp: Path) -> str:
     """The store the ``tmp`` fixture filled."""
-    return filled(tmp)
+    return f"duckdb:///{tmp / 'filled.duckdb'}"
 
 
 def bad_invocations(tmp: Path) -> dict[str, list[list[str]]]:
