@@ -1,4 +1,4 @@
-"""nox sessions: lint, typecheck, tests per package, storage backends, demo, benchmarks.
+"""nox sessions: lint, typecheck, tests per package, storage backends, demo, packaging, benchmarks.
 
 ``nox`` alone runs the default set (what CI runs). Every session builds its own virtualenv
 (with uv when it is installed) from the local packages, so each package is tested with
@@ -26,6 +26,7 @@ nox.options.sessions = [
     "integration",
     "agents",
     "demo",
+    "packaging",
 ]
 
 ROOT = Path(__file__).parent
@@ -209,6 +210,42 @@ def demo(session: nox.Session) -> None:
     session.install(*DEFAULTS, ".")
     home = session.create_tmp()
     session.run("memtap", "demo", env={"MEMTAP_HOME": str(Path(home) / "memtap-home")})
+
+
+#: Every distribution the repository publishes: the meta-distribution, core, plugins, contrib.
+DISTRIBUTIONS = [".", CORE, *PLUGINS.values(), *CONTRIB.values()]
+#: What builds and checks them (the build runs without isolation: no download per package).
+PACKAGING_TOOLS = ["build>=1.2", "twine>=6.1", "hatchling>=1.27"]
+
+
+@nox.session
+def packaging(session: nox.Session) -> None:
+    """Build every distribution's sdist and wheel (the wheel from the sdist), `twine check`
+    them, install the wheels (not the folders) into a fresh virtualenv and run `memtap demo`
+    and `memtap plugins` there."""
+    session.install(*PACKAGING_TOOLS)
+    tmp = Path(session.create_tmp())
+    dist, fresh = tmp / "dist", tmp / "fresh"
+    for folder in (dist, fresh):
+        shutil.rmtree(folder, ignore_errors=True)
+    for path in DISTRIBUTIONS:
+        session.run("python", "-m", "build", "--no-isolation", "--outdir", str(dist), path, silent=True)
+    built = sorted(dist.iterdir())
+    session.run("twine", "check", "--strict", *map(str, built))
+    wheels = [str(p) for p in built if p.suffix == ".whl"]
+    if len(wheels) != len(DISTRIBUTIONS):
+        session.error(f"expected {len(DISTRIBUTIONS)} wheels, built {len(wheels)}: {wheels}")
+    python = fresh / "bin" / "python"
+    if shutil.which("uv"):
+        interpreter = str(Path(session.bin) / "python")
+        session.run("uv", "venv", "--quiet", "--python", interpreter, str(fresh), external=True)
+        session.run("uv", "pip", "install", "--quiet", "--python", str(python), *wheels, external=True)
+    else:
+        session.run("python", "-m", "venv", str(fresh))
+        session.run(str(python), "-m", "pip", "install", "--quiet", *wheels, external=True)
+    env = {"MEMTAP_HOME": str(tmp / "memtap-home"), "VIRTUAL_ENV": str(fresh)}
+    session.run(str(fresh / "bin" / "memtap"), "demo", env=env, external=True)
+    session.run(str(fresh / "bin" / "memtap"), "plugins", env=env, external=True)
 
 
 @nox.session

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
+import sys
 import threading
 import time
 
@@ -747,3 +749,35 @@ def test_removed_facts_in_postings_never_make_a_match_weigh_against_a_fact():
     index.remove(f.id for f in facts[:990])
     assert index.search("foo foo foo foo", k=3) == []
     assert (index.bm25("foo") >= 0).all()
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_memorize_model_without_litellm_warns_once_at_construction(store, caplog, monkeypatch, how):
+    monkeypatch.setitem(sys.modules, "litellm", None)  # `import litellm` raises ImportError
+    kw = {"llm": "gpt-4o-mini"}
+    if how == "environment":
+        monkeypatch.setenv("MEMTAP_MEMORIZE_MODEL", "gpt-4o-mini")
+        kw = {}
+    with caplog.at_level(logging.WARNING, logger="memtap"):
+        mem = memory(store, **kw)
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warned) == 1, warned
+        assert "'gpt-4o-mini' needs litellm" in warned[0] and "pip install litellm" in warned[0]
+        for text in ("I live in Tokyo with my beagle", "I drink green tea every morning"):
+            memorize(mem, ex(text))
+        assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+    # Memorize works as without a model: the user's turns are kept as episodes.
+    assert {f.kind for f in mem.facts(entity_id="alice")} == {"episode"}
+    assert mem.longterm.memorizer.stats.llm_failures == 0
+    mem.close()
+
+
+def test_litellm_port_is_public_and_takes_an_endpoint():
+    port = memtap.LiteLLMPort("openai/llama3", base_url="http://127.0.0.1:8080/v1", api_key="sk-local")
+    args = port._args("hi")
+    assert (args["model"], args["api_base"], args["api_key"]) == (
+        "openai/llama3",
+        "http://127.0.0.1:8080/v1",
+        "sk-local",
+    )
+    assert "api_base" not in memtap.LiteLLMPort("gpt-4o-mini")._args("hi")

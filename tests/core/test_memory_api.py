@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import memtap
@@ -41,6 +43,7 @@ def test_register_unknown_client_names_installed_providers_and_what_to_install(m
     assert "AcmeChatClient" in message
     assert "Installed providers: none" in message
     assert "pip install memtap-" in message
+    assert "from a clone of memtap: `pip install ./plugins/openai`" in message
     assert isinstance(info.value, TypeError)
     assert isinstance(info.value, memtap.MemtapError)
     assert list(mem.registered()) == []
@@ -52,6 +55,7 @@ def test_unknown_store_url_lists_installed_schemes():
     message = str(info.value)
     assert "'nosuchdb'" in message
     assert "Installed schemes: memory" in message
+    assert "`pip install memtap-duckdb` (from a clone of memtap: `pip install ./plugins/duckdb`)" in message
     assert isinstance(info.value, ValueError)
 
 
@@ -151,3 +155,19 @@ def test_explicit_url_wins_over_env(monkeypatch):
     monkeypatch.setenv("MEMTAP_STORE", "memory://from-env")
     with memtap.Memory("memory://explicit", entry_points=False) as m:
         assert m.url == "memory://explicit"
+
+
+def test_install_hints_give_the_published_name_and_the_folder_of_a_clone():
+    from memtap.errors import install_hint
+
+    assert install_hint("memtap-anthropic") == (
+        "`pip install memtap-anthropic` (from a clone of memtap: `pip install ./plugins/anthropic`)"
+    )
+    assert install_hint("memtap-proxy").endswith("`pip install ./contrib/proxy`)")
+    assert install_hint("memtap").endswith(
+        "`pip install ./core ./plugins/openai ./plugins/duckdb ./plugins/minilm .`)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    for name in ("memtap-core", "memtap-openai", "memtap-proxy", "memtap-langchain"):
+        folder = install_hint(name).rsplit("`pip install ", 1)[1].rstrip("`)")
+        assert (root / folder / "pyproject.toml").is_file(), folder

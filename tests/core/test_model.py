@@ -3,6 +3,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import attrs
 import cattrs
 import pytest
 
@@ -156,3 +157,23 @@ def test_usage_total_tokens(usage, total):
 def test_exchange_messages_are_input_then_output():
     exchange = rich_exchange()
     assert exchange.messages == exchange.input + exchange.output
+
+
+def test_message_and_fact_print_readably_and_keep_their_repr():
+    call = ToolCall("c1", "get_weather", '{"city": "Tokyo"}')
+    msg = Message("assistant", "It is sunny.", tool_calls=[call])
+    assert str(msg) == 'assistant: It is sunny.\n  -> get_weather({"city": "Tokyo"})'
+    assert str(Message("user", "hi [image]", name="al")) == "user (al): hi [image]"
+    assert repr(msg).startswith("Message(role='assistant', content='It is sunny.'")
+    fact = Fact(entity_id="alice", text="Alice lives in Tokyo")
+    assert str(fact) == "Alice lives in Tokyo"
+    assert repr(fact).startswith("Fact(entity_id='alice', text='Alice lives in Tokyo'")
+    assert fact == attrs.evolve(fact)  # equality and fields untouched
+
+
+def test_message_renders_in_rich_without_reading_markup():
+    from rich.console import Console
+
+    console = Console(width=80, record=True, color_system=None)
+    console.print(Message("user", "see [bold]this[/bold] and [image]"))
+    assert console.export_text().strip() == "user: see [bold]this[/bold] and [image]"

@@ -15,6 +15,7 @@ from ._version import __version__
 from .errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
 from .history import HistoryBudget
 from .hookspecs import hookimpl
+from .memorize import LiteLLMPort
 from .memory import Memory
 from .model import (
     Attribution,
@@ -36,6 +37,7 @@ __all__ = [
     "Exchange",
     "Fact",
     "HistoryBudget",
+    "LiteLLMPort",
     "Memory",
     "MemtapError",
     "Message",

@@ -13,10 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import StoreError, UnknownStoreURLError
+from .errors import MemtapError, StoreError, UnknownStoreURLError, install_hint
 from .memory import STORE_ENV, Memory, default_store_url
 from .model import to_dict
 from .plugins import PluginLoadWarning, PluginManager, make_plugin_manager
+from .storage import StoreNotFoundError, require_existing_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,17 +37,32 @@ def store_option(func: F) -> F:
     )(func)
 
 
-def open_memory(store_url: str | None) -> Memory:
-    """Open the store for a CLI command, turning store errors into clean CLI errors."""
-    try:
-        return Memory(store_url or default_store_url())
-    except (StoreError, UnknownStoreURLError) as exc:
-        raise click.ClickException(str(exc)) from exc
+def store_url_for(store_url: str | None, *, create: bool) -> str:
+    """The store a command names (``--store``, else the default). A command that only reads
+    passes ``create=False``: a missing store is then an error, not a new empty store."""
+    url = store_url or default_store_url()
+    if not create:
+        try:
+            require_existing_store(url)
+        except StoreNotFoundError as exc:
+            hint = f"(or name an existing store with --store or ${STORE_ENV})"
+            raise click.ClickException(f"{exc} {hint}") from exc
+    return url
+
+
+def open_memory(store_url: str | None, *, create: bool = False) -> Memory:
+    """Open the store for a CLI command (errors become one-line CLI errors in :class:`CLI`)."""
+    return Memory(store_url_for(store_url, create=create))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 class MemtapGroup(click.Group):
     """The ``memtap`` command group: core's commands, and those plugins add through the
-    ``memtap_cli_commands`` hook.
+    ``memtap_cli_commands`` hook. memtap's own errors (store, URL, export format) from any
+    command end as one ``Error: ...`` line saying what to do, never as a traceback.
 
     Plugins are loaded the first time the group lists its commands (``memtap --help``) or
     is asked for one it does not have itself, so core's own commands start without them.
@@ -83,6 +99,15 @@ class MemtapGroup(click.Group):
         if "proxy" not in self.commands:
             self.add_command(proxy_placeholder)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, turning memtap's errors into :class:`click.ClickException`."""
+        from .transfer import ExportFormatError
+
+        try:
+            return super().invoke(ctx)
+        except (StoreError, UnknownStoreURLError, MemtapError, ExportFormatError) as exc:
+            raise click.ClickException(_one_line(str(exc))) from exc
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Every command, plugins' included."""
         self.add_plugin_commands()
@@ -93,6 +118,12 @@ class MemtapGroup(click.Group):
         if cmd_name not in self.commands:
             self.add_plugin_commands()
         return super().get_command(ctx, cmd_name)
+
+
+def titled_table(title: str) -> Table:
+    """A table whose title stays on one line when the terminal is wide enough (a table is
+    as wide as its columns, and rich wraps a longer title to that width)."""
+    return Table(title=title, min_width=min(len(title), console.width))
 
 
 @click.group(cls=MemtapGroup)
@@ -126,7 +157,7 @@ def sessions(store_url: str | None, entity: str | None, limit: int) -> None:
     """List stored sessions, most recently active first."""
     with open_memory(store_url) as mem:
         rows = mem.sessions(entity_id=entity, limit=limit)
-    table = Table(title=f"sessions in {mem.url}")
+    table = titled_table(f"sessions in {mem.url}")
     for col in ("session", "entity", "process", "exchanges", "last active (UTC)"):
         table.add_column(col)
     for s in rows:
@@ -152,8 +183,7 @@ def history(store_url: str | None, session: str, entity: str | None) -> None:
         console.print(f"no messages in session {session!r}")
         return
     for m in messages:
-        calls = "".join(f"\n  -> {c.name}({c.arguments})" for c in m.tool_calls)
-        console.print(f"[bold]{m.role}[/bold]: {m.content}{calls}", markup=True, soft_wrap=True)
+        console.print(m, soft_wrap=True)
 
 
 @main.command()
@@ -162,7 +192,7 @@ def stats(store_url: str | None) -> None:
     """Row counts of the store."""
     with open_memory(store_url) as mem:
         counts = mem.stats()
-    table = Table(title=f"store {mem.url}")
+    table = titled_table(f"store {mem.url}")
     table.add_column("table")
     table.add_column("rows", justify="right")
     for name, count in counts.items():
@@ -177,7 +207,7 @@ def facts(store_url: str | None, entity: str) -> None:
     """List an entity's current facts, newest first."""
     with open_memory(store_url) as mem:
         rows = mem.facts(entity_id=entity)
-    table = Table(title=f"facts of {entity}")
+    table = titled_table(f"facts of {entity}")
     table.add_column("created (UTC)")
     table.add_column("fact")
     for f in rows:
@@ -194,7 +224,7 @@ def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
     """Recall an entity's facts most relevant to QUERY, with scores."""
     with open_memory(store_url) as mem:
         rows = mem.recall(query, entity_id=entity, k=k)
-    table = Table(title=f"recall {query!r} for {entity}")
+    table = titled_table(f"recall {query!r} for {entity}")
     table.add_column("score", justify="right")
     table.add_column("fact")
     for s in rows:
@@ -237,17 +267,14 @@ def demo(store_url: str | None) -> None:
 def proxy_placeholder(args: tuple[str, ...]) -> None:
     """Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy)."""
     # Only in the group when no plugin provides `proxy` (memtap-proxy does).
-    raise click.ClickException("memtap proxy needs the memtap-proxy package: pip install memtap-proxy")
+    raise click.ClickException(f"memtap proxy needs the memtap-proxy package: {install_hint('memtap-proxy')}")
 
 
-def _open_store(store_url: str | None) -> Any:
+def _open_store(store_url: str | None, *, create: bool = False) -> Any:
     """The store a CLI command names, opened without a Memory (no capture machinery)."""
     from .memory import open_store
 
-    try:
-        return open_store(store_url or default_store_url(), make_plugin_manager())
-    except (StoreError, UnknownStoreURLError) as exc:
-        raise click.ClickException(str(exc)) from exc
+    return open_store(store_url_for(store_url, create=create), make_plugin_manager())
 
 
 def _progress() -> Any:
@@ -270,15 +297,20 @@ def export_command(store_url: str | None, output: str) -> None:
     store = _open_store(store_url)
     try:
         counts = store.stats()
-        with _progress() as bar:
+        try:
+            out = click.open_file(output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot write {output}: {exc.strerror or exc}; name a file in an existing writable directory"
+            ) from exc
+        with out, _progress() as bar:
             task = bar.add_task("exporting", total=counts["exchanges"] + counts["facts"])
-            with click.open_file(output, "w", encoding="utf-8") as out:
-                written = write_export(store, out, lambda n: bar.advance(task, n))
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from exc
+            written = write_export(store, out, lambda n: bar.advance(task, n))
     finally:
         store.close()
-    Console(stderr=True).print(f"exported {written['exchange']} exchange(s) and {written['fact']} fact(s)")
+    Console(stderr=True).print(
+        f"exported {written['exchange']} exchange(s) and {written['fact']} fact(s)", soft_wrap=True
+    )
 
 
 @main.command(name="import")
@@ -288,18 +320,26 @@ def import_command(store_url: str | None, file: str) -> None:
     """Import a JSONL export into a store (records already there are skipped)."""
     from .transfer import ExportFormatError, import_records, read_records
 
-    store = _open_store(store_url)
+    store = _open_store(store_url, create=True)
     try:
         with click.open_file(file, "r", encoding="utf-8") as f:
             lines = f.readlines()
+        before = store.stats()
         with _progress() as bar:
             task = bar.add_task("importing", total=max(len(lines) - 1, 0))
-            counts = import_records(store, read_records(lines), lambda n: bar.advance(task, n))
+            read = import_records(store, read_records(lines), lambda n: bar.advance(task, n))
+        after = store.stats()
     except (StoreError, ExportFormatError) as exc:
-        raise click.ClickException(f"{file}: {exc}") from exc
+        raise click.ClickException(_one_line(f"{file}: {exc}")) from exc
     finally:
         store.close()
-    Console(stderr=True).print(f"imported {counts['exchange']} exchange(s) and {counts['fact']} fact(s)")
+    # Records already stored are skipped by the store: what is new is what the counts gained.
+    new = {"exchange": after["exchanges"] - before["exchanges"], "fact": after["facts"] - before["facts"]}
+    report = f"imported {new['exchange']} new exchange(s) and {new['fact']} new fact(s)"
+    present = {kind: max(read[kind] - new[kind], 0) for kind in new}
+    if any(present.values()):
+        report += f"; {present['exchange']} exchange(s) and {present['fact']} fact(s) were already present"
+    Console(stderr=True).print(report, soft_wrap=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

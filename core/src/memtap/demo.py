@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from .errors import install_hint
 from .memory import Memory, memtap_home
 from .recall_plugin import RecallBudget
 from .redact import redact_url
@@ -36,8 +37,8 @@ def _openai() -> Any:
         import openai
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit(
-            "memtap demo drives the openai SDK: install it with `pip install memtap-openai` "
-            "(or `pip install memtap` for the defaults)."
+            f"memtap demo drives the openai SDK: install it with {install_hint('memtap-openai')}, "
+            f"or the defaults with {install_hint('memtap')}."
         ) from exc
     return openai
 

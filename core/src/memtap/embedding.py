@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .builtins import LiteLLMEmbedderPlugin
 from .embedder import Embedder, EmbedderOption
+from .errors import install_hint
 from .litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ def resolve_embedder(option: EmbedderOption, pm: PluginManager) -> Embedder | No
     embedder: Embedder | None = pm.hook.memtap_embedder(spec=spec)
     if embedder is None and spec != "default":
         raise ValueError(
-            f"no installed memtap plugin provides the embedder {spec!r}; install "
-            "memtap-minilm for 'minilm', or use 'litellm:<model>' (needs `pip install litellm`)"
+            f"no installed memtap plugin provides the embedder {spec!r}; install memtap-minilm "
+            f"for 'minilm' ({install_hint('memtap-minilm')}), or use 'litellm:<model>' (needs "
+            "`pip install litellm`)"
         )
     return embedder

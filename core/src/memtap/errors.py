@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MemtapError", "StoreError", "UnknownStoreURLError", "UnsupportedClientError"]
+__all__ = ["MemtapError", "StoreError", "UnknownStoreURLError", "UnsupportedClientError", "install_hint"]
+
+#: Distributions kept under contrib/ in a clone (the other plugins are under plugins/).
+_CONTRIB = frozenset({"memtap-proxy", "memtap-langchain"})
+#: The meta-distribution pins memtap-core and the defaults: from a clone, all are installed.
+_DEFAULTS_FROM_A_CLONE = "./core ./plugins/openai ./plugins/duckdb ./plugins/minilm ."
+
+
+def install_hint(distribution: str) -> str:
+    """How to install ``distribution`` (``"memtap-anthropic"``): its published name, and
+    its folder in a clone of the repository (until it is published, only that works)."""
+    if distribution == "memtap":
+        folder = _DEFAULTS_FROM_A_CLONE
+    elif distribution == "memtap-core":
+        folder = "./core"
+    else:
+        group = "contrib" if distribution in _CONTRIB else "plugins"
+        folder = f"./{group}/{distribution.removeprefix('memtap-')}"
+    return f"`pip install {distribution}` (from a clone of memtap: `pip install {folder}`)"
 
 
 class MemtapError(Exception):
@@ -32,5 +50,5 @@ class UnsupportedClientError(MemtapError, TypeError):
         return cls(
             f"memtap cannot register {module}.{kind}: no installed provider plugin recognises "
             f"it. Installed providers: {installed}. Install the plugin for this SDK (e.g. "
-            f"`pip install memtap-openai`), or write one (see docs/plugin-authoring.md)."
+            f"{install_hint('memtap-openai')}), or write one (see docs/plugin-authoring.md)."
         )

@@ -15,6 +15,7 @@ recall works offline, and extracted facts, when there are any, rank with episode
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import json
 import logging
@@ -121,12 +122,27 @@ LLMOption = LLM | AsyncLLM | str | None
 
 class LiteLLMPort:
     """The default port: ``litellm.completion`` (``acomplete`` uses ``acompletion``) with
-    ``model`` in litellm's naming and JSON output requested. litellm is imported on first
-    use; its calls are never captured by memtap."""
+    JSON output requested. litellm is imported on first use (``pip install litellm``); its
+    calls are never captured by memtap.
 
-    def __init__(self, model: str, **kwargs: Any) -> None:
+    ``model`` is in litellm's naming: ``"gpt-4o-mini"``, ``"anthropic/claude-..."``,
+    ``"ollama/llama3"``, or ``"openai/<name>"`` for any OpenAI-compatible endpoint (vLLM,
+    llama.cpp's server, LM Studio, a gateway) given as ``base_url`` (litellm's
+    ``api_base``), with its ``api_key``. Other keyword arguments go to litellm as they are
+    (``temperature=0``, ``timeout=30``...).
+    """
+
+    def __init__(
+        self, model: str, *, base_url: str | None = None, api_key: str | None = None, **kwargs: Any
+    ) -> None:
         self.model = model
-        self.kwargs = kwargs
+        endpoint = {"api_base": base_url, "api_key": api_key}
+        self.kwargs = {**{k: v for k, v in endpoint.items() if v is not None}, **kwargs}
+
+    @staticmethod
+    def available() -> bool:
+        """Whether litellm is installed (checked without importing it)."""
+        return importlib.util.find_spec("litellm") is not None
 
     def _args(self, prompt: str) -> dict[str, Any]:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -159,11 +175,22 @@ def resolve_llm(option: LLMOption) -> LLM | AsyncLLM | None:
     ``None`` for ``$MEMTAP_MEMORIZE_MODEL`` (unset: no port, memorize is off)."""
     if option is None:
         model = os.environ.get("MEMTAP_MEMORIZE_MODEL")
-        return LiteLLMPort(model) if model else None
+        option = LiteLLMPort(model) if model else None
+        if option is None:
+            return None
     if isinstance(option, str):
-        return LiteLLMPort(option)
+        option = LiteLLMPort(option)
     if not callable(getattr(option, "complete", None)):
         raise TypeError("an LLM port needs a complete(prompt) -> str method (sync or async)")
+    if isinstance(option, LiteLLMPort) and not option.available():
+        # Said once, here: otherwise every exchange would fail (and warn) on the import.
+        log.warning(
+            "memtap memorize: model %r needs litellm, which is not installed; memorize keeps "
+            "the user's turns as episodes instead. pip install litellm, or give Memory(llm=...) "
+            "any object with complete(prompt) -> str",
+            option.model,
+        )
+        return None
     return option
 
 

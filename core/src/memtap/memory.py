@@ -19,7 +19,7 @@ from .builtins import memory_plugins
 from .capture import CapturedCall, CaptureWriter
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import Embedder, EmbedderOption, resolve_embedder
-from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError
+from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
 from .history import HistoryBudget, SessionHistories
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
@@ -82,8 +82,8 @@ def open_store(url: str, pm: PluginManager) -> Store:
         raise UnknownStoreURLError(
             f"no installed memtap storage plugin accepts {scheme!r} URLs ({redact_url(url)!r}). "
             f"Installed schemes: {', '.join(schemes) or 'none'}. Install the plugin for it "
-            f"(e.g. `pip install memtap-duckdb` for duckdb:///path, `memtap-postgres` for "
-            f"postgresql://...) or use one of those."
+            f"(e.g. {install_hint('memtap-duckdb')} for duckdb:///path, "
+            f"{install_hint('memtap-postgres')} for postgresql://...) or use one of those."
         )
     return store
 
@@ -124,7 +124,9 @@ class Memory:
     the installed local default. ``recall`` bounds the facts injected into each call
     (:class:`RecallBudget`; ``k=0`` turns injection off). ``llm`` is the port memorize uses
     to learn facts from each stored exchange (an object with ``complete(prompt) -> str``,
-    sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off);
+    sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off;
+    :class:`~memtap.LiteLLMPort` points it at any endpoint; a model name without litellm
+    installed is one warning here, and off);
     ``episodes`` keeps the user's own turns as recallable episodes (default: when there is
     no ``llm``).
 

@@ -112,6 +112,23 @@ class Message:
     exchange_id: str | None = attrs.field(default=None, eq=False)
     created_at: _dt.datetime | None = attrs.field(default=None, eq=False)
 
+    def _head(self) -> str:
+        return self.role if self.name is None else f"{self.role} ({self.name})"
+
+    def _body(self) -> str:
+        calls = "".join(f"\n  -> {c.name}({c.arguments})" for c in self.tool_calls)
+        return f"{self.content}{calls}"
+
+    def __str__(self) -> str:
+        """``role: content``, then one ``-> name(arguments)`` line per tool call."""
+        return f"{self._head()}: {self._body()}"
+
+    def __rich__(self) -> Any:
+        """What :meth:`__str__` says, the role in bold (the content is never read as markup)."""
+        from rich.text import Text
+
+        return Text.assemble((self._head(), "bold"), f": {self._body()}")
+
 
 @attrs.frozen
 class Usage:
@@ -191,6 +208,10 @@ class Fact:
     created_at: _dt.datetime = attrs.field(factory=utcnow)
     metadata: dict[str, str] = attrs.field(factory=dict)
     id: str = attrs.field(factory=new_id)
+
+    def __str__(self) -> str:
+        """The fact's text."""
+        return self.text
 
 
 @attrs.frozen

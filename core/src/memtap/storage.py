@@ -9,6 +9,7 @@ tests and for plugin authors; nothing survives the process).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
@@ -23,6 +24,38 @@ from .model import Exchange, Fact, Message, SessionInfo
 from .redact import redact_url
 
 logger = logging.getLogger(__name__)
+
+
+class StoreNotFoundError(StoreError):
+    """A store that was to be read does not exist (opening it would create an empty one)."""
+
+
+DUCKDB_SCHEME = "duckdb"
+_DUCKDB_MEMORY = ":memory:"
+_DUCKDB_FORMS = "duckdb:///relative/path.duckdb, duckdb:////absolute/path.duckdb or duckdb:///:memory:"
+
+
+def duckdb_path(url: str) -> str | None:
+    """The database path a ``duckdb:`` URL names (``":memory:"`` for an in-memory store), or
+    ``None`` when the URL has another scheme. Raises :class:`StoreError` for a malformed
+    ``duckdb:`` URL. (Core's default store is a DuckDB file, so core knows its URLs.)"""
+    scheme, colon, rest = url.partition(":")
+    if not colon or scheme.lower() != DUCKDB_SCHEME:
+        return None
+    if not rest.startswith("///") or len(rest) == 3:
+        raise StoreError(f"bad DuckDB store URL {url!r}: write {_DUCKDB_FORMS}")
+    path = rest[3:]
+    return path if path == _DUCKDB_MEMORY else os.path.expanduser(path)
+
+
+def require_existing_store(url: str) -> None:
+    """Raise :class:`StoreNotFoundError` when ``url`` names a store file that does not exist
+    (a DuckDB path), so that a reader never creates an empty store by opening a mistyped
+    path. Other URLs pass: a server database or an in-memory store has no file to check.
+    Raises :class:`StoreError` for a malformed ``duckdb:`` URL."""
+    path = duckdb_path(url)
+    if path is not None and path != _DUCKDB_MEMORY and not os.path.isfile(path):
+        raise StoreNotFoundError(f"no memtap store at {path}; run your app or `memtap demo` first")
 
 
 @runtime_checkable

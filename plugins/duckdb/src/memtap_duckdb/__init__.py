@@ -7,33 +7,19 @@ is a private in-memory database. DuckDB itself is imported only when a store is 
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from memtap.hookspecs import hookimpl
-from memtap.storage import StoreError
+from memtap.storage import DUCKDB_SCHEME, duckdb_path
 
 if TYPE_CHECKING:
     from .store import DuckDBStore
 
 __all__ = ["DuckDBStore", "memtap_open_store", "memtap_store_schemes", "path_from_url"]
 
-SCHEME = "duckdb"
-_MEMORY = ":memory:"
-_FORMS = "duckdb:///relative/path.duckdb, duckdb:////absolute/path.duckdb or duckdb:///:memory:"
-
-
-def path_from_url(url: str) -> str | None:
-    """The database path a ``duckdb:`` URL names (``":memory:"`` for an in-memory store), or
-    ``None`` when the URL has another scheme. Raises :class:`StoreError` for a malformed
-    ``duckdb:`` URL."""
-    scheme, colon, rest = url.partition(":")
-    if not colon or scheme.lower() != SCHEME:
-        return None
-    if not rest.startswith("///") or len(rest) == 3:
-        raise StoreError(f"bad DuckDB store URL {url!r}: write {_FORMS}")
-    path = rest[3:]
-    return path if path == _MEMORY else os.path.expanduser(path)
+SCHEME = DUCKDB_SCHEME
+#: The database path a ``duckdb:`` URL names (core parses them: its default store is DuckDB).
+path_from_url = duckdb_path
 
 
 @hookimpl
