@@ -13,8 +13,6 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = [ROOT, ROOT / "core", *sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml")),
            *sorted(p.parent for p in ROOT.glob("contrib/*/pyproject.toml"))]  # fmt: skip
-#: Plugins whose metadata another change owns right now (strict: passing makes this fail).
-PENDING = {"anthropic", "bedrock"}
 
 
 def project(folder: Path) -> dict:
@@ -41,10 +39,7 @@ def test_every_distribution_has_the_same_version_and_needs_it_of_memtap() -> Non
 
 @pytest.mark.parametrize(
     "folder",
-    [
-        pytest.param(f, id=ident(f), marks=[pytest.mark.xfail(strict=True)] if f.name in PENDING else [])
-        for f in FOLDERS
-    ],
+    [pytest.param(f, id=ident(f)) for f in FOLDERS],
 )
 def test_distribution_metadata_is_complete(folder: Path) -> None:
     meta = project(folder)
