@@ -13,6 +13,11 @@ from memtap import hookimpl
 from memtap.cli import MemtapGroup, main
 from memtap.plugins import PluginLoadWarning, make_plugin_manager
 
+NEEDS_PROXY = (
+    "memtap proxy needs the memtap-proxy package: `pip install memtap-proxy` "
+    "(from a clone of memtap: `pip install ./contrib/proxy`)"
+)
+
 
 def fresh_cli(*plugins: object) -> MemtapGroup:
     """A ``memtap`` group with core's own commands and the plugins given (no entry points)."""
@@ -57,7 +62,7 @@ def test_proxy_without_a_plugin_says_what_to_install():
     for args in (["proxy"], ["proxy", "--help"], ["proxy", "--port", "8080"]):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 1, (args, result.output)
-        assert "memtap proxy needs the memtap-proxy package: pip install memtap-proxy" in result.output
+        assert NEEDS_PROXY in result.output
     assert "proxy" in CliRunner().invoke(cli, ["--help"]).output
 
 

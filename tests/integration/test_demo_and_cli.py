@@ -15,6 +15,11 @@ import memtap
 from memtap.cli import main
 from memtap.testing.server import ScriptedModelServer
 
+NEEDS_PROXY = (
+    "memtap proxy needs the memtap-proxy package: `pip install memtap-proxy` "
+    "(from a clone of memtap: `pip install ./contrib/proxy`)"
+)
+
 
 @pytest.fixture
 def store_url(tmp_path):
@@ -119,7 +124,7 @@ def test_proxy_without_memtap_proxy_says_what_to_install(tmp_path):
             [sys.executable, "-m", "memtap.cli", *args], capture_output=True, text=True, env=env, timeout=60
         )
         assert done.returncode == 1, (args, done.stdout, done.stderr)
-        assert "memtap proxy needs the memtap-proxy package: pip install memtap-proxy" in done.stderr
+        assert NEEDS_PROXY in done.stderr
     done = subprocess.run(
         [sys.executable, "-m", "memtap.cli", "--help"], capture_output=True, text=True, env=env, timeout=60
     )
