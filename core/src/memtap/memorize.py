@@ -22,6 +22,7 @@ import os
 import queue
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,7 +31,7 @@ import attrs
 from .background import lower_priority
 from .builtins import redact_fact, redact_text
 from .metrics import count
-from .model import Exchange, Fact, derived_id, utcnow
+from .model import Exchange, Fact, Message, derived_id, utcnow
 from .pending import PendingWork
 from .recall import RecallEngine
 from .recall_plugin import _norm
@@ -241,30 +242,64 @@ def _is_question_only(text: str) -> bool:
     return bool(sentences) and all(s.rstrip().endswith("?") for s in sentences)
 
 
-def episode_id(entity_id: str, process_id: str | None, text: str) -> str:
-    """The id of an episode: one per entity, process and text (compared without case or
-    spacing), so a turn said again, or an exchange replayed from the spool, stores nothing new."""
-    return derived_id("episode", entity_id, process_id or "", _norm(text))
+def episode_id(entity_id: str, process_id: str | None, text: str, role: str = "user") -> str:
+    """The id of an episode: one per entity, process, speaker and text (compared without
+    case or spacing), so a turn said again, or an exchange replayed from the spool, stores
+    nothing new."""
+    if role == "user":  # the ids user turns always had
+        return derived_id("episode", entity_id, process_id or "", _norm(text))
+    return derived_id("episode", entity_id, process_id or "", _norm(text), role)
 
 
-def episodes_of(exchange: Exchange, *, min_terms: int = 3) -> list[Fact]:
-    """The user turns of ``exchange`` worth keeping verbatim: with at least ``min_terms``
-    content words, and not only questions (a question says little about the user). Identical
-    turns of an entity are one episode (:func:`episode_id`): the first one said."""
-    reply = " ".join(m.content for m in exchange.output if m.role == "assistant" and m.content)
+#: Turns on either side of an episode indexed as its context (so that "Yes, in June!" is
+#: found by the words of what it answered).
+CONTEXT_TURNS = 2
+
+
+def conversation_turns(exchange: Exchange) -> list[Message]:
+    """The user and assistant turns of ``exchange`` that have text, in order."""
+    return [m for m in exchange.messages if m.role in ("user", "assistant") and m.content.strip()]
+
+
+def _worth_keeping(text: str, min_terms: int) -> bool:
+    return len(terms(text)) >= min_terms and not _is_question_only(text)
+
+
+def episodes_of(
+    exchange: Exchange, *, before: Sequence[Message] = (), assistant: bool = False, min_terms: int = 3
+) -> list[Fact]:
+    """The turns of ``exchange`` worth keeping verbatim: with at least ``min_terms`` content
+    words, and not only questions (a question says little about the user). The user's
+    turns, and with ``assistant`` the model's answers too (``metadata["role"]``:
+    ``"assistant"``). Each carries the :data:`CONTEXT_TURNS` turns on either side as its
+    indexed context, ``before`` being the session's turns preceding the exchange, and the
+    exchange's time. Identical turns of an entity are one episode (:func:`episode_id`): the
+    first one said."""
+    own = conversation_turns(exchange)
+    turns = [*before[-CONTEXT_TURNS:], *own]
+    first = len(turns) - len(own)
+    outputs = {id(m) for m in exchange.output}
+    a = exchange.attribution
     out = []
-    for m in exchange.input:
-        text = m.content.strip()
-        if m.role != "user" or len(terms(text)) < min_terms or _is_question_only(text):
+    for i in range(first, len(turns)):
+        m = turns[i]
+        role = m.role
+        if role == "assistant" and not (assistant and id(m) in outputs):
             continue
-        metadata = {"context": reply[:MAX_FACT_CHARS]} if reply else {}
-        a = exchange.attribution
+        text = m.content.strip()[:MAX_EPISODE_CHARS]
+        if not _worth_keeping(text, min_terms):
+            continue
+        near = turns[max(0, i - CONTEXT_TURNS) : i] + turns[i + 1 : i + 1 + CONTEXT_TURNS]
+        context = "\n".join(n.content.strip()[:MAX_FACT_CHARS] for n in near)
+        metadata = {"context": context} if context else {}
+        if role != "user":
+            metadata["role"] = role
         out.append(
             Fact(
-                id=episode_id(a.entity_id, a.process_id, text[:MAX_EPISODE_CHARS]),
+                id=episode_id(a.entity_id, a.process_id, text, role),
                 entity_id=a.entity_id,
                 process_id=a.process_id,
-                text=text[:MAX_EPISODE_CHARS],
+                text=text,
                 kind="episode",
                 source_exchange_id=exchange.id,
                 created_at=exchange.started_at,
@@ -272,6 +307,30 @@ def episodes_of(exchange: Exchange, *, min_terms: int = 3) -> list[Fact]:
             )
         )
     return out
+
+
+class SessionTails:
+    """The last :data:`CONTEXT_TURNS` turns of recently memorized sessions (the context of
+    the next exchange's first turns). Bounded; a session not seen since this process
+    started has none."""
+
+    def __init__(self, max_sessions: int = 4096) -> None:
+        self.max_sessions = max_sessions
+        self._tails: OrderedDict[tuple[str, str], tuple[Message, ...]] = OrderedDict()
+
+    def before(self, exchange: Exchange) -> tuple[Message, ...]:
+        """The turns that preceded ``exchange`` in its session."""
+        a = exchange.attribution
+        return self._tails.get((a.entity_id, a.session_id), ())
+
+    def advance(self, exchange: Exchange) -> None:
+        """``exchange`` is the session's latest."""
+        a = exchange.attribution
+        key = (a.entity_id, a.session_id)
+        tail = (*self._tails.pop(key, ()), *conversation_turns(exchange))[-CONTEXT_TURNS:]
+        self._tails[key] = tail
+        while len(self._tails) > self.max_sessions:
+            self._tails.popitem(last=False)
 
 
 @attrs.define
@@ -309,6 +368,8 @@ class Memorizer:
         self.llm = llm
         self.episodes = episodes
         self.stats = MemorizeStats()
+        #: Only the worker thread reads and writes it.
+        self.tails = SessionTails()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._pending = PendingWork()
         self._thread_lock = threading.Lock()
@@ -375,10 +436,13 @@ class Memorizer:
         episodes: list[Fact] = []
         for exchange in batch:
             self.stats.exchanges += 1
+            before = self.tails.before(exchange)
+            self.tails.advance(exchange)
             if self.llm is not None and self.extract(exchange):
                 continue
             if self.episodes or self.llm is not None:
-                episodes.extend(episodes_of(exchange))
+                # Failed extraction keeps the user's turns; episodic memory the answers too.
+                episodes.extend(episodes_of(exchange, before=before, assistant=self.episodes))
         if episodes:
             self._store(episodes)
             self.stats.episodes += len(episodes)

@@ -33,6 +33,13 @@ def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
+def aware(at: _dt.datetime) -> _dt.datetime:
+    """``at`` with a timezone: a naive time is taken as UTC."""
+    if not isinstance(at, _dt.datetime):
+        raise TypeError(f"a time must be a datetime, not {type(at).__name__}")
+    return at if at.tzinfo is not None else at.replace(tzinfo=_dt.timezone.utc)
+
+
 class _IdSource:
     """Unique ids without a syscall per id: a random per-process prefix (renewed after
     ``fork``) plus a counter. 64 random bits tell processes and hosts apart."""
