@@ -276,7 +276,7 @@ def episodes_of(
     exchange's time. Identical turns of an entity are one episode (:func:`episode_id`): the
     first one said."""
     own = conversation_turns(exchange)
-    turns = [*before[-CONTEXT_TURNS:], *own]
+    turns = [*before[-2 * CONTEXT_TURNS :], *own]
     first = len(turns) - len(own)
     outputs = {id(m) for m in exchange.output}
     a = exchange.attribution
@@ -289,7 +289,10 @@ def episodes_of(
         text = m.content.strip()[:MAX_EPISODE_CHARS]
         if not _worth_keeping(text, min_terms):
             continue
-        near = turns[max(0, i - CONTEXT_TURNS) : i] + turns[i + 1 : i + 1 + CONTEXT_TURNS]
+        # The turns after it not said yet, more of those before it stand in for them.
+        after = turns[i + 1 : i + 1 + CONTEXT_TURNS]
+        reach = 2 * CONTEXT_TURNS - len(after)
+        near = turns[max(0, i - reach) : i] + after
         context = "\n".join(n.content.strip()[:MAX_FACT_CHARS] for n in near)
         metadata = {"context": context} if context else {}
         if role != "user":
@@ -327,7 +330,7 @@ class SessionTails:
         """``exchange`` is the session's latest."""
         a = exchange.attribution
         key = (a.entity_id, a.session_id)
-        tail = (*self._tails.pop(key, ()), *conversation_turns(exchange))[-CONTEXT_TURNS:]
+        tail = (*self._tails.pop(key, ()), *conversation_turns(exchange))[-2 * CONTEXT_TURNS :]
         self._tails[key] = tail
         while len(self._tails) > self.max_sessions:
             self._tails.popitem(last=False)
