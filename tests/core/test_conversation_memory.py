@@ -142,5 +142,5 @@ def test_a_fact_is_found_by_its_date(mem):
     may = mem.remember("We went hiking near the lake", entity_id="alice", at=MAY_8)
     mem.remember("We went hiking in the mountains", entity_id="alice", at=MAY_8.replace(month=6))
     hits = mem.recall("where did we go hiking in May 2023?", entity_id="alice", k=2)
-    assert [h.fact.id for h in hits][0] == may.id
+    assert hits[0].fact.id == may.id
     assert fact_line(hits[0].fact).startswith("- [2023-05-08] ")  # the block keeps the date
