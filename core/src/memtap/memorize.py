@@ -15,6 +15,7 @@ recall works offline, and extracted facts, when there are any, rank with episode
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import logging
@@ -22,8 +23,9 @@ import os
 import queue
 import re
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -266,22 +268,27 @@ def _worth_keeping(text: str, min_terms: int) -> bool:
 
 
 def episodes_of(
-    exchange: Exchange, *, before: Sequence[Message] = (), assistant: bool = False, min_terms: int = 3
+    exchange: Exchange,
+    *,
+    before: Sequence[Message] = (),
+    after: Sequence[Message] = (),
+    assistant: bool = False,
+    min_terms: int = 3,
 ) -> list[Fact]:
     """The turns of ``exchange`` worth keeping verbatim: with at least ``min_terms`` content
     words, and not only questions (a question says little about the user). The user's
     turns, and with ``assistant`` the model's answers too (``metadata["role"]``:
     ``"assistant"``). Each carries the :data:`CONTEXT_TURNS` turns on either side as its
-    indexed context, ``before`` being the session's turns preceding the exchange, and the
-    exchange's time. Identical turns of an entity are one episode (:func:`episode_id`): the
-    first one said."""
+    indexed context (``before`` and ``after``: the session's turns around the exchange; more
+    of those before stand in for turns after it not known) and the exchange's time.
+    Identical turns of an entity are one episode (:func:`episode_id`): the first one said."""
     own = conversation_turns(exchange)
-    turns = [*before[-2 * CONTEXT_TURNS :], *own]
-    first = len(turns) - len(own)
+    head = list(before[-2 * CONTEXT_TURNS :])
+    turns = [*head, *own, *after[:CONTEXT_TURNS]]
     outputs = {id(m) for m in exchange.output}
     a = exchange.attribution
     out = []
-    for i in range(first, len(turns)):
+    for i in range(len(head), len(head) + len(own)):
         m = turns[i]
         role = m.role
         if role == "assistant" and not (assistant and id(m) in outputs):
@@ -289,10 +296,9 @@ def episodes_of(
         text = m.content.strip()[:MAX_EPISODE_CHARS]
         if not _worth_keeping(text, min_terms):
             continue
-        # The turns after it not said yet, more of those before it stand in for them.
-        after = turns[i + 1 : i + 1 + CONTEXT_TURNS]
-        reach = 2 * CONTEXT_TURNS - len(after)
-        near = turns[max(0, i - reach) : i] + after
+        following = turns[i + 1 : i + 1 + CONTEXT_TURNS]
+        reach = 2 * CONTEXT_TURNS - len(following)
+        near = turns[max(0, i - reach) : i] + following
         context = "\n".join(n.content.strip()[:MAX_FACT_CHARS] for n in near)
         metadata = {"context": context} if context else {}
         if role != "user":
@@ -312,28 +318,67 @@ def episodes_of(
     return out
 
 
-class SessionTails:
-    """The last :data:`CONTEXT_TURNS` turns of recently memorized sessions (the context of
-    the next exchange's first turns). Bounded; a session not seen since this process
-    started has none."""
+@attrs.frozen
+class _Held:
+    """A session's latest exchange, its episodes waiting for the turns that follow it."""
 
-    def __init__(self, max_sessions: int = 4096) -> None:
+    exchange: Exchange
+    before: tuple[Message, ...]
+    since: float
+
+
+class SessionTails:
+    """Per recently memorized session: its last turns (the context of the next exchange's
+    first turns) and its latest exchange, held until the next one of the session says what
+    followed it, ``hold`` seconds pass, or :meth:`release` is asked. Bounded (the oldest
+    session is released and forgotten); a session not seen since this process started has
+    no turns before its first exchange. Used by the worker thread only."""
+
+    def __init__(self, *, hold: float = 30.0, max_sessions: int = 4096) -> None:
+        self.hold = hold
         self.max_sessions = max_sessions
         self._tails: OrderedDict[tuple[str, str], tuple[Message, ...]] = OrderedDict()
+        self._held: OrderedDict[tuple[str, str], _Held] = OrderedDict()
 
-    def before(self, exchange: Exchange) -> tuple[Message, ...]:
-        """The turns that preceded ``exchange`` in its session."""
-        a = exchange.attribution
-        return self._tails.get((a.entity_id, a.session_id), ())
-
-    def advance(self, exchange: Exchange) -> None:
-        """``exchange`` is the session's latest."""
+    def advance(
+        self, exchange: Exchange, now: float, *, keep: bool = True
+    ) -> list[tuple[_Held, tuple[Message, ...]]]:
+        """``exchange`` is its session's latest: hold it (``keep``: it has episodes to
+        make); returns the exchange it follows, released with its following turns, and
+        whatever was released to keep the bound."""
         a = exchange.attribution
         key = (a.entity_id, a.session_id)
-        tail = (*self._tails.pop(key, ()), *conversation_turns(exchange))[-2 * CONTEXT_TURNS :]
-        self._tails[key] = tail
+        own = tuple(conversation_turns(exchange))
+        before = self._tails.pop(key, ())
+        released = []
+        previous = self._held.pop(key, None)
+        if previous is not None:
+            released.append((previous, own))
+        self._tails[key] = (*before, *own)[-2 * CONTEXT_TURNS :]
+        if keep:
+            self._held[key] = _Held(exchange, before, now)
         while len(self._tails) > self.max_sessions:
-            self._tails.popitem(last=False)
+            gone, _ = self._tails.popitem(last=False)
+            held = self._held.pop(gone, None)
+            if held is not None:
+                released.append((held, ()))
+        return released
+
+    def release(self, now: float | None = None) -> list[_Held]:
+        """The held exchanges: all of them, or with ``now`` those held ``hold`` seconds."""
+        out = []
+        while self._held:
+            key, held = next(iter(self._held.items()))
+            if now is not None and now - held.since < self.hold:
+                break
+            del self._held[key]
+            out.append(held)
+        return out
+
+    def next_due(self) -> float | None:
+        """When the oldest held exchange is due (``time.monotonic`` seconds), if any."""
+        held = next(iter(self._held.values()), None)
+        return None if held is None else held.since + self.hold
 
 
 @attrs.define
@@ -353,6 +398,8 @@ class MemorizeStats:
 
 
 _STOP = object()
+#: Queued by :meth:`Memorizer.flush`: make the held exchanges' episodes now.
+_RELEASE = object()
 
 
 class Memorizer:
@@ -365,6 +412,7 @@ class Memorizer:
         llm: LLM | AsyncLLM | None,
         *,
         episodes: bool = True,
+        hold: float = 30.0,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -372,7 +420,7 @@ class Memorizer:
         self.episodes = episodes
         self.stats = MemorizeStats()
         #: Only the worker thread reads and writes it.
-        self.tails = SessionTails()
+        self.tails = SessionTails(hold=hold)
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._pending = PendingWork()
         self._thread_lock = threading.Lock()
@@ -401,7 +449,11 @@ class Memorizer:
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every queued exchange is processed."""
+        """Wait until every queued exchange is processed, the episodes of those held for
+        the turns that follow them made now."""
+        if self._thread is not None and not self._closed:
+            self._pending.add(1)
+            self._queue.put(_RELEASE)
         return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -414,10 +466,21 @@ class Memorizer:
     def _run(self) -> None:
         lower_priority()
         while True:
-            item = self._queue.get()
+            due = self.tails.next_due()
+            try:
+                item = self._queue.get(timeout=None if due is None else max(0.0, due - time.monotonic()))
+            except queue.Empty:
+                self._guarded(lambda: self._release(time.monotonic()), "held")
+                continue
             if item is _STOP:
+                self._guarded(self._release, "held")
                 return
+            if item is _RELEASE:
+                self._guarded(self._release, "held")
+                self._pending.done()
+                continue
             batch: list[Exchange] = [item]  # type: ignore[list-item]
+            release = False
             while True:
                 try:
                     more = self._queue.get_nowait()
@@ -426,26 +489,48 @@ class Memorizer:
                 if more is _STOP:
                     self._queue.put(_STOP)
                     break
+                if more is _RELEASE:
+                    release = True
+                    break
                 batch.append(more)  # type: ignore[arg-type]
             try:
-                self._process(batch)
-            except Exception:
-                log.exception("memtap memorize failed for %d exchange(s)", len(batch))
-                count("failed", len(batch), reason="memorize")
+                work = functools.partial(self._process, batch)
+                self._guarded(work, f"{len(batch)} exchange(s)", len(batch))
             finally:
                 self._pending.done(len(batch))
+            if release:
+                self._guarded(self._release, "held")
+                self._pending.done()
+
+    @staticmethod
+    def _guarded(work: Callable[[], None], what: str, n: int = 1) -> None:
+        try:
+            work()
+        except Exception:
+            log.exception("memtap memorize failed for %s", what)
+            count("failed", n, reason="memorize")
 
     def _process(self, batch: list[Exchange]) -> None:
         episodes: list[Fact] = []
+        now = time.monotonic()
         for exchange in batch:
             self.stats.exchanges += 1
-            before = self.tails.before(exchange)
-            self.tails.advance(exchange)
-            if self.llm is not None and self.extract(exchange):
-                continue
-            if self.episodes or self.llm is not None:
-                # Failed extraction keeps the user's turns; episodic memory the answers too.
-                episodes.extend(episodes_of(exchange, before=before, assistant=self.episodes))
+            extracted = self.llm is not None and self.extract(exchange)
+            # Failed extraction keeps the user's turns as episodes (episodic memory: the
+            # answers too); they wait for the turns that follow, part of their context.
+            keep = not extracted and (self.episodes or self.llm is not None)
+            for held, after in self.tails.advance(exchange, now, keep=keep):
+                episodes.extend(self._episodes(held, after))
+        self._store_episodes(episodes)
+
+    def _release(self, now: float | None = None) -> None:
+        """Make the episodes of the held exchanges (all, or those due at ``now``)."""
+        self._store_episodes([e for held in self.tails.release(now) for e in self._episodes(held, ())])
+
+    def _episodes(self, held: _Held, after: Sequence[Message]) -> list[Fact]:
+        return episodes_of(held.exchange, before=held.before, after=after, assistant=self.episodes)
+
+    def _store_episodes(self, episodes: list[Fact]) -> None:
         if episodes:
             self._store(episodes)
             self.stats.episodes += len(episodes)
