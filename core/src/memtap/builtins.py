@@ -24,6 +24,7 @@ from .storage import InMemoryStore, Store
 from .wire import RawExchange, ResponseView, StreamAccumulator, WireProtocol
 
 __all__ = [
+    "AGENT_KEY",
     "REDACTED",
     "AccumulatorPlugin",
     "MemoryStorePlugin",
@@ -34,6 +35,11 @@ __all__ = [
     "redact_fact",
     "redact_text",
 ]
+
+
+#: Exchange metadata naming the agent profile the call was read with (memorize keeps a
+#: coding agent's answers out of episodes: its narration of work, echoing its scaffolding).
+AGENT_KEY = "agent"
 
 
 class PayloadPlugin:
@@ -70,6 +76,7 @@ class PayloadPlugin:
             error=raw.error,
             started_at=raw.started_at,
             ended_at=raw.ended_at,
+            metadata={AGENT_KEY: raw.profile.name} if raw.profile is not None else {},
         )
 
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from .background import lower_priority
-from .builtins import redact_fact, redact_text
+from .builtins import AGENT_KEY, redact_fact, redact_text
 from .metrics import count
 from .model import Exchange, Fact, Message, derived_id, utcnow
 from .pending import PendingWork
@@ -528,7 +528,8 @@ class Memorizer:
         self._store_episodes([e for held in self.tails.release(now) for e in self._episodes(held, ())])
 
     def _episodes(self, held: _Held, after: Sequence[Message]) -> list[Fact]:
-        return episodes_of(held.exchange, before=held.before, after=after, assistant=self.episodes)
+        answers = self.episodes and AGENT_KEY not in held.exchange.metadata
+        return episodes_of(held.exchange, before=held.before, after=after, assistant=answers)
 
     def _store_episodes(self, episodes: list[Fact]) -> None:
         if episodes:
