@@ -8,8 +8,11 @@ supersedes it) or is already known (NOOP). Malformed output is retried once with
 error, then reported (logged, counted as ``memtap.failures{reason=memorize_malformed}``
 and in :attr:`Memorizer.stats`) and the exchange's user turns are kept as episodes.
 
-Without a port, every user turn worth keeping becomes an ``episode`` fact: cross-session
-recall works offline, and extracted facts, when there are any, rank with episodes.
+Without a port, every turn worth keeping becomes an ``episode`` fact (the user's, and the
+model's answers except a coding agent's), indexed with the turns around it in its session
+and its date: cross-session recall works offline, and extracted facts, when there are any,
+rank with episodes. An exchange's episodes wait for the session's next exchange (the turns
+after them are part of their context), at most ``hold`` seconds or until a flush.
 """
 
 from __future__ import annotations

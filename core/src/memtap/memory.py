@@ -126,8 +126,9 @@ class Memory:
     (:class:`RecallBudget`; ``k=0`` turns injection off). ``llm`` is the port memorize uses
     to learn facts from each stored exchange (an object with ``complete(prompt) -> str``,
     sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off);
-    ``episodes`` keeps the user's own turns as recallable episodes (default: when there is
-    no ``llm``).
+    ``episodes`` keeps the conversation's turns (the user's, and the model's answers) as
+    recallable episodes, each indexed with the turns around it (default: when there is no
+    ``llm``).
 
     ``agent`` names the agent profile (hook ``memtap_agent_profiles``, e.g. ``"claude-code"``
     from memtap-agents) whose system-prompt slots injected blocks are placed at; by default
