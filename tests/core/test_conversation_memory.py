@@ -5,6 +5,7 @@ neighbouring turns and their time, and assistant turns that are recallable too."
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import time
 
 import pytest
@@ -158,3 +159,21 @@ def test_a_fact_is_found_by_its_date(mem):
     hits = mem.recall("where did we go hiking in May 2023?", entity_id="alice", k=2)
     assert hits[0].fact.id == may.id
     assert fact_line(hits[0].fact).startswith("- [2023-05-08] ")  # the block keeps the date
+
+
+class AddsOneFact:
+    """An LLM port that learns one fact from any exchange."""
+
+    def complete(self, prompt: str) -> str:
+        return json.dumps({"memories": [{"op": "ADD", "text": "The user has a beagle called Mochi."}]})
+
+
+def test_facts_learned_from_a_captured_turn_carry_its_time():
+    mem = memtap.Memory(InMemoryStore(), entry_points=False, embedder=False, spool=False, llm=AddsOneFact())
+    mem.capture(
+        [user("I adopted a beagle called Mochi")], [assistant("How lovely")], entity_id="alice", at=MAY_8
+    )
+    assert mem.flush()
+    (fact,) = mem.facts(entity_id="alice")
+    assert (fact.kind, fact.created_at) == ("fact", MAY_8)
+    mem.close()

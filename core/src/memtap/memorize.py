@@ -36,7 +36,7 @@ import attrs
 from .background import lower_priority
 from .builtins import AGENT_KEY, redact_fact, redact_text
 from .metrics import count
-from .model import Exchange, Fact, Message, derived_id, utcnow
+from .model import Exchange, Fact, Message, derived_id
 from .pending import PendingWork
 from .recall import RecallEngine
 from .recall_plugin import _norm
@@ -606,7 +606,7 @@ class Memorizer:
             kind=kind,
             source_exchange_id=exchange.id,
             supersedes=supersedes,
-            created_at=utcnow(),
+            created_at=exchange.started_at,  # when it was said (an imported turn: then)
         )
 
     def _apply(self, exchange: Exchange, operations: list[Operation], known: dict[str, Fact]) -> None:
