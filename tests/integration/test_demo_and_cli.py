@@ -91,7 +91,8 @@ def test_facts_recall_and_forget(filled):
     assert "Alice lives in Tokyo" in run("facts", "--entity", "alice", "--store", filled)
     recalled = run("recall", "where does alice live", "--entity", "alice", "--store", filled)
     assert "Alice lives in Tokyo" in recalled
-    assert "deleted 3 record(s)" in run("forget", "--entity", "alice", "--yes", "--store", filled)
+    # Its two exchanges, the fact remembered and the two answers kept as episodes.
+    assert "deleted 5 record(s)" in run("forget", "--entity", "alice", "--yes", "--store", filled)
     assert "I live in Tokyo" not in run("history", "s1", "--store", filled)
     assert "bob here" in run("history", "s2", "--store", filled)
 
@@ -172,18 +173,23 @@ def test_demo_reruns_do_not_pile_up_memories(tmp_path):
         )
         assert done.returncode == 0, done.stderr
     run_3 = done.stdout.split("Run 3:", 1)[1]
+    # What alice said and what the model answered her (answers are episodes too).
     block = [
-        line.split("the user said: ", 1)[1].strip(" │")
+        line.split(" said: ", 1)[1].strip(" │")
         for line in run_3.splitlines()
-        if "the user said: " in line
+        if "the user said: " in line or "you (the assistant) said: " in line
     ]
     assert sorted(block) == [
+        "Congratulations! Mochi is a lovely name for a beagle.",
         "Hi! I'm Alice and I live in Tokyo.",
         "I adopted a beagle called Mochi last week.",
+        "Nice to meet you, Alice! Tokyo is a wonderful city.",
+        "Take Mochi to Yoyogi Park in Tokyo: beagles love it.",
+        "You live in Tokyo, and your beagle is called Mochi.",
     ]
     table = [
         line.split("│")[3].strip() for line in run_3.split("user:", 1)[0].splitlines() if "│ episode" in line
     ]
-    assert table == block
+    assert sorted(table) == sorted(block)  # (close scores: the block's quick query may order them otherwise)
     with memtap.Memory(f"duckdb:///{tmp_path / 'home' / 'demo.duckdb'}", spool=False) as mem:
-        assert len(mem.facts(entity_id="alice")) == 2
+        assert len(mem.facts(entity_id="alice")) == 6

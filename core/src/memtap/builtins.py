@@ -26,7 +26,7 @@ from .embedder import Embedder
 from .history import SessionHistories, request_budget
 from .hookspecs import hookimpl
 from .litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
-from .model import Exchange, ExchangeStatus, new_id
+from .model import AGENT_KEY, Exchange, ExchangeStatus, new_id
 from .recall import RecallEngine
 from .recall_plugin import RecallBudget, RecallPlugin
 from .redact import REDACTED, redact_exchange, redact_fact, redact_text
@@ -42,6 +42,7 @@ from .wire import (
 )
 
 __all__ = [
+    "AGENT_KEY",
     "REDACTED",
     "AccumulatorPlugin",
     "HistoryPlugin",
@@ -93,6 +94,7 @@ class PayloadPlugin:
             error=raw.error,
             started_at=raw.started_at,
             ended_at=raw.ended_at,
+            metadata={AGENT_KEY: raw.profile.name} if raw.profile is not None else {},
         )
 
 

@@ -4,9 +4,9 @@ incrementally on every write (no rebuild), searched with hybrid fusion.
 numpy is imported when an index is first built, never by ``import memtap``.
 
 What is indexed: a fact's ``text`` and, with a lower weight, its ``metadata["context"]``
-(for an episode: the turns around it, the speaker, the date), so that a short reply
-("Yes, last Tuesday!") is still found by the words of the question it answered. The
-vector is the embedding of :func:`embedding_text`.
+(for an episode: the turns around it) and its date (:func:`date_text`), so that a short
+reply ("Yes, last Tuesday!") is still found by the words of the question it answered, and
+"in May" by when it was said. The vector is the embedding of :func:`embedding_text`.
 
 Fusion (chosen on held-out LOCOMO conversations, see ``benchmarks/locomo_recall.py``):
 each signal is turned into a [0, 1] score that keeps its absolute meaning (BM25 saturates
@@ -34,6 +34,12 @@ CONTEXT_KEY = "context"
 HIDDEN_KINDS = frozenset({"tombstone"})
 
 
+def date_text(fact: Fact) -> str:
+    """A fact's date as words ("8 May 2023"), indexed with it."""
+    at = fact.created_at
+    return f"{at.day} {at:%B} {at.year}"
+
+
 def embedding_text(fact: Fact) -> str:
     """The text whose embedding represents ``fact`` (its own words, not the context: a
     vector of several turns says less about each of them)."""
@@ -55,6 +61,9 @@ class Fusion:
     b: float = 0.75
     #: Weight of a context term relative to a term of the fact's own text.
     context_weight: float = 0.5
+    #: Weight of the terms of a fact's date (:func:`date_text`: day, month, year), so
+    #: "in May" or "2023" finds what was said then.
+    date_weight: float = 0.5
     #: IDF is computed as if the entity had at least this many facts: with only a handful,
     #: every term would look common and a clear match would score near zero.
     idf_prior: int = 200
@@ -151,6 +160,7 @@ class EntityIndex:
         start = len(self.facts)
         self._grow(start + len(batch))
         w = self.fusion.context_weight
+        dw = self.fusion.date_weight
         for offset, fact in enumerate(batch):
             slot = start + offset
             self.facts.append(fact)
@@ -160,6 +170,9 @@ class EntityIndex:
             if context:
                 for term, times in term_counts(context).items():
                     counts[term] = counts.get(term, 0.0) + w * times
+            if dw:
+                for term, times in term_counts(date_text(fact)).items():
+                    counts[term] = counts.get(term, 0.0) + dw * times
             length = float(sum(counts.values()))
             for term, n in counts.items():
                 p = self.postings.get(term)

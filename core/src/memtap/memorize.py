@@ -8,13 +8,17 @@ supersedes it) or is already known (NOOP). Malformed output is retried once with
 error, then reported (logged, counted as ``memtap.failures{reason=memorize_malformed}``
 and in :attr:`Memorizer.stats`) and the exchange's user turns are kept as episodes.
 
-Without a port, every user turn worth keeping becomes an ``episode`` fact: cross-session
-recall works offline, and extracted facts, when there are any, rank with episodes.
+Without a port, every turn worth keeping becomes an ``episode`` fact (the user's, and the
+model's answers except a coding agent's), indexed with the turns around it in its session
+and its date: cross-session recall works offline, and extracted facts, when there are any,
+rank with episodes. An exchange's episodes wait for the session's next exchange (the turns
+after them are part of their context), at most ``hold`` seconds or until a flush.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import inspect
 import json
@@ -23,7 +27,9 @@ import os
 import queue
 import re
 import threading
-from collections.abc import Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -31,7 +37,7 @@ import attrs
 from .background import lower_priority
 from .errors import MemtapError
 from .metrics import count
-from .model import Exchange, Fact, derived_id, utcnow
+from .model import AGENT_KEY, Exchange, Fact, Message, derived_id
 from .pending import PendingWork
 from .recall import RecallEngine
 from .recall_plugin import _norm
@@ -269,30 +275,71 @@ def _is_question_only(text: str) -> bool:
     return bool(sentences) and all(s.rstrip().endswith("?") for s in sentences)
 
 
-def episode_id(entity_id: str, process_id: str | None, text: str) -> str:
-    """The id of an episode: one per entity, process and text (compared without case or
-    spacing), so a turn said again, or an exchange replayed from the spool, stores nothing new."""
-    return derived_id("episode", entity_id, process_id or "", _norm(text))
+def episode_id(entity_id: str, process_id: str | None, text: str, role: str = "user") -> str:
+    """The id of an episode: one per entity, process, speaker and text (compared without
+    case or spacing), so a turn said again, or an exchange replayed from the spool, stores
+    nothing new."""
+    if role == "user":  # the ids user turns always had
+        return derived_id("episode", entity_id, process_id or "", _norm(text))
+    return derived_id("episode", entity_id, process_id or "", _norm(text), role)
 
 
-def episodes_of(exchange: Exchange, *, min_terms: int = 3) -> list[Fact]:
-    """The user turns of ``exchange`` worth keeping verbatim: with at least ``min_terms``
-    content words, and not only questions (a question says little about the user). Identical
-    turns of an entity are one episode (:func:`episode_id`): the first one said."""
-    reply = " ".join(m.content for m in exchange.output if m.role == "assistant" and m.content)
+#: Turns on either side of an episode indexed as its context (so that "Yes, in June!" is
+#: found by the words of what it answered).
+CONTEXT_TURNS = 2
+
+
+def conversation_turns(exchange: Exchange) -> list[Message]:
+    """The user and assistant turns of ``exchange`` that have text, in order."""
+    return [m for m in exchange.messages if m.role in ("user", "assistant") and m.content.strip()]
+
+
+def _worth_keeping(text: str, min_terms: int) -> bool:
+    return len(terms(text)) >= min_terms and not _is_question_only(text)
+
+
+def episodes_of(
+    exchange: Exchange,
+    *,
+    before: Sequence[Message] = (),
+    after: Sequence[Message] = (),
+    assistant: bool = False,
+    min_terms: int = 3,
+) -> list[Fact]:
+    """The turns of ``exchange`` worth keeping verbatim: with at least ``min_terms`` content
+    words, and not only questions (a question says little about the user). The user's
+    turns, and with ``assistant`` the model's answers too (``metadata["role"]``:
+    ``"assistant"``). Each carries the :data:`CONTEXT_TURNS` turns on either side as its
+    indexed context (``before`` and ``after``: the session's turns around the exchange; more
+    of those before stand in for turns after it not known) and the exchange's time.
+    Identical turns of an entity are one episode (:func:`episode_id`): the first one said."""
+    own = conversation_turns(exchange)
+    head = list(before[-2 * CONTEXT_TURNS :])
+    turns = [*head, *own, *after[:CONTEXT_TURNS]]
+    outputs = {id(m) for m in exchange.output}
+    a = exchange.attribution
     out = []
-    for m in exchange.input:
-        text = m.content.strip()
-        if m.role != "user" or len(terms(text)) < min_terms or _is_question_only(text):
+    for i in range(len(head), len(head) + len(own)):
+        m = turns[i]
+        role = m.role
+        if role == "assistant" and not (assistant and id(m) in outputs):
             continue
-        metadata = {"context": reply[:MAX_FACT_CHARS]} if reply else {}
-        a = exchange.attribution
+        text = m.content.strip()[:MAX_EPISODE_CHARS]
+        if not _worth_keeping(text, min_terms):
+            continue
+        following = turns[i + 1 : i + 1 + CONTEXT_TURNS]
+        reach = 2 * CONTEXT_TURNS - len(following)
+        near = turns[max(0, i - reach) : i] + following
+        context = "\n".join(n.content.strip()[:MAX_FACT_CHARS] for n in near)
+        metadata = {"context": context} if context else {}
+        if role != "user":
+            metadata["role"] = role
         out.append(
             Fact(
-                id=episode_id(a.entity_id, a.process_id, text[:MAX_EPISODE_CHARS]),
+                id=episode_id(a.entity_id, a.process_id, text, role),
                 entity_id=a.entity_id,
                 process_id=a.process_id,
-                text=text[:MAX_EPISODE_CHARS],
+                text=text,
                 kind="episode",
                 source_exchange_id=exchange.id,
                 created_at=exchange.started_at,
@@ -300,6 +347,69 @@ def episodes_of(exchange: Exchange, *, min_terms: int = 3) -> list[Fact]:
             )
         )
     return out
+
+
+@attrs.frozen
+class _Held:
+    """A session's latest exchange, its episodes waiting for the turns that follow it."""
+
+    exchange: Exchange
+    before: tuple[Message, ...]
+    since: float
+
+
+class SessionTails:
+    """Per recently memorized session: its last turns (the context of the next exchange's
+    first turns) and its latest exchange, held until the next one of the session says what
+    followed it, ``hold`` seconds pass, or :meth:`release` is asked. Bounded (the oldest
+    session is released and forgotten); a session not seen since this process started has
+    no turns before its first exchange. Used by the worker thread only."""
+
+    def __init__(self, *, hold: float = 30.0, max_sessions: int = 4096) -> None:
+        self.hold = hold
+        self.max_sessions = max_sessions
+        self._tails: OrderedDict[tuple[str, str], tuple[Message, ...]] = OrderedDict()
+        self._held: OrderedDict[tuple[str, str], _Held] = OrderedDict()
+
+    def advance(
+        self, exchange: Exchange, now: float, *, keep: bool = True
+    ) -> list[tuple[_Held, tuple[Message, ...]]]:
+        """``exchange`` is its session's latest: hold it (``keep``: it has episodes to
+        make); returns the exchange it follows, released with its following turns, and
+        whatever was released to keep the bound."""
+        a = exchange.attribution
+        key = (a.entity_id, a.session_id)
+        own = tuple(conversation_turns(exchange))
+        before = self._tails.pop(key, ())
+        released = []
+        previous = self._held.pop(key, None)
+        if previous is not None:
+            released.append((previous, own))
+        self._tails[key] = (*before, *own)[-2 * CONTEXT_TURNS :]
+        if keep:
+            self._held[key] = _Held(exchange, before, now)
+        while len(self._tails) > self.max_sessions:
+            gone, _ = self._tails.popitem(last=False)
+            held = self._held.pop(gone, None)
+            if held is not None:
+                released.append((held, ()))
+        return released
+
+    def release(self, now: float | None = None) -> list[_Held]:
+        """The held exchanges: all of them, or with ``now`` those held ``hold`` seconds."""
+        out = []
+        while self._held:
+            key, held = next(iter(self._held.items()))
+            if now is not None and now - held.since < self.hold:
+                break
+            del self._held[key]
+            out.append(held)
+        return out
+
+    def next_due(self) -> float | None:
+        """When the oldest held exchange is due (``time.monotonic`` seconds), if any."""
+        held = next(iter(self._held.values()), None)
+        return None if held is None else held.since + self.hold
 
 
 @attrs.define
@@ -319,6 +429,8 @@ class MemorizeStats:
 
 
 _STOP = object()
+#: Queued by :meth:`Memorizer.flush`: make the held exchanges' episodes now.
+_RELEASE = object()
 
 
 class Memorizer:
@@ -331,12 +443,15 @@ class Memorizer:
         llm: LLM | AsyncLLM | None,
         *,
         episodes: bool = True,
+        hold: float = 30.0,
     ) -> None:
         self.store = store
         self.engine = engine
         self.llm = llm
         self.episodes = episodes
         self.stats = MemorizeStats()
+        #: Only the worker thread reads and writes it.
+        self.tails = SessionTails(hold=hold)
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._pending = PendingWork()
         self._thread_lock = threading.Lock()
@@ -365,7 +480,11 @@ class Memorizer:
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every queued exchange is processed."""
+        """Wait until every queued exchange is processed, the episodes of those held for
+        the turns that follow them made now."""
+        if self._thread is not None and not self._closed:
+            self._pending.add(1)
+            self._queue.put(_RELEASE)
         return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -378,10 +497,21 @@ class Memorizer:
     def _run(self) -> None:
         lower_priority()
         while True:
-            item = self._queue.get()
+            due = self.tails.next_due()
+            try:
+                item = self._queue.get(timeout=None if due is None else max(0.0, due - time.monotonic()))
+            except queue.Empty:
+                self._guarded(lambda: self._release(time.monotonic()), "held")
+                continue
             if item is _STOP:
+                self._guarded(self._release, "held")
                 return
+            if item is _RELEASE:
+                self._guarded(self._release, "held")
+                self._pending.done()
+                continue
             batch: list[Exchange] = [item]  # type: ignore[list-item]
+            release = False
             while True:
                 try:
                     more = self._queue.get_nowait()
@@ -390,23 +520,49 @@ class Memorizer:
                 if more is _STOP:
                     self._queue.put(_STOP)
                     break
+                if more is _RELEASE:
+                    release = True
+                    break
                 batch.append(more)  # type: ignore[arg-type]
             try:
-                self._process(batch)
-            except Exception:
-                log.exception("memtap memorize failed for %d exchange(s)", len(batch))
-                count("failed", len(batch), reason="memorize")
+                work = functools.partial(self._process, batch)
+                self._guarded(work, f"{len(batch)} exchange(s)", len(batch))
             finally:
                 self._pending.done(len(batch))
+            if release:
+                self._guarded(self._release, "held")
+                self._pending.done()
+
+    @staticmethod
+    def _guarded(work: Callable[[], None], what: str, n: int = 1) -> None:
+        try:
+            work()
+        except Exception:
+            log.exception("memtap memorize failed for %s", what)
+            count("failed", n, reason="memorize")
 
     def _process(self, batch: list[Exchange]) -> None:
         episodes: list[Fact] = []
+        now = time.monotonic()
         for exchange in batch:
             self.stats.exchanges += 1
-            if self.llm is not None and self.extract(exchange):
-                continue
-            if self.episodes or self.llm is not None:
-                episodes.extend(episodes_of(exchange))
+            extracted = self.llm is not None and self.extract(exchange)
+            # Failed extraction keeps the user's turns as episodes (episodic memory: the
+            # answers too); they wait for the turns that follow, part of their context.
+            keep = not extracted and (self.episodes or self.llm is not None)
+            for held, after in self.tails.advance(exchange, now, keep=keep):
+                episodes.extend(self._episodes(held, after))
+        self._store_episodes(episodes)
+
+    def _release(self, now: float | None = None) -> None:
+        """Make the episodes of the held exchanges (all, or those due at ``now``)."""
+        self._store_episodes([e for held in self.tails.release(now) for e in self._episodes(held, ())])
+
+    def _episodes(self, held: _Held, after: Sequence[Message]) -> list[Fact]:
+        answers = self.episodes and AGENT_KEY not in held.exchange.metadata
+        return episodes_of(held.exchange, before=held.before, after=after, assistant=answers)
+
+    def _store_episodes(self, episodes: list[Fact]) -> None:
         if episodes:
             self._store(episodes)
             self.stats.episodes += len(episodes)
@@ -478,7 +634,7 @@ class Memorizer:
             kind=kind,
             source_exchange_id=exchange.id,
             supersedes=supersedes,
-            created_at=utcnow(),
+            created_at=exchange.started_at,  # when it was said (an imported turn: then)
         )
 
     def _apply(self, exchange: Exchange, operations: list[Operation], known: dict[str, Fact]) -> None:

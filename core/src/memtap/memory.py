@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import datetime as _dt
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import Embedder, EmbedderOption, resolve_embedder
 from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
 from .history import HistoryBudget, SessionHistories
+from .index import CONTEXT_KEY
 from .known_sessions import KnownSessions
 from .longterm import LongTermMemory
 from .memorize import LLMOption, resolve_llm
@@ -34,6 +36,8 @@ from .model import (
     Message,
     ScoredFact,
     SessionInfo,
+    aware,
+    utcnow,
 )
 from .plugins import PluginManager, make_plugin_manager, wire_protocols
 from .private import make_private
@@ -127,8 +131,9 @@ class Memory:
     sync or async, or a litellm model name; default ``$MEMTAP_MEMORIZE_MODEL``, else off;
     :class:`~memtap.LiteLLMPort` points it at any endpoint; a model name without litellm
     installed is one warning here, and off);
-    ``episodes`` keeps the user's own turns as recallable episodes (default: when there is
-    no ``llm``).
+    ``episodes`` keeps the conversation's turns (the user's, and the model's answers) as
+    recallable episodes, each indexed with the turns around it (default: when there is no
+    ``llm``).
 
     ``agent`` names the agent profile (hook ``memtap_agent_profiles``, e.g. ``"claude-code"``
     from memtap-agents) whose system-prompt slots injected blocks are placed at; by default
@@ -421,14 +426,19 @@ class Memory:
         process_id: str | None = None,
         provider: str = "app",
         model: str | None = None,
+        at: _dt.datetime | None = None,
     ) -> Exchange:
         """Capture a conversation turn that did not go through a registered client (what
-        framework integrations such as the LangChain middleware use).
+        framework integrations such as the LangChain middleware use, or an import of an
+        existing transcript).
 
-        Attribution comes from the current scope, overridden by the arguments. The turn is
-        redacted, added to the session's history and stored in the background like any
-        captured call; storage problems never raise here.
+        Attribution comes from the current scope, overridden by the arguments. ``at`` is
+        when the turn happened (default: now; a naive time is UTC): the exchange's time and
+        that of the episodes made from it. The turn is redacted, added to the session's
+        history and stored in the background like any captured call; storage problems never
+        raise here.
         """
+        when = aware(at) if at is not None else utcnow()
         current = self.current_attribution()
         attribution = Attribution(
             entity_id=entity_id or current.entity_id,
@@ -444,6 +454,8 @@ class Memory:
                 output=output,
                 request_model=model,
                 response_model=model,
+                started_at=when,
+                ended_at=when,
             )
         )
         item = CapturedCall(lambda: exchange, attribution)
@@ -451,16 +463,32 @@ class Memory:
         self.writer.submit(item)
         return exchange
 
-    def remember(self, text: str, *, entity_id: str | None = None, process_id: str | None = None) -> Fact:
-        """Store a fact about an entity (the current scope's by default). Secrets in the
-        text are redacted before it is stored (the returned fact is what was stored)."""
+    def remember(
+        self,
+        text: str,
+        *,
+        entity_id: str | None = None,
+        process_id: str | None = None,
+        context: str | None = None,
+        at: _dt.datetime | None = None,
+    ) -> Fact:
+        """Store a fact about an entity (the current scope's by default). ``context`` is
+        text indexed with the fact (with less weight) so recall finds it by those words
+        too, but never shown as the fact: the turns around a remembered turn, who said it,
+        where. ``at`` is when it was true or said (default: now; a naive time is UTC).
+        Secrets in the text and context are redacted before they are stored (the returned
+        fact is what was stored)."""
         if not isinstance(text, str) or not text.strip():
             raise ValueError("remember() needs the fact as a non-empty string")
+        if context is not None and not isinstance(context, str):
+            raise TypeError("remember(context=...) takes the context as a string")
         attribution = self.current_attribution()
         fact = Fact(
             entity_id=entity_id or attribution.entity_id,
             process_id=process_id if process_id is not None else attribution.process_id,
             text=text.strip(),
+            created_at=aware(at) if at is not None else utcnow(),
+            metadata={CONTEXT_KEY: context.strip()} if context and context.strip() else {},
         )
         return self.longterm.remember(fact)
 

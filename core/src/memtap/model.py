@@ -33,6 +33,13 @@ def utcnow() -> _dt.datetime:
     return _dt.datetime.now(_dt.timezone.utc)
 
 
+def aware(at: _dt.datetime) -> _dt.datetime:
+    """``at`` with a timezone: a naive time is taken as UTC."""
+    if not isinstance(at, _dt.datetime):
+        raise TypeError(f"a time must be a datetime, not {type(at).__name__}")
+    return at if at.tzinfo is not None else at.replace(tzinfo=_dt.timezone.utc)
+
+
 class _IdSource:
     """Unique ids without a syscall per id: a random per-process prefix (renewed after
     ``fork``) plus a counter. 64 random bits tell processes and hosts apart."""
@@ -56,6 +63,11 @@ if hasattr(os, "register_at_fork"):
 def new_id() -> str:
     """A new unique identifier (32 hex characters)."""
     return _ids.next()
+
+
+#: Exchange metadata naming the agent profile the call was read with (memorize keeps a
+#: coding agent's answers out of episodes: its narration of work, echoing its scaffolding).
+AGENT_KEY = "agent"
 
 
 def derived_id(*parts: str) -> str:

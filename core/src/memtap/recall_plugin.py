@@ -69,7 +69,9 @@ def fact_line(fact: Fact) -> str:
     """One fact as a single line of the block (line breaks flattened; ``render_blocks``
     escapes the rest)."""
     date = fact.created_at.date().isoformat()
-    said = "the user said: " if fact.kind == "episode" else ""
+    said = ""
+    if fact.kind == "episode":
+        said = "you (the assistant) said: " if fact.metadata.get("role") == "assistant" else "the user said: "
     return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}"
 
 

@@ -112,6 +112,16 @@ def test_a_raising_formatter_never_reaches_the_caller(server, store, caplog):
     mem.close()
 
 
+def scope_tags(message: dict) -> list[str]:
+    """The thread tags (``t3``) of a message's turns: its content, or for a memory block
+    the turns it recalled (the model's answers are episodes too)."""
+    if message["role"] != "system":
+        return [message["content"].removeprefix("You said: ").split("-")[0]]
+    said = [line.split(" said: ", 1)[1] for line in message["content"].splitlines() if " said: " in line]
+    assert said, message
+    return [text.removeprefix("You said: ").split("-")[0] for text in said]
+
+
 def test_threads_never_mix_scopes_and_lose_nothing(server, store):
     mem = memtap.Memory(store, plugins=[memtap_openai], entry_points=False)
     client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY))
@@ -125,7 +135,7 @@ def test_threads_never_mix_scopes_and_lose_nothing(server, store):
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(worker, range(threads)))
     for request in server.requests:
-        tags = {m["content"].removeprefix("You said: ").split("-")[0] for m in request.json["messages"]}
+        tags = {tag for m in request.json["messages"] for tag in scope_tags(m)}
         assert len(tags) == 1, f"a request mixed two scopes: {request.json['messages']}"
     assert mem.flush()
     assert store.stats()["exchanges"] == threads * calls

@@ -16,6 +16,7 @@ import memtap_openai
 from memtap.blocks import CLOSE_TAG, OPEN_TAG
 from memtap.recall_plugin import RecallBudget
 from memtap.storage import InMemoryStore
+from memtap.testing.server import Reply
 
 
 class WordEmbedder:
@@ -211,4 +212,34 @@ def test_memory_tool_round_trip_with_the_sdk(server, store):
         fact = mem.handle_memory_tool(call.function.arguments)
     assert server.last_json()["tools"][0]["function"]["name"] == "remember"
     assert [f.text for f in mem.facts(entity_id="alice")] == [fact.text] == ["The user is vegan."]
+    mem.close()
+
+
+def test_the_models_answer_is_recalled_in_a_later_session_with_its_question(server):
+    """What the assistant recommended is remembered (an episode of the answer, indexed with
+    the question it answered and the turns before it) and recalled in a new session."""
+    store = SharedStore()
+    mem = make(store)
+    client = client_for(mem, server)
+    server.script(
+        Reply(text="Happy to help with the trip planning."),
+        Reply(text="I recommend The Hobbit by Tolkien, light enough for a flight."),
+    )
+    with mem.scope(entity_id="alice", session_id="s1"):
+        history = [user("We are flying to Lisbon next month with the kids")]
+        first = client.chat.completions.create(model="m", messages=history)
+        history += [first.choices[0].message.model_dump(exclude_none=True), user("Any book for me?")]
+        client.chat.completions.create(model="m", messages=history)
+    assert mem.flush(10)
+    answer = next(f for f in mem.facts(entity_id="alice") if f.text.startswith("I recommend"))
+    assert answer.metadata["role"] == "assistant"
+    assert "Any book for me?" in answer.metadata["context"] and "Lisbon" in answer.metadata["context"]
+    mem.close()
+
+    mem = make(store)  # a new process
+    client = client_for(mem, server)
+    (block,) = ask_until_recalled(
+        client, mem, server, "Which book did you recommend for Lisbon?", entity_id="alice", session_id="s2"
+    )
+    assert "you (the assistant) said: I recommend The Hobbit by Tolkien" in block
     mem.close()
