@@ -19,7 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from memtap.tap import Call, Tap, active_call
+from memtap.sdk import Call, Tap, active_call
 
 from .protocol import AcmeChatProtocol
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from memtap.hookspecs import hookimpl
-from memtap.storage import StoreError
+from memtap.sdk import StoreError, hookimpl
 
 if TYPE_CHECKING:
     from .store import DuckDBStore

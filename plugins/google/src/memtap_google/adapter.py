@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from typing import Any
 
-from memtap.tap import Call, Tap, active_call
+from memtap.sdk import Call, Tap, active_call
 
 from .generate import GenerateContentProtocol
 
