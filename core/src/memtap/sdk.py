@@ -12,10 +12,14 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 
 - **hook marker**: :data:`hookimpl`.
 - **model**: the records memtap stores and hands to hooks (:class:`Message`, :class:`Exchange`,
-  :class:`Fact`, ...), :data:`Role` and :func:`utcnow`.
-- **wire contracts**: what a wire protocol implements and receives (:class:`WireProtocol`,
-  :class:`RequestView`, :class:`ResponseView`, :class:`InjectionPlan`, :class:`SystemBlock`);
-  :data:`VALIDATION_STATUSES` (a rejection that says nothing about the session).
+  :class:`Fact`, ...), :data:`Role`, :data:`ExchangeStatus` and :func:`utcnow`.
+- **wire contracts**: what the hooks take and return: what a wire protocol implements and
+  receives (:class:`WireProtocol`, :class:`RequestView`, :class:`ResponseView`,
+  :class:`InjectionPlan`, :class:`SystemBlock`, :class:`StreamAccumulator`), a client adapter
+  (:class:`ClientAdapter`, :class:`TapPort`), an injector (:class:`InjectionRequest`,
+  :data:`Injection`, :class:`HistoryInjection`), a formatter (:class:`RawExchange`), an
+  embedder (:class:`Embedder`); :data:`VALIDATION_STATUSES` (the HTTP statuses of a
+  validation rejection).
 - **the request path**: :class:`Tap` (what an adapter reports calls to), :class:`Call` and
   :func:`active_call`.
 - **patching helpers**: :class:`StainlessInstaller` / :class:`Target` for Stainless-generated
@@ -45,7 +49,14 @@ plugin that wants the short name imports it ``as`` that name.
 from __future__ import annotations
 
 from memtap.anchors import AgentProfile, Segment, detect_profile
-from memtap.anthropic_format import THINKING_TYPES, AnthropicFormatProtocol, MessagesStreamAccumulator
+from memtap.anthropic_format import (
+    THINKING_TYPES,
+    AnthropicFormatProtocol,
+    MessagesStreamAccumulator,
+    inject_messages,
+    read_messages_request,
+    read_messages_response,
+)
 from memtap.anthropic_format import is_tail_turn as is_anthropic_tail_turn
 from memtap.anthropic_format import read_message as read_anthropic_message
 from memtap.anthropic_format import read_usage as read_anthropic_usage
@@ -61,11 +72,16 @@ from memtap.chat_format import (
     ChatFormatProtocol,
     ChatStreamAccumulator,
     as_mapping,
+    read_chat_request,
+    read_chat_response,
 )
+from memtap.chat_format import is_hidden_usage_event as is_hidden_chat_usage_event
 from memtap.chat_format import read_message as read_chat_message
 from memtap.chat_format import read_usage as read_chat_usage
+from memtap.chat_format import request_stream_usage as chat_request_stream_usage
 from memtap.chat_format import write_message as write_chat_message
 from memtap.content import content_text
+from memtap.embedder import Embedder
 from memtap.errors import MemtapError, StoreError, UnsupportedClientError
 from memtap.hookspecs import hookimpl
 from memtap.layout import MessageCodec, layout_messages, leading_count
@@ -73,6 +89,7 @@ from memtap.memory import STORE_ENV
 from memtap.model import (
     Attribution,
     Exchange,
+    ExchangeStatus,
     Fact,
     Message,
     Role,
@@ -90,6 +107,7 @@ from memtap.placement import (
     marks,
     regroup,
     with_system,
+    with_tail,
     with_texts,
 )
 from memtap.private import create_private_file, make_private, private_dir
@@ -108,7 +126,20 @@ from memtap.stainless import StainlessInstaller, Target
 from memtap.storage import SessionWatchers, Store, exchange_messages
 from memtap.streamtap import JsonFn, StreamTap, retype, subclass_of
 from memtap.tap import Call, Tap, active_call
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock, WireProtocol
+from memtap.wire import (
+    ClientAdapter,
+    HistoryInjection,
+    Injection,
+    InjectionPlan,
+    InjectionRequest,
+    RawExchange,
+    RequestView,
+    ResponseView,
+    StreamAccumulator,
+    SystemBlock,
+    TapPort,
+    WireProtocol,
+)
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
     # agent scaffolding
@@ -123,9 +154,12 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "MessagesStreamAccumulator",
     "anthropic_tool_arguments",
     "anthropic_uses_prompt_cache",
+    "inject_messages",
     "is_anthropic_tail_turn",
     "read_anthropic_message",
     "read_anthropic_usage",
+    "read_messages_request",
+    "read_messages_response",
     "write_anthropic_history",
     # codecs: the OpenAI chat format
     "CHAT_CODEC",
@@ -134,7 +168,11 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "ChatFormatProtocol",
     "ChatStreamAccumulator",
     "as_mapping",
+    "chat_request_stream_usage",
+    "is_hidden_chat_usage_event",
     "read_chat_message",
+    "read_chat_request",
+    "read_chat_response",
     "read_chat_usage",
     "write_chat_message",
     # codecs: laying out a message list
@@ -150,6 +188,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     # model
     "Attribution",
     "Exchange",
+    "ExchangeStatus",
     "Fact",
     "Message",
     "Role",
@@ -175,6 +214,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "regroup",
     "render_blocks",
     "with_system",
+    "with_tail",
     "with_texts",
     # redaction, private files, background work
     "create_private_file",
@@ -203,11 +243,19 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "Call",
     "Tap",
     "active_call",
-    # wire contracts
+    # wire contracts: what the hooks take and return
     "VALIDATION_STATUSES",
+    "ClientAdapter",
+    "Embedder",
+    "HistoryInjection",
+    "Injection",
     "InjectionPlan",
+    "InjectionRequest",
+    "RawExchange",
     "RequestView",
     "ResponseView",
+    "StreamAccumulator",
     "SystemBlock",
+    "TapPort",
     "WireProtocol",
 ]
