@@ -179,7 +179,7 @@ class StainlessInstaller:
 
         def target(options: Any) -> tuple[Call, Mapping[str, Any]] | None:
             call = active_call()
-            if call is not None and getattr(call, "owner", None) is client:
+            if call is not None and call.owner is client:
                 body = getattr(options, "json_data", None)
                 if isinstance(body, Mapping):
                     return call, body
@@ -233,7 +233,7 @@ class StainlessInstaller:
     def _begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
         try:
             call = tap.begin(protocol, fallback_body=kwargs_body(kwargs))
-            call.owner = client  # type: ignore[attr-defined]
+            call.owner = client
             return call
         except Exception:
             log.exception("memtap could not start tracking a %s call; it proceeds untracked", protocol.name)

@@ -209,6 +209,12 @@ class Call:
         self.profile = profile
         self._profile_known = profile is not None
         self.history = history
+        #: The client instance the call was made through: the adapter sets it when the call
+        #: begins, and its body-building hook prepares only the calls of its own client.
+        self.owner: object | None = None
+        #: The model a request names in its URL rather than its body (Gemini), set by the
+        #: adapter so that capture records it.
+        self.url_model: str | None = None
         self.protocol = protocol
         self.attribution = attribution
         self.id = new_id()

@@ -8,8 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from memtap.content import content_text
-from memtap.model import Message, ToolCall
+from memtap.sdk import Message, ToolCall, content_text
 
 
 def to_message(message: BaseMessage) -> Message | None:

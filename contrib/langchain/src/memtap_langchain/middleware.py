@@ -19,10 +19,8 @@ import attrs
 from langchain.agents.middleware import AgentMiddleware, ModelRequest
 from langchain_core.messages import SystemMessage
 
-from memtap.blocks import render_blocks
-from memtap.memory import Memory
-from memtap.model import ScoredFact
-from memtap.wire import SystemBlock
+from memtap import Memory
+from memtap.sdk import ScoredFact, SystemBlock, render_blocks
 
 from .convert import final_turn, latest_user_text
 

@@ -8,8 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from memtap.errors import UnsupportedClientError
-from memtap.tap import Tap
+from memtap.sdk import Tap, UnsupportedClientError
 
 #: Where each supported chat model keeps its SDK clients (attribute names, in order).
 CLIENT_ATTRIBUTES: dict[str, tuple[str, ...]] = {

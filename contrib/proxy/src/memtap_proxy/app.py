@@ -20,11 +20,15 @@ from typing import Any
 import attrs
 
 from memtap import Memory
-from memtap.anchors import AgentProfile, detect_profile
-from memtap.rejection import VALIDATION_STATUSES
-from memtap.scaffolding import own_view
-from memtap.tap import Call
-from memtap.wire import RequestView, WireProtocol
+from memtap.sdk import (
+    VALIDATION_STATUSES,
+    AgentProfile,
+    Call,
+    RequestView,
+    WireProtocol,
+    detect_profile,
+    own_view,
+)
 
 from . import synth
 from .asgi import (

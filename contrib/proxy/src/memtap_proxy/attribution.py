@@ -25,8 +25,7 @@ from typing import Any
 
 import attrs
 
-from memtap.model import Attribution
-from memtap.wire import RequestView
+from memtap.sdk import Attribution, RequestView
 
 from .headers import MEMTAP_PREFIX, RawHeaders
 

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from memtap.memory import STORE_ENV
+from memtap.sdk import STORE_ENV
 
 from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind
 from .server import open_memory, serve

@@ -11,8 +11,7 @@ from __future__ import annotations
 import attrs
 
 from memtap import Memory
-from memtap.model import Attribution
-from memtap.wire import RequestView
+from memtap.sdk import Attribution, RequestView
 
 PREFIX = "mem:"
 HELP = """memtap commands (answered by the local memtap proxy, never sent to the model):

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from memtap.model import Attribution
+from memtap.sdk import Attribution
 
 from .asgi import RawHeaders
 from .tokens import EVERY_ENTITY, Grant, TokenRule, TokenTable, digest

@@ -15,8 +15,7 @@ import logging
 from collections.abc import Coroutine, Mapping
 from typing import Any, cast
 
-from memtap.tap import Call
-from memtap.wire import WireProtocol
+from memtap.sdk import Call, WireProtocol
 
 from .asgi import Message, RawHeaders, Receive, Send
 from .sse import SSEEvent, SSEParser

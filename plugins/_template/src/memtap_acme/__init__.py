@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtap import hookimpl
-from memtap.wire import WireProtocol
+from memtap.sdk import WireProtocol
 
 from .adapter import PROTOCOL, AcmeAdapter, is_acme_client
 from .protocol import AcmeChatProtocol

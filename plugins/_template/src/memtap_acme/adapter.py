@@ -19,7 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from memtap.tap import Call, Tap, active_call
+from memtap.sdk import Call, Tap, active_call
 
 from .protocol import AcmeChatProtocol
 
@@ -80,7 +80,7 @@ def _body_hook(client: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     def build_body(*args: Any, **kwargs: Any) -> Any:
         body = original(*args, **kwargs)
         call = active_call()
-        if call is not None and getattr(call, "owner", None) is client and isinstance(body, Mapping):
+        if call is not None and call.owner is client and isinstance(body, Mapping):
             return call.prepare(body)
         return body
 
@@ -90,7 +90,7 @@ def _body_hook(client: Any, original: Callable[..., Any]) -> Callable[..., Any]:
 def _begin(client: Any, tap: Tap, kwargs: Mapping[str, Any]) -> Call | None:
     try:
         call = tap.begin(PROTOCOL, fallback_body=dict(kwargs))
-        call.owner = client  # type: ignore[attr-defined]
+        call.owner = client
         return call
     except Exception:
         log.exception("memtap could not track an Acme call; it proceeds untracked")

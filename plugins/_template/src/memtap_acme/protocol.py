@@ -10,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
-from memtap.content import content_text
-from memtap.layout import MessageCodec, layout_messages
-from memtap.model import Message, ToolCall, Usage
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.sdk import (
+    InjectionPlan,
+    Message,
+    MessageCodec,
+    RequestView,
+    ResponseView,
+    SystemBlock,
+    ToolCall,
+    Usage,
+    content_text,
+    layout_messages,
+    render_blocks,
+)
 
 
 def _calls(raw: Any) -> tuple[ToolCall, ...]:

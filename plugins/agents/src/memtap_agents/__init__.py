@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from memtap import hookimpl
-from memtap.anchors import AgentProfile
+from memtap.sdk import AgentProfile
 
 from .profiles import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC, MarkdownProfile, PlainProfile, XmlProfile
 

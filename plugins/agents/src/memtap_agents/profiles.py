@@ -7,9 +7,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.anchors import Segment
-from memtap.model import Message
-from memtap.scaffolding import TaggedScaffolding
+from memtap.sdk import Message, Segment, TaggedScaffolding
 
 from .traffic import CLAUDE_CODE_SCAFFOLDING, CODEX_SCAFFOLDING, claude_code_session, codex_session
 

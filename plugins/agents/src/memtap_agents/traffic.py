@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from memtap.scaffolding import TaggedScaffolding
+from memtap.sdk import TaggedScaffolding
 
 #: Session ids longer than this are cut (an id is a UUID; a longer one is not trusted).
 MAX_ID = 200

@@ -9,9 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from memtap.stainless import StainlessInstaller, Target
-from memtap.tap import Tap
-from memtap.wire import WireProtocol
+from memtap.sdk import StainlessInstaller, Tap, Target, WireProtocol
 
 from .messages import AnthropicMessagesProtocol
 

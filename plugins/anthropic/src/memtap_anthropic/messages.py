@@ -7,17 +7,13 @@ that a Claude turn is stored the same whichever way it travelled.
 
 from __future__ import annotations
 
-from memtap.anthropic_format import (
-    THINKING_TYPES,
-    AnthropicFormatProtocol,
-    MessagesStreamAccumulator,
-    is_tail_turn,
-    read_message,
-    read_usage,
-    tool_arguments,
-    uses_prompt_cache,
-    write_history,
-)
+from memtap.sdk import THINKING_TYPES, AnthropicFormatProtocol, MessagesStreamAccumulator
+from memtap.sdk import anthropic_tool_arguments as tool_arguments
+from memtap.sdk import anthropic_uses_prompt_cache as uses_prompt_cache
+from memtap.sdk import is_anthropic_tail_turn as is_tail_turn
+from memtap.sdk import read_anthropic_message as read_message
+from memtap.sdk import read_anthropic_usage as read_usage
+from memtap.sdk import write_anthropic_history as write_history
 
 __all__ = [
     "THINKING_TYPES",

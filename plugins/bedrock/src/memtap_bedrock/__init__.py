@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtap import hookimpl
-from memtap.wire import WireProtocol
+from memtap.sdk import WireProtocol
 
 from .adapter import ANTHROPIC, CONVERSE, BedrockRuntimeAdapter, is_bedrock_runtime_client
 from .anthropic import BedrockAnthropicProtocol

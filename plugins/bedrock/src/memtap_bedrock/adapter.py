@@ -17,8 +17,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.rejection import VALIDATION_STATUSES
-from memtap.tap import Call, Tap
+from memtap.sdk import VALIDATION_STATUSES, Call, Tap
 
 from .anthropic import BedrockAnthropicProtocol, is_anthropic_body
 from .converse import ConverseProtocol

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memtap.anthropic_format import AnthropicFormatProtocol
-from memtap.wire import RequestView
+from memtap.sdk import AnthropicFormatProtocol, RequestView
 
 from .converse import PROVIDER
 

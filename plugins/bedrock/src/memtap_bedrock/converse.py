@@ -13,9 +13,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.model import Message, ToolCall, Usage
-from memtap.placement import inject_blocks, marks
-from memtap.wire import InjectionPlan, RequestView, ResponseView
+from memtap.sdk import (
+    InjectionPlan,
+    Message,
+    RequestView,
+    ResponseView,
+    ToolCall,
+    Usage,
+    inject_blocks,
+    marks,
+)
 
 PROVIDER = "aws.bedrock"
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from memtap.streamtap import JsonFn, StreamTap, retype, subclass_of
-from memtap.tap import Call
+from memtap.sdk import Call, JsonFn, StreamTap, retype, subclass_of
 
 
 def tap_event_stream(stream: Any, call: Call, to_json: JsonFn) -> None:

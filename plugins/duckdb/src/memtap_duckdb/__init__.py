@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memtap.hookspecs import hookimpl
-from memtap.storage import DUCKDB_SCHEME, duckdb_path
+from memtap.sdk import DUCKDB_SCHEME, duckdb_path, hookimpl
 
 if TYPE_CHECKING:
     from .store import DuckDBStore

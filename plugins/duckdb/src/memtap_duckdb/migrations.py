@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import attrs
 import duckdb
 
-from memtap.model import utcnow
+from memtap.sdk import utcnow
 
 
 @attrs.frozen

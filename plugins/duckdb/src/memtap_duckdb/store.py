@@ -18,19 +18,28 @@ from typing import Any
 
 import duckdb
 
-from memtap.model import Exchange, Fact, Message, SessionInfo
-from memtap.private import create_private_file, make_private, private_dir
-from memtap.sqlrows import EXCHANGE_SELECT as _EXCHANGE_SELECT
-from memtap.sqlrows import FACT_SELECT as _FACT_SELECT
-from memtap.sqlrows import MESSAGE_SELECT as _MESSAGE_SELECT
-from memtap.sqlrows import columns as _columns
-from memtap.sqlrows import exchange as _exchange
-from memtap.sqlrows import fact as _fact
-from memtap.sqlrows import message as _message
-from memtap.sqlrows import session_rows as _session_rows
-from memtap.sqlrows import unique as _unique
-from memtap.sqlrows import utc as _utc
-from memtap.storage import SessionWatchers, StoreError, exchange_messages
+from memtap.sdk import EXCHANGE_SELECT as _EXCHANGE_SELECT
+from memtap.sdk import FACT_SELECT as _FACT_SELECT
+from memtap.sdk import MESSAGE_SELECT as _MESSAGE_SELECT
+from memtap.sdk import (
+    Exchange,
+    Fact,
+    Message,
+    SessionInfo,
+    SessionWatchers,
+    StoreError,
+    create_private_file,
+    exchange_messages,
+    make_private,
+    private_dir,
+)
+from memtap.sdk import sql_columns as _columns
+from memtap.sdk import sql_exchange as _exchange
+from memtap.sdk import sql_fact as _fact
+from memtap.sdk import sql_message as _message
+from memtap.sdk import sql_session_rows as _session_rows
+from memtap.sdk import sql_unique as _unique
+from memtap.sdk import sql_utc as _utc
 
 from .migrations import apply_migrations
 

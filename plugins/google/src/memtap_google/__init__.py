@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtap import hookimpl
-from memtap.wire import WireProtocol
+from memtap.sdk import WireProtocol
 
 from .adapter import GENERATE, GoogleAdapter, is_google_client
 from .generate import GenerateContentProtocol

@@ -17,7 +17,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from typing import Any
 
-from memtap.tap import Call, Tap, active_call
+from memtap.sdk import Call, Tap, active_call
 
 from .generate import GenerateContentProtocol
 
@@ -117,8 +117,8 @@ class _Installer:
             body = args[2] if len(args) > 2 else kwargs.get("request_dict")
             fallback = {**body, "model": model} if isinstance(body, Mapping) and model else None
             call = self.tap.begin(GENERATE, fallback_body=fallback)
-            call.owner = self.api  # type: ignore[attr-defined]
-            call.gemini_model = model  # type: ignore[attr-defined]
+            call.owner = self.api
+            call.url_model = model
             return call
         except Exception:
             log.exception("memtap could not start tracking a Gemini call; it proceeds untracked")
@@ -133,11 +133,7 @@ class _Installer:
         def build(*args: Any, **kwargs: Any) -> Any:
             request = original(*args, **kwargs)
             call = active_call()
-            if (
-                call is not None
-                and getattr(call, "owner", None) is self.api
-                and isinstance(request.data, dict)
-            ):
+            if call is not None and call.owner is self.api and isinstance(request.data, dict):
                 request.data = _prepare(call, request.data)
             return request
 
@@ -222,7 +218,7 @@ class _Installer:
 def _prepare(call: Call, data: dict[str, Any]) -> Any:
     """The body to send: injected, with the model recorded for capture (Gemini bodies name
     none: it is in the URL) but never sent."""
-    model = getattr(call, "gemini_model", None)
+    model = call.url_model
     if model is None or "model" in data:
         return call.prepare(data)
     sent = call.prepare({**data, "model": model})

@@ -11,9 +11,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.model import Message, ToolCall, Usage
-from memtap.placement import arrange, content_texts, last_index, with_system
-from memtap.wire import InjectionPlan, RequestView, ResponseView
+from memtap.sdk import (
+    InjectionPlan,
+    Message,
+    RequestView,
+    ResponseView,
+    ToolCall,
+    Usage,
+    arrange,
+    content_texts,
+    last_index,
+    with_system,
+)
 
 #: Keys of the system instruction: the SDK sends camelCase; the REST API also takes snake_case.
 SYSTEM_KEYS = ("systemInstruction", "system_instruction")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtap import hookimpl
-from memtap.wire import WireProtocol
+from memtap.sdk import WireProtocol
 
 from .adapter import CHAT, LiteLLMModuleAdapter, LiteLLMRouterAdapter, is_litellm_module, is_router
 from .protocol import LiteLLMChatProtocol

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.tap import Call, Tap
+from memtap.sdk import Call, Tap
 
 from .protocol import LiteLLMChatProtocol, request_body
 from .streams import tap_stream

@@ -15,11 +15,16 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
-from memtap.chat_format import ChatCodec, ChatFormatProtocol, as_mapping
-from memtap.layout import layout_messages
-from memtap.placement import marks
-from memtap.wire import InjectionPlan, SystemBlock
+from memtap.sdk import (
+    ChatCodec,
+    ChatFormatProtocol,
+    InjectionPlan,
+    SystemBlock,
+    as_mapping,
+    layout_messages,
+    marks,
+    render_blocks,
+)
 
 __all__ = ["LiteLLMChatProtocol", "as_mapping", "is_transport_key", "request_body", "uses_prompt_cache"]
 

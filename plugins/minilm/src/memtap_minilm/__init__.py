@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memtap.hookspecs import hookimpl
+from memtap.sdk import hookimpl
 
 if TYPE_CHECKING:
     from .embedder import MiniLMEmbedder

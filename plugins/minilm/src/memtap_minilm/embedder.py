@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from memtap import MemtapError
-from memtap.background import wait_for_quiet
+from memtap.sdk import wait_for_quiet
 
 #: The name vectors are stored under (a different model never mixes with these).
 MODEL_NAME = "minilm-l6-v2-int8"

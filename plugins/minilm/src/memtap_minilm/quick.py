@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from memtap.background import lower_priority
+from memtap.sdk import lower_priority
 
 log = logging.getLogger("memtap.minilm")
 

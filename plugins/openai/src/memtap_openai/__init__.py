@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtap import hookimpl
-from memtap.wire import WireProtocol
+from memtap.sdk import WireProtocol
 
 from .adapter import CHAT, RESPONSES, OpenAIAdapter, is_openai_client
 from .chat import ChatCompletionsProtocol

@@ -6,8 +6,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from memtap.stainless import StainlessInstaller, Target
-from memtap.tap import Tap
+from memtap.sdk import StainlessInstaller, Tap, Target
 
 from .chat import ChatCompletionsProtocol
 from .responses import ResponsesProtocol

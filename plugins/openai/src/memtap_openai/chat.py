@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memtap.chat_format import (
+from memtap.sdk import (
     CHAT_CODEC,
     SYSTEM_ROLES,
     ChatFormatProtocol,
     ChatStreamAccumulator,
-    read_message,
-    read_usage,
-    write_message,
+    InjectionPlan,
+    layout_messages,
 )
-from memtap.layout import layout_messages
-from memtap.wire import InjectionPlan
+from memtap.sdk import read_chat_message as read_message
+from memtap.sdk import read_chat_usage as read_usage
+from memtap.sdk import write_chat_message as write_message
 
 __all__ = [
     "SYSTEM_ROLES",

@@ -7,12 +7,23 @@ from typing import Any
 
 import attrs
 
-from memtap.blocks import render_blocks
-from memtap.content import content_text
-from memtap.layout import leading_count
-from memtap.model import Message, ToolCall, Usage
-from memtap.placement import arrange, content_texts, regroup, with_system, with_texts
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.sdk import (
+    InjectionPlan,
+    Message,
+    RequestView,
+    ResponseView,
+    SystemBlock,
+    ToolCall,
+    Usage,
+    arrange,
+    content_text,
+    content_texts,
+    leading_count,
+    regroup,
+    render_blocks,
+    with_system,
+    with_texts,
+)
 
 from .chat import uses_prompt_cache
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memtap.hookspecs import hookimpl
+from memtap.sdk import hookimpl
 
 from .urls import SCHEMES, is_postgres_url
 

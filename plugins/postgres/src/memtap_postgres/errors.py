@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from memtap.redact import redact_text
-from memtap.storage import StoreError
+from memtap.sdk import StoreError, redact_text
 
 from .urls import redact_url
 

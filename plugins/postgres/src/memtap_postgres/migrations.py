@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from memtap.model import utcnow
+from memtap.sdk import utcnow
 
 if TYPE_CHECKING:
     import psycopg

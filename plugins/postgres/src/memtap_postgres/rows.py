@@ -7,20 +7,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memtap.model import Exchange, Fact
-from memtap.sqlrows import (
-    EXCHANGE_SELECT,
-    FACT_SELECT,
-    MESSAGE_SELECT,
-    columns,
-    exchange,
-    fact,
-    message,
-    session_rows,
-    unique,
-    utc,
-)
-from memtap.storage import exchange_messages
+from memtap.sdk import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT, Exchange, Fact, exchange_messages
+from memtap.sdk import sql_columns as columns
+from memtap.sdk import sql_exchange as exchange
+from memtap.sdk import sql_fact as fact
+from memtap.sdk import sql_message as message
+from memtap.sdk import sql_session_rows as session_rows
+from memtap.sdk import sql_unique as unique
+from memtap.sdk import sql_utc as utc
 
 __all__ = [
     "EXCHANGE_SELECT",

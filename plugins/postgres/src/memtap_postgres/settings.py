@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from memtap.storage import StoreError
+from memtap.sdk import StoreError
 
 #: Environment variable for the statement timeout (seconds).
 STATEMENT_TIMEOUT_ENV = "MEMTAP_PG_STATEMENT_TIMEOUT"

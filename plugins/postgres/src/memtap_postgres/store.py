@@ -20,8 +20,7 @@ import psycopg
 import psycopg.conninfo
 import psycopg_pool
 
-from memtap.model import Exchange, Fact, Message, SessionInfo
-from memtap.storage import StoreError
+from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError
 
 from . import rows as R
 from .errors import RETRYABLE, store_error

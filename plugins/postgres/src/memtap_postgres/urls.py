@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from memtap.redact import redact_url as _redact_url
-from memtap.storage import StoreError
+from memtap.sdk import StoreError
+from memtap.sdk import redact_url as _redact_url
 
 #: URL schemes this backend answers.
 SCHEMES = ("postgresql", "postgres")

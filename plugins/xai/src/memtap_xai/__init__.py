@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from memtap import hookimpl
-from memtap.wire import WireProtocol
+from memtap.sdk import WireProtocol
 
 from .adapter import CHAT, XaiAdapter, is_xai_client
 from .protocol import XaiChatProtocol

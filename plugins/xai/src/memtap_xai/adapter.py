@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.tap import Call, Tap
+from memtap.sdk import Call, Tap
 
 from .protocol import XaiChatProtocol
 

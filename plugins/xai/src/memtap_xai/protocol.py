@@ -14,10 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memtap.blocks import render_blocks
-from memtap.layout import MessageCodec, layout_messages
-from memtap.model import Message, Role, ToolCall, Usage
-from memtap.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.sdk import (
+    InjectionPlan,
+    Message,
+    MessageCodec,
+    RequestView,
+    ResponseView,
+    Role,
+    SystemBlock,
+    ToolCall,
+    Usage,
+    layout_messages,
+    render_blocks,
+)
 
 SYSTEM_ROLES = frozenset({"ROLE_SYSTEM", "ROLE_DEVELOPER"})
 _ROLES: dict[str, Role] = {"ROLE_ASSISTANT": "assistant", "ROLE_TOOL": "tool", "ROLE_FUNCTION": "tool"}

@@ -1,0 +1,263 @@
+"""The plugin SDK: everything a memtap plugin may import from core.
+
+This module is the stable surface for plugin authors. Plugins (``plugins/*``), contrib
+packages and third-party plugins import from core only ``memtap`` (the user-facing names:
+``Memory``, ``hookimpl``, the model types, the errors) and ``memtap.sdk`` (this module);
+their tests may also use ``memtap.testing``. Everything else in core is internal and may
+move between releases; the names in ``__all__`` below follow semantic versioning: removing
+or changing one is a major release, adding one is a minor release.
+``tests/core/test_plugin_imports.py`` holds every plugin and contrib package to this.
+
+Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
+
+- **hook marker**: :data:`hookimpl`.
+- **model**: the records memtap stores and hands to hooks (:class:`Message`, :class:`Exchange`,
+  :class:`Fact`, ...), :data:`Role`, :data:`ExchangeStatus` and :func:`utcnow`.
+- **wire contracts**: what the hooks take and return: what a wire protocol implements and
+  receives (:class:`WireProtocol`, :class:`RequestView`, :class:`ResponseView`,
+  :class:`InjectionPlan`, :class:`SystemBlock`, :class:`StreamAccumulator`), a client adapter
+  (:class:`ClientAdapter`, :class:`TapPort`), an injector (:class:`InjectionRequest`,
+  :data:`Injection`, :class:`HistoryInjection`), a formatter (:class:`RawExchange`), an
+  embedder (:class:`Embedder`); :data:`VALIDATION_STATUSES` (the HTTP statuses of a
+  validation rejection).
+- **the request path**: :class:`Tap` (what an adapter reports calls to), :class:`Call` and
+  :func:`active_call`.
+- **patching helpers**: :class:`StainlessInstaller` / :class:`Target` for Stainless-generated
+  SDKs (OpenAI, Anthropic), :class:`StreamTap` / :func:`retype` / :func:`subclass_of` to
+  observe any other SDK's streams.
+- **codecs**: the OpenAI chat format (:class:`ChatFormatProtocol`, :data:`CHAT_CODEC`,
+  ``*_chat_*`` readers and writers), the Anthropic Messages format
+  (:class:`AnthropicFormatProtocol`, ``*_anthropic_*``), and :class:`MessageCodec` /
+  :func:`layout_messages` to lay out a message list for a format of your own.
+- **placement**: rendering blocks (:func:`render_blocks`) and putting them into requests
+  (:func:`arrange`, :func:`inject_blocks`, :func:`with_system`, ...); :func:`content_text`.
+- **agent scaffolding**: :class:`AgentProfile`, :class:`Segment`, :func:`detect_profile`,
+  :class:`TaggedScaffolding`, :func:`own_view`.
+- **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, :func:`duckdb_path`,
+  :func:`exchange_messages`, :data:`STORE_ENV`, and the ``sql_*`` row helpers and ``*_SELECT``
+  column lists shared by SQL backends.
+- **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
+  :func:`private_dir`, :func:`make_private`, :func:`create_private_file`,
+  :func:`lower_priority`, :func:`wait_for_quiet`.
+- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`UnsupportedClientError`.
+
+A few core names would be ambiguous side by side (the chat and the Anthropic format both
+have a ``read_message``; ``sqlrows.message`` reads a row); here they carry a prefix, and a
+plugin that wants the short name imports it ``as`` that name.
+"""
+
+from __future__ import annotations
+
+from memtap.anchors import AgentProfile, Segment, detect_profile
+from memtap.anthropic_format import (
+    THINKING_TYPES,
+    AnthropicFormatProtocol,
+    MessagesStreamAccumulator,
+    inject_messages,
+    read_messages_request,
+    read_messages_response,
+)
+from memtap.anthropic_format import is_tail_turn as is_anthropic_tail_turn
+from memtap.anthropic_format import read_message as read_anthropic_message
+from memtap.anthropic_format import read_usage as read_anthropic_usage
+from memtap.anthropic_format import tool_arguments as anthropic_tool_arguments
+from memtap.anthropic_format import uses_prompt_cache as anthropic_uses_prompt_cache
+from memtap.anthropic_format import write_history as write_anthropic_history
+from memtap.background import lower_priority, wait_for_quiet
+from memtap.blocks import render_blocks
+from memtap.chat_format import (
+    CHAT_CODEC,
+    SYSTEM_ROLES,
+    ChatCodec,
+    ChatFormatProtocol,
+    ChatStreamAccumulator,
+    as_mapping,
+    read_chat_request,
+    read_chat_response,
+)
+from memtap.chat_format import is_hidden_usage_event as is_hidden_chat_usage_event
+from memtap.chat_format import read_message as read_chat_message
+from memtap.chat_format import read_usage as read_chat_usage
+from memtap.chat_format import request_stream_usage as chat_request_stream_usage
+from memtap.chat_format import write_message as write_chat_message
+from memtap.content import content_text
+from memtap.embedder import Embedder
+from memtap.errors import MemtapError, StoreError, UnsupportedClientError
+from memtap.hookspecs import hookimpl
+from memtap.layout import MessageCodec, layout_messages, leading_count
+from memtap.memory import STORE_ENV
+from memtap.model import (
+    Attribution,
+    Exchange,
+    ExchangeStatus,
+    Fact,
+    Message,
+    Role,
+    ScoredFact,
+    SessionInfo,
+    ToolCall,
+    Usage,
+    utcnow,
+)
+from memtap.placement import (
+    arrange,
+    content_texts,
+    inject_blocks,
+    last_index,
+    marks,
+    regroup,
+    with_system,
+    with_tail,
+    with_texts,
+)
+from memtap.private import create_private_file, make_private, private_dir
+from memtap.redact import redact_text, redact_url
+from memtap.rejection import VALIDATION_STATUSES
+from memtap.scaffolding import TaggedScaffolding, own_view
+from memtap.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
+from memtap.sqlrows import columns as sql_columns
+from memtap.sqlrows import exchange as sql_exchange
+from memtap.sqlrows import fact as sql_fact
+from memtap.sqlrows import message as sql_message
+from memtap.sqlrows import session_rows as sql_session_rows
+from memtap.sqlrows import unique as sql_unique
+from memtap.sqlrows import utc as sql_utc
+from memtap.stainless import StainlessInstaller, Target
+from memtap.storage import DUCKDB_SCHEME, SessionWatchers, Store, duckdb_path, exchange_messages
+from memtap.streamtap import JsonFn, StreamTap, retype, subclass_of
+from memtap.tap import Call, Tap, active_call
+from memtap.wire import (
+    ClientAdapter,
+    HistoryInjection,
+    Injection,
+    InjectionPlan,
+    InjectionRequest,
+    RawExchange,
+    RequestView,
+    ResponseView,
+    StreamAccumulator,
+    SystemBlock,
+    TapPort,
+    WireProtocol,
+)
+
+__all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
+    # agent scaffolding
+    "AgentProfile",
+    "Segment",
+    "TaggedScaffolding",
+    "detect_profile",
+    "own_view",
+    # codecs: the Anthropic Messages format
+    "THINKING_TYPES",
+    "AnthropicFormatProtocol",
+    "MessagesStreamAccumulator",
+    "anthropic_tool_arguments",
+    "anthropic_uses_prompt_cache",
+    "inject_messages",
+    "is_anthropic_tail_turn",
+    "read_anthropic_message",
+    "read_anthropic_usage",
+    "read_messages_request",
+    "read_messages_response",
+    "write_anthropic_history",
+    # codecs: the OpenAI chat format
+    "CHAT_CODEC",
+    "SYSTEM_ROLES",
+    "ChatCodec",
+    "ChatFormatProtocol",
+    "ChatStreamAccumulator",
+    "as_mapping",
+    "chat_request_stream_usage",
+    "is_hidden_chat_usage_event",
+    "read_chat_message",
+    "read_chat_request",
+    "read_chat_response",
+    "read_chat_usage",
+    "write_chat_message",
+    # codecs: laying out a message list
+    "MessageCodec",
+    "layout_messages",
+    "leading_count",
+    # errors
+    "MemtapError",
+    "StoreError",
+    "UnsupportedClientError",
+    # hook marker
+    "hookimpl",
+    # model
+    "Attribution",
+    "Exchange",
+    "ExchangeStatus",
+    "Fact",
+    "Message",
+    "Role",
+    "ScoredFact",
+    "SessionInfo",
+    "ToolCall",
+    "Usage",
+    "utcnow",
+    # patching helpers
+    "JsonFn",
+    "StainlessInstaller",
+    "StreamTap",
+    "Target",
+    "retype",
+    "subclass_of",
+    # placement
+    "arrange",
+    "content_text",
+    "content_texts",
+    "inject_blocks",
+    "last_index",
+    "marks",
+    "regroup",
+    "render_blocks",
+    "with_system",
+    "with_tail",
+    "with_texts",
+    # redaction, private files, background work
+    "create_private_file",
+    "lower_priority",
+    "make_private",
+    "private_dir",
+    "redact_text",
+    "redact_url",
+    "wait_for_quiet",
+    # storage
+    "EXCHANGE_SELECT",
+    "FACT_SELECT",
+    "MESSAGE_SELECT",
+    "STORE_ENV",
+    "SessionWatchers",
+    "DUCKDB_SCHEME",
+    "duckdb_path",
+    "Store",
+    "exchange_messages",
+    "sql_columns",
+    "sql_exchange",
+    "sql_fact",
+    "sql_message",
+    "sql_session_rows",
+    "sql_unique",
+    "sql_utc",
+    # the request path
+    "Call",
+    "Tap",
+    "active_call",
+    # wire contracts: what the hooks take and return
+    "VALIDATION_STATUSES",
+    "ClientAdapter",
+    "Embedder",
+    "HistoryInjection",
+    "Injection",
+    "InjectionPlan",
+    "InjectionRequest",
+    "RawExchange",
+    "RequestView",
+    "ResponseView",
+    "StreamAccumulator",
+    "SystemBlock",
+    "TapPort",
+    "WireProtocol",
+]

@@ -1,0 +1,136 @@
+"""Plugins and contrib packages import from core only ``memtap`` and ``memtap.sdk``.
+
+Every import statement of every module under ``plugins/*/src`` (the template included) and
+``contrib/*/src`` counts, wherever it stands (module level, inside a function, under
+``if TYPE_CHECKING:``), and so do ``importlib.import_module("...")`` / ``__import__("...")``
+calls with a literal name. ``from memtap import wire`` imports the submodule ``memtap.wire``
+and counts as such. ``memtap.testing`` is for plugins' tests, not their shipped code: no
+plugin ships a test kit of its own today (the conformance suites live in core).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import memtap.sdk
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = Path(memtap.__file__).resolve().parent
+ALLOWED = frozenset({"memtap", "memtap.sdk"})
+
+
+def _core_submodules() -> frozenset[str]:
+    """The names of core's top-level submodules and subpackages (``wire``, ``testing``, ...)."""
+    names = {p.stem for p in CORE.glob("*.py") if p.stem != "__init__"}
+    names |= {p.name for p in CORE.iterdir() if (p / "__init__.py").is_file()}
+    return frozenset(names)
+
+
+def core_imports(source: str, filename: str = "<test>") -> list[tuple[int, str]]:
+    """``(line, module)`` of every import of a ``memtap`` module in ``source``."""
+    submodules = _core_submodules()
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            if node.module == "memtap":
+                found.extend(
+                    (node.lineno, f"memtap.{alias.name}") for alias in node.names if alias.name in submodules
+                )
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            first = node.args[0]
+            if (
+                name in ("import_module", "__import__")
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+            ):
+                found.append((node.lineno, first.value))
+    return [(line, name) for line, name in found if name.split(".", 1)[0] == "memtap"]
+
+
+def forbidden_imports(source: str, filename: str = "<test>") -> list[str]:
+    """Every import in ``source`` of a core module beyond ``memtap`` and ``memtap.sdk``."""
+    return [f"{line}: {name}" for line, name in core_imports(source, filename) if name not in ALLOWED]
+
+
+def plugin_sources() -> list[Path]:
+    """Every shipped module of every plugin, the plugin template and every contrib package."""
+    files: list[Path] = []
+    for pattern in ("plugins/*/src", "contrib/*/src"):
+        for src in sorted(ROOT.glob(pattern)):
+            files.extend(sorted(src.rglob("*.py")))
+    return files
+
+
+def test_the_check_sees_imports_wherever_they_stand():
+    source = """
+from typing import TYPE_CHECKING
+import memtap
+import memtap.wire
+from memtap import Memory, hookimpl
+from memtap import tap, sdk
+from memtap.sdk import Call
+from memtap.model import Message
+from memtap_openai import chat
+if TYPE_CHECKING:
+    from memtap.storage import Store
+def late():
+    from memtap.testing.conformance import ProviderConformanceSuite
+    importlib.import_module("memtap.layout")
+    __import__("memtap.sdk")
+class Adapter:
+    def install(self):
+        import memtap.stainless as stainless
+"""
+    assert forbidden_imports(source) == [
+        "4: memtap.wire",
+        "6: memtap.tap",
+        "8: memtap.model",
+        "11: memtap.storage",
+        "13: memtap.testing.conformance",
+        "14: memtap.layout",
+        "18: memtap.stainless",
+    ]
+
+
+def test_plugins_and_contrib_import_only_memtap_and_the_sdk():
+    files = plugin_sources()
+    names = {p.relative_to(ROOT).parts[:2] for p in files}
+    # the walk found every plugin, the template and both contrib packages
+    assert {("plugins", "_template"), ("plugins", "openai"), ("contrib", "proxy")} <= names
+    assert len(names) >= 12
+    offenders = [
+        f"{path.relative_to(ROOT)}:{hit}"
+        for path in files
+        for hit in forbidden_imports(path.read_text(encoding="utf-8"), str(path))
+    ]
+    assert offenders == [], "import from memtap.sdk (or memtap) instead:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("name", memtap.sdk.__all__)
+def test_every_sdk_name_resolves(name: str):
+    assert getattr(memtap.sdk, name) is not None
+
+
+def test_the_sdk_lists_each_name_once_and_every_public_name():
+    names = memtap.sdk.__all__
+    assert len(names) == len(set(names))
+    # (pytest's assertion rewriting may add "@py_builtins" and the like to the namespace)
+    public = {n for n in vars(memtap.sdk) if n.isidentifier() and not n.startswith("_")}
+    public.discard("annotations")
+    assert public == set(names)
+
+
+def test_the_sdk_names_are_core_objects_not_copies():
+    # a re-export, never a wrapper: memtap.sdk.X is the object core itself uses
+    assert memtap.sdk.Call is importlib.import_module("memtap.tap").Call
+    assert memtap.sdk.hookimpl is memtap.hookimpl
+    assert memtap.sdk.read_chat_message is importlib.import_module("memtap.chat_format").read_message
