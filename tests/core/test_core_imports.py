@@ -7,36 +7,14 @@ stands (module level, inside a function, under ``if TYPE_CHECKING:``), and so do
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import re
 from pathlib import Path
 
 import pytest
+from import_support import absolute_imports
 
 CORE = Path(__file__).resolve().parents[2] / "core" / "src" / "memtap"
-
-
-def imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
-    """``(line, absolute module name)`` of every import in ``tree`` (relative imports are
-    core's own and left out)."""
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module))
-        elif isinstance(node, ast.Call) and node.args:
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            first = node.args[0]
-            if (
-                name in ("import_module", "__import__")
-                and isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-            ):
-                found.append((node.lineno, first.value))
-    return found
 
 
 def is_plugin_module(name: str) -> bool:
@@ -46,8 +24,7 @@ def is_plugin_module(name: str) -> bool:
 
 def plugin_imports(source: str, filename: str = "<test>") -> list[str]:
     """Every import of a plugin or contrib module in ``source``, as ``line: module``."""
-    tree = ast.parse(source, filename)
-    return [f"{line}: {name}" for line, name in imported_modules(tree) if is_plugin_module(name)]
+    return [f"{line}: {name}" for line, name in absolute_imports(source, filename) if is_plugin_module(name)]
 
 
 def test_the_check_sees_imports_wherever_they_stand():
@@ -94,7 +71,7 @@ def test_every_dependency_core_declares_is_imported_by_core():
     imported = {
         name.split(".", 1)[0]
         for path in CORE.rglob("*.py")
-        for _, name in imported_modules(ast.parse(path.read_text(encoding="utf-8")))
+        for _, name in absolute_imports(path.read_text(encoding="utf-8"), str(path))
     }
     providers = importlib.metadata.packages_distributions()
     used = {dist.lower() for module in imported for dist in providers.get(module, ())}

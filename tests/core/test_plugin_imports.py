@@ -10,11 +10,11 @@ plugin ships a test kit of its own today (the conformance suites live in core).
 
 from __future__ import annotations
 
-import ast
 import importlib
 from pathlib import Path
 
 import pytest
+from import_support import absolute_imports
 
 import memtap.sdk
 
@@ -32,27 +32,7 @@ def _core_submodules() -> frozenset[str]:
 
 def core_imports(source: str, filename: str = "<test>") -> list[tuple[int, str]]:
     """``(line, module)`` of every import of a ``memtap`` module in ``source``."""
-    submodules = _core_submodules()
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source, filename)):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module))
-            if node.module == "memtap":
-                found.extend(
-                    (node.lineno, f"memtap.{alias.name}") for alias in node.names if alias.name in submodules
-                )
-        elif isinstance(node, ast.Call) and node.args:
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            first = node.args[0]
-            if (
-                name in ("import_module", "__import__")
-                and isinstance(first, ast.Constant)
-                and isinstance(first.value, str)
-            ):
-                found.append((node.lineno, first.value))
+    found = absolute_imports(source, filename, submodules_of="memtap", submodules=_core_submodules())
     return [(line, name) for line, name in found if name.split(".", 1)[0] == "memtap"]
 
 
