@@ -155,9 +155,6 @@ def _anthropic_clients(mem: memtap.Memory, server: ScriptedModelServer) -> tuple
     return make(), mem.register(make())
 
 
-USER_TEXT = "What changed in the last release? Answer in one line."
-
-
 def run_body(
     calls: int, store: str, body_kb: int, *, new_session: bool, provider: str = "openai"
 ) -> list[dict[str, float | str]]:
@@ -168,15 +165,16 @@ def run_body(
     sessions = itertools.count()
 
     def call(client: Any) -> tuple[float, float]:
+        question = messages()[0]["content"]  # a new question each call, as in a conversation
         started = time.perf_counter()
         if provider == "anthropic":
             client.messages.create(
-                model="bench", max_tokens=64, system=prompt, messages=[{"role": "user", "content": USER_TEXT}]
+                model="bench", max_tokens=64, system=prompt, messages=[{"role": "user", "content": question}]
             )
         else:
             client.chat.completions.create(
                 model="bench",
-                messages=[{"role": "system", "content": prompt}, {"role": "user", "content": USER_TEXT}],
+                messages=[{"role": "system", "content": prompt}, {"role": "user", "content": question}],
             )
         elapsed = time.perf_counter() - started
         return elapsed, elapsed
