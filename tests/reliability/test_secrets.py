@@ -16,7 +16,7 @@ from reliability_support import BACKENDS
 import memtap
 import memtap_openai
 from memtap.redact import REDACTED
-from memtap.testing.secrets import CONTEXTS, corpus_text, leaks
+from memtap.testing.secrets import CONTEXTS, corpus_text, leaks, send_openai_chat_calls
 from memtap.testing.secrets import SECRETS as CORPUS
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 
@@ -154,24 +154,7 @@ def test_secret_corpus_is_nowhere_at_rest_traced_or_logged(
     with mem.scope(entity_id="alice", session_id="corpus"):
         for context in E2E_CONTEXTS:
             text = corpus_text(context)
-            oai.chat.completions.create(
-                model="m", messages=[{"role": "system", "content": text}, {"role": "user", "content": text}]
-            )
-            for _ in oai.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": text}], stream=True
-            ):
-                pass
-            server.script(Reply(tool_calls=(ToolCallSpec(name="run", arguments=json.dumps({"cmd": text})),)))
-            call = oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "run it"}])
-            tool_call = call.choices[0].message.tool_calls[0]
-            oai.chat.completions.create(
-                model="m",
-                messages=[
-                    {"role": "user", "content": "run it"},
-                    call.choices[0].message.model_dump(exclude_none=True),
-                    {"role": "tool", "tool_call_id": tool_call.id, "content": text},
-                ],
-            )
+            send_openai_chat_calls(oai, server, text)
             oai.responses.create(model="m", instructions=text, input=text)
             ant.messages.create(
                 model="c", max_tokens=64, system=text, messages=[{"role": "user", "content": text}]

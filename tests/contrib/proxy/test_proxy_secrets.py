@@ -6,7 +6,6 @@ spans and memtap's log records. The credentials in the headers go upstream only.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +20,8 @@ from proxy_support import HAS_ANTHROPIC, provider_plugins
 
 import memtap
 from memtap.cli import main as memtap_cli
-from memtap.testing.secrets import CONTEXTS, corpus_text, leaks
-from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
+from memtap.testing.secrets import CONTEXTS, corpus_text, leaks, send_openai_chat_calls
+from memtap.testing.server import ScriptedModelServer
 from memtap_duckdb.store import DuckDBStore
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
@@ -63,27 +62,7 @@ def test_secret_corpus_through_the_proxy_is_nowhere_at_rest(
     with httpx.Client(base_url=secret_proxy.url, timeout=30) as http:
         for context in [c for c in CONTEXTS if c.name in USED]:
             text = corpus_text(context)
-            oai.chat.completions.create(
-                model="m", messages=[{"role": "system", "content": text}, {"role": "user", "content": text}]
-            )
-            for _ in oai.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": text}], stream=True
-            ):
-                pass
-            upstream.script(
-                Reply(tool_calls=(ToolCallSpec(name="run", arguments=json.dumps({"cmd": text})),))
-            )
-            first = oai.chat.completions.create(model="m", messages=[{"role": "user", "content": "run"}])
-            call = first.choices[0].message.tool_calls[0]
-            oai.chat.completions.create(
-                model="m",
-                messages=[
-                    {"role": "user", "content": "run"},
-                    first.choices[0].message.model_dump(exclude_none=True),
-                    {"role": "tool", "tool_call_id": call.id, "content": text},
-                ],
-            )
-            calls += 4
+            calls += send_openai_chat_calls(oai, upstream, text)
             if HAS_ANTHROPIC:
                 body = {
                     "model": "c",

@@ -14,6 +14,9 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from .server import Reply, ScriptedModelServer, ToolCallSpec
 
 __all__ = [
     "CONTEXTS",
@@ -290,6 +293,32 @@ def leaks(text: str) -> list[str]:
 def corpus_text(context: Context) -> str:
     """Every secret of :data:`SECRETS` that fits ``context``, wrapped in it, one per line."""
     return "\n".join(context.wrap(s.text) for s in SECRETS if s.inline or not context.inline_only)
+
+
+def send_openai_chat_calls(client: Any, server: ScriptedModelServer, text: str) -> int:
+    """Carry ``text`` through every kind of Chat Completions call an app makes, with the
+    openai ``client`` against ``server`` (the upstream the client reaches, directly or
+    through the proxy): in the system and user messages, streamed, as a tool call's
+    arguments and as its result. Returns the number of calls made (4)."""
+    client.chat.completions.create(
+        model="m", messages=[{"role": "system", "content": text}, {"role": "user", "content": text}]
+    )
+    for _ in client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": text}], stream=True
+    ):
+        pass
+    server.script(Reply(tool_calls=(ToolCallSpec(name="run", arguments=json.dumps({"cmd": text})),)))
+    first = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "run it"}])
+    call = first.choices[0].message.tool_calls[0]
+    client.chat.completions.create(
+        model="m",
+        messages=[
+            {"role": "user", "content": "run it"},
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": text},
+        ],
+    )
+    return 4
 
 
 def _data_uri() -> str:
