@@ -346,6 +346,8 @@ class MessagesStreamAccumulator:
         self.message: dict[str, Any] = {}
         self.usage: dict[str, Any] = {}
         self.blocks: dict[int, dict[str, Any]] = {}
+        # Pieces joined once in result(): a long answer comes in thousands of deltas.
+        self.text: dict[int, list[str]] = {}
         self.json: dict[int, list[str]] = {}
 
     def feed(self, event: Mapping[str, Any]) -> None:
@@ -366,10 +368,10 @@ class MessagesStreamAccumulator:
             self.usage.update(_given(event.get("usage")))
 
     def _delta(self, index: int, delta: Mapping[str, Any]) -> None:
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        self.blocks.setdefault(index, {"type": "text", "text": ""})  # a delta before its start
         kind = delta.get("type")
         if kind == "text_delta":
-            block["text"] = str(block.get("text") or "") + str(delta.get("text") or "")
+            self.text.setdefault(index, []).append(str(delta.get("text") or ""))
         elif kind == "input_json_delta":
             self.json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
 
@@ -377,6 +379,8 @@ class MessagesStreamAccumulator:
         """The message so far."""
         content = []
         for index, block in sorted(self.blocks.items()):
+            if index in self.text:
+                block = {**block, "text": str(block.get("text") or "") + "".join(self.text[index])}
             if index in self.json:
                 block = {**block, "input": "".join(self.json[index])}
             content.append(block)
