@@ -15,7 +15,8 @@ import pytest
 
 import memtap
 from memtap.blocks import CLOSE_TAG, OPEN_TAG, render_blocks
-from memtap.embedding import LiteLLMEmbedderPlugin, resolve_embedder
+from memtap.builtins import LiteLLMEmbedderPlugin
+from memtap.embedding import resolve_embedder
 from memtap.hookspecs import hookimpl
 from memtap.index import EntityIndex, Fusion
 from memtap.memorize import SCHEMA, MalformedOutputError, episodes_of, parse_operations

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import MemtapError, StoreError, UnknownStoreURLError, install_hint
+from .errors import MemtapError, StoreError, install_hint
 from .memory import STORE_ENV, Memory, default_store_url
 from .model import to_dict
 from .plugins import PluginLoadWarning, PluginManager, make_plugin_manager
@@ -50,9 +50,10 @@ def store_url_for(store_url: str | None, *, create: bool) -> str:
     return url
 
 
-def open_memory(store_url: str | None, *, create: bool = False) -> Memory:
-    """Open the store for a CLI command (errors become one-line CLI errors in :class:`CLI`)."""
-    return Memory(store_url_for(store_url, create=create))
+def open_memory(store_url: str | None) -> Memory:
+    """Open an existing store for a CLI command (errors become one-line CLI errors in
+    :class:`MemtapGroup`)."""
+    return Memory(store_url_for(store_url, create=False))
 
 
 def _one_line(text: str) -> str:
@@ -100,12 +101,11 @@ class MemtapGroup(click.Group):
             self.add_command(proxy_placeholder)
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Run the command, turning memtap's errors into :class:`click.ClickException`."""
-        from .transfer import ExportFormatError
-
+        """Run the command, turning memtap's errors (every one is a :class:`MemtapError`:
+        store, URL, export format...) into :class:`click.ClickException`."""
         try:
             return super().invoke(ctx)
-        except (StoreError, UnknownStoreURLError, MemtapError, ExportFormatError) as exc:
+        except MemtapError as exc:
             raise click.ClickException(_one_line(str(exc))) from exc
 
     def list_commands(self, ctx: click.Context) -> list[str]:

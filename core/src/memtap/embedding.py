@@ -16,7 +16,6 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from .builtins import LiteLLMEmbedderPlugin
 from .embedder import Embedder, EmbedderOption
 from .errors import install_hint
 from .litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
@@ -30,7 +29,6 @@ __all__ = [
     "Embedder",
     "EmbedderOption",
     "LiteLLMEmbedder",
-    "LiteLLMEmbedderPlugin",
     "resolve_embedder",
 ]
 

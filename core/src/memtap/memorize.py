@@ -180,9 +180,8 @@ def resolve_llm(option: LLMOption) -> LLM | AsyncLLM | None:
     """A port from ``option``: a port as it is, a model name for :class:`LiteLLMPort`, or
     ``None`` for ``$MEMTAP_MEMORIZE_MODEL`` (unset: no port, memorize is off)."""
     if option is None:
-        model = os.environ.get("MEMTAP_MEMORIZE_MODEL")
-        option = LiteLLMPort(model) if model else None
-        if option is None:
+        option = os.environ.get("MEMTAP_MEMORIZE_MODEL")
+        if not option:
             return None
     if isinstance(option, str):
         option = LiteLLMPort(option)
