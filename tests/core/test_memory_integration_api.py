@@ -141,6 +141,22 @@ def test_begin_takes_a_known_profile_and_no_history(mem, recorder):
     assert call.attribution == mem.current_attribution()  # the scope's, by default
 
 
+def test_begin_with_no_profile_found_does_not_look_again(mem, recorder, monkeypatch):
+    looked: list[str | None] = []
+    real = mem.tap.profile
+    monkeypatch.setattr(
+        mem.tap, "profile", lambda agent, system: looked.append(system) or real(agent, system)
+    )
+    call = mem.tap.begin(CHAT, profile=None)  # the caller looked: no profile knows it
+    call.prepare(body("hi", system="You are TestAgent, a helper"))
+    call.succeeded(answer("hello"), lambda r: r)
+    assert looked == []
+    assert recorder.requests[-1].agent is None
+    mem.tap.begin(CHAT).prepare(body("hi", system="You are TestAgent, a helper"))  # not given: found
+    assert looked == ["You are TestAgent, a helper"]
+    assert recorder.requests[-1].agent == "test-agent"
+
+
 def test_wire_protocols_and_agent_profiles_of_the_plugins(mem):
     assert mem.wire_protocols() == {"test.chat": CHAT}
     assert mem.agent_profiles() == [PROFILE]

@@ -109,12 +109,7 @@ class KnownSessions:
         """Whether the store has the session: ``True`` (it has, or may have: a hash
         collision), ``False`` (it had not when read, nor since in this process), or
         ``None`` (not read yet, or the store cannot list its sessions)."""
-        h = hash(key)
-        if h in self._added:
-            return True
-        loaded = self._loaded
-        i = bisect_left(loaded, h)
-        if i < len(loaded) and loaded[i] == h:
+        if self._has(hash(key)):
             return True
         if not self._ready:
             self.start()
@@ -125,9 +120,19 @@ class KnownSessions:
         """The store is closing: a read in progress ends quietly, none starts again."""
         self._closed = True
 
+    def _has(self, h: int) -> bool:
+        if h in self._added:
+            return True
+        loaded = self._loaded
+        i = bisect_left(loaded, h)
+        return i < len(loaded) and loaded[i] == h
+
     def add(self, key: SessionKey) -> None:
         """The session has (or is about to have) stored history."""
-        self._added.add(hash(key))
+        h = hash(key)
+        if self._has(h):  # every call of a session says so: only a new one is added
+            return
+        self._added.add(h)
         if len(self._added) >= max(MERGE_BATCH, len(self._loaded) // 8) and not self._merging:
             with self._lock:
                 if self._merging:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import logging
 import threading
 import time
@@ -89,6 +90,16 @@ def merge_injections(injections: Sequence[Sequence[Any] | None]) -> InjectionPla
     return InjectionPlan(history=history, system_blocks=blocks, already_present=present)
 
 
+class _Undetected(enum.Enum):
+    """The agent profile of a call is not known yet (``None`` is a known answer: no
+    profile recognises the request)."""
+
+    UNDETECTED = "undetected"
+
+
+UNDETECTED = _Undetected.UNDETECTED
+
+
 class Tap:
     """The services a provider adapter needs from a :class:`memtap.Memory`."""
 
@@ -161,7 +172,7 @@ class Tap:
         fallback_body: Mapping[str, Any] | None = None,
         attribution: Attribution | None = None,
         agent: str | None = None,
-        profile: AgentProfile | None = None,
+        profile: AgentProfile | _Undetected | None = UNDETECTED,
         history: bool = True,
     ) -> Call:
         """Start one call in ``protocol``, attributed to the current scope, or to
@@ -187,8 +198,9 @@ class Call:
 
     ``agent`` names the agent profile placing blocks in the system prompt (the proxy's URL
     prefix); without it the tap's own, else the one recognised by the system prompt.
-    ``profile`` is that profile when the caller has already found it (the proxy: found
-    once per request). ``history=False`` injects no history (the caller holds its whole
+    ``profile`` is that profile when the caller has already looked for it (the proxy:
+    once per request; ``None`` when none recognised the request), else found on first
+    use. ``history=False`` injects no history (the caller holds its whole
     conversation: an agent that resends it every turn); what the request repeats of the
     session is still recognised and not captured twice.
     """
@@ -201,13 +213,13 @@ class Call:
         fallback_body: Mapping[str, Any] | None,
         *,
         agent: str | None = None,
-        profile: AgentProfile | None = None,
+        profile: AgentProfile | _Undetected | None = UNDETECTED,
         history: bool = True,
     ) -> None:
         self.tap = tap
         self.agent = agent
-        self.profile = profile
-        self._profile_known = profile is not None
+        self._profile_known = profile is not UNDETECTED
+        self.profile: AgentProfile | None = None if isinstance(profile, _Undetected) else profile
         self.history = history
         #: The client instance the call was made through: the adapter sets it when the call
         #: begins, and its body-building hook prepares only the calls of its own client.

@@ -270,6 +270,12 @@ def test_known_sessions_merge_what_this_process_adds(monkeypatch: pytest.MonkeyP
     assert all(known.knows(("e", f"added-{i}")) for i in range(100))
     assert all(known.knows(("e", f"stored-{i}")) for i in range(20))
     assert known.knows(("e", "never")) is False
+    for _ in range(3):  # every call of a known session says so again: nothing new to merge
+        for i in range(100):
+            known.add(("e", f"added-{i}"))
+        for i in range(20):
+            known.add(("e", f"stored-{i}"))
+    assert len(known._added) < 8
 
 
 def test_known_sessions_of_a_store_that_cannot_list_are_never_ready() -> None:
