@@ -95,6 +95,10 @@ class EntityIndex:
     #: Rows per matrix-vector product: small enough that OpenBLAS stays on one thread (its
     #: threads, on a busy 2-core machine, turned a 0.3 ms product into 7 ms).
     CHUNK_ROWS = 1024
+    #: Up to this many slots, :meth:`search` scores in plain Python (one product for the
+    #: vectors): numpy's fixed cost per operation (~1-3 µs, some forty of them) is most
+    #: of a search over a handful of facts, which is what most entities have.
+    SMALL_UP_TO = 48
     #: From this many vectors on, search scans 256-bit sketches instead of the vectors
     #: (see :meth:`_vector_scores`); below it the exact scan is cheap enough.
     SKETCH_FROM = 4096
@@ -154,7 +158,13 @@ class EntityIndex:
     def add(self, facts: Iterable[Fact], vectors: Mapping[str, Any] | None = None) -> None:
         """Index ``facts`` (known ids and hidden kinds are skipped) with their vectors,
         if given; a fact that supersedes an indexed one removes it."""
-        batch = [f for f in facts if f.id not in self.slot_of and f.kind not in HIDDEN_KINDS]
+        # A fact named twice (identical episodes of repeated requests share an id) takes
+        # one slot: a second would be a live duplicate the id map no longer reaches.
+        fresh: dict[str, Fact] = {}
+        for f in facts:
+            if f.id not in self.slot_of and f.kind not in HIDDEN_KINDS:
+                fresh.setdefault(f.id, f)
+        batch = list(fresh.values())
         if not batch:
             return
         start = len(self.facts)
@@ -437,6 +447,8 @@ class EntityIndex:
         n = len(self.facts)
         if not n or k <= 0 or not self.alive_count:
             return []
+        if n <= self.SMALL_UP_TO:
+            return self._search_small(query, qvec, k, process_id, min_score, exclude)
         f = self.fusion
         q = self._unit_query(qvec)
         exact = q is not None and self.vector_count < self.SKETCH_FROM
@@ -475,6 +487,73 @@ class EntityIndex:
         out: list[tuple[Fact, float]] = []
         facts = self.facts
         for slot, value in zip(slots[top].tolist(), fused[top].tolist()):
+            score = min(1.0, value)
+            fact = facts[slot]
+            if fact is not None and score >= min_score:
+                out.append((fact, score))
+        return out
+
+    def _search_small(
+        self,
+        query: str | Mapping[str, int],
+        qvec: Any,
+        k: int,
+        process_id: str | None,
+        min_score: float,
+        exclude: Sequence[str],
+    ) -> list[tuple[Fact, float]]:
+        """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
+        scores (BM25, cosine, fusion, recency), computed per slot in Python."""
+        n = len(self.facts)
+        f = self.fusion
+        counts = term_counts(query) if isinstance(query, str) else query
+        alive = self._alive[:n].tolist()
+        doclen = self._doclen[:n].tolist()
+        avgdl = max(self.total_len / self.alive_count, 1e-6)
+        base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
+        lex = [0.0] * n
+        for term, qtf in counts.items():
+            p = self.postings.get(term)
+            if p is None:
+                continue
+            df = len(p.slots)
+            idf = max(0.0, math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5)))
+            weight = idf * qtf * (f.k1 + 1)
+            for slot, tf in zip(p.slots, p.tf):
+                lex[slot] += weight * tf / (doclen[slot] * per_len + base + tf)
+        q = self._unit_query(qvec)
+        cos: list[float] | None = None
+        if q is not None:
+            cos = (self._vecs[:n] @ q).tolist()
+            has_vec = self._has_vec[:n].tolist()
+        code = None
+        if process_id is not None and len(self._process_codes) > 1:
+            code = self._process_codes.get(process_id, -1)
+            process = self._process[:n].tolist()
+        excluded = {self.slot_of[i] for i in exclude if i in self.slot_of}
+        half, lw, floor = f.bm25_half, f.lexical_weight, f.cos_floor
+        oldest, newest = self._created_range
+        recency = f.recency_weight / ((newest - oldest) or 1.0) if f.recency_weight else 0.0
+        created = self._created[:n].tolist() if recency else None
+        scored: list[tuple[float, int]] = []
+        for slot in range(n):
+            if not alive[slot] or slot in excluded or (code is not None and process[slot] not in (code, 0)):
+                continue
+            value = lex[slot] / (lex[slot] + half)
+            if cos is not None:
+                c = cos[slot] if has_vec[slot] else -1.0
+                value = lw * value + (1 - lw) * min(1.0, max(0.0, (c - floor) / (1 - floor)))
+            elif not value:
+                continue
+            if value <= 0:
+                continue
+            if created is not None:
+                value += (created[slot] - oldest) * recency
+            scored.append((value, slot))
+        scored.sort(key=lambda pair: -pair[0])
+        out: list[tuple[Fact, float]] = []
+        facts = self.facts
+        for value, slot in scored[:k]:
             score = min(1.0, value)
             fact = facts[slot]
             if fact is not None and score >= min_score:

@@ -370,16 +370,24 @@ def test_golden_agent_bodies_survive_injection(injecting_proxy, upstream, filena
 
     raw = (GOLDEN / filename).read_bytes()
     client = json.loads(raw)
-    r = httpx.post(injecting_proxy.url + path, content=raw, headers={"content-type": "application/json"})
-    assert r.status_code == 200, r.text
-    received = upstream.last_json()
-    assert ordered(received) != ordered(client)  # something was injected
-    if client.get("stream") and name == "openai.chat":
-        received.pop("stream_options")
-    assert ordered(strip(name, received, client)) == ordered(client)
-    dumped = json.dumps(received, ensure_ascii=False)
-    assert dumped.count(MARK) == 2 or name == "anthropic.messages"
-    assert "stable fact" in dumped and "per-turn fact" in dumped
+    # Sent three times: from the second on, the proxy reuses the parsed tail of the body
+    # (tools, system...), which injection must not have changed in place.
+    for _ in range(3):
+        r = httpx.post(injecting_proxy.url + path, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        received = upstream.last_json()
+        assert ordered(received) != ordered(client)  # something was injected
+        if client.get("stream") and name == "openai.chat":
+            received.pop("stream_options")
+        assert ordered(strip(name, received, client)) == ordered(client)
+        dumped = json.dumps(received, ensure_ascii=False)
+        assert dumped.count(MARK) == 2 or name == "anthropic.messages"
+        assert "stable fact" in dumped and "per-turn fact" in dumped
+    bodies = injecting_proxy.proxy.bodies
+    for _, members in bodies._tails.values():
+        assert ordered(members) == ordered({k: client[k] for k in members})
+    if filename.startswith(("claude_code", "codex")):  # long tails after the conversation
+        assert bodies.reused >= 2
 
 
 @pytest.mark.parametrize(("filename", "path", "name"), GOLDEN_CASES)

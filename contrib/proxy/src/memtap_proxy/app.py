@@ -11,7 +11,6 @@ client's original bytes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import ssl
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from .asgi import (
     send_response,
 )
 from .attribution import Attributed, attribute
+from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import ProxyConfig
 from .guard import Refused
@@ -72,14 +72,6 @@ def edited_body(body: bytes, parsed: Mapping[str, Any], prepared: Mapping[str, A
     written into it (:func:`memtap_proxy.splice.splice`), else ``prepared`` serialised whole."""
     spliced = splice(body, parsed, prepared)
     return spliced if spliced is not None else dump_body(prepared)
-
-
-def parse_body(body: bytes) -> Any:
-    """A JSON body, parsed (``None`` when it is not JSON)."""
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
 
 
 @attrs.define
@@ -126,6 +118,8 @@ class Proxy:
             max_connections=config.max_connections,
             ssl_context=ssl_context,
         )
+        #: Parses request bodies, reusing what agents send unchanged on every turn.
+        self.bodies = BodyParser()
         self._warned: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -233,7 +227,7 @@ class Proxy:
         url: str,
         grant: Grant,
     ) -> None:
-        parsed = parse_body(body)
+        parsed = self.bodies.parse(body)
         if not isinstance(parsed, dict):  # not ours to judge: the upstream answers it
             return await self._forward(scope, receive, send, url, body, identity=False)
         self.stats.intercepted += 1

@@ -1,0 +1,139 @@
+"""The proxy's body parser: a body that ends as an earlier one did is parsed with the kept
+tail; whatever the bytes, the result is exactly :func:`json.loads`' (``None`` for what is
+not JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memtap_proxy.bodies import MIN_TAIL, BodyParser, parse_json
+
+GOLDEN = Path(__file__).parent / "golden"
+AGENT_BODIES = [
+    "claude_code_first.json",
+    "claude_code_continue.json",
+    "codex_first.json",
+    "codex_resume.json",
+]
+
+TOOLS = [
+    {"name": f"tool_{i}", "description": "Reads a file — or writes it 🤖 " * 3, "schema": {"system": i}}
+    for i in range(40)
+]
+
+
+def agent_body(text: str, **extra) -> bytes:
+    messages = [{"role": "user", "content": text}]
+    body = {"model": "m", "messages": messages, "system": "You are helpful.", "tools": TOOLS}
+    body.update(extra)
+    return json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("name", AGENT_BODIES)
+def test_recorded_agent_bodies_parse_as_json_does_and_reuse_their_tail(name):
+    raw = (GOLDEN / name).read_bytes()
+    parser = BodyParser()
+    assert parser.parse(raw) == json.loads(raw)
+    assert parser.parse(raw) == json.loads(raw)
+    assert (parser.whole, parser.reused) == (1, 1)
+
+
+def test_the_next_turn_of_a_conversation_reuses_the_tail():
+    parser = BodyParser()
+    parser.parse(agent_body("first question"))
+    second = agent_body("first question\\nanswer\\nsecond question")
+    assert parser.parse(second) == json.loads(second)
+    assert parser.reused == 1
+
+
+def test_a_reused_tail_is_a_new_top_level_object_each_time():
+    parser = BodyParser()
+    body = agent_body("hi")
+    first, second = parser.parse(body), parser.parse(body)
+    assert first == second and first is not second
+
+
+TAIL = agent_body("x")[agent_body("x").index(b', "system"') :]
+HOSTILE_HEADS = [
+    b"{",  # no member before the tail: the body is not JSON
+    b'{"messages": [1, 2',  # cut inside a nested array
+    b'{"messages": "abc',  # cut inside a string
+    b'{"messages": {"a": 1',  # cut inside a nested object
+    b'{"messages": [], ',  # a trailing comma
+    b"[1",  # not an object
+    b'{"messages": [], "system": "head wins?"',  # a key in both: the tail's, the last, wins
+    b'{"messages": "a\\\\"',  # an escaped backslash closing the string
+    b'{"messages": "a\\"',  # an escaped quote: the string goes on into the tail
+    b'  {"messages": []}',  # a complete object: the tail then makes it invalid
+    b'\xff\xfe{"messages": []',  # not UTF-8
+    b'{"messages": [],"model": "m"',
+]
+
+
+@pytest.mark.parametrize("head", HOSTILE_HEADS)
+def test_any_head_before_a_kept_tail_parses_as_json_does(head):
+    parser = BodyParser()
+    parser.parse(agent_body("warm"))  # keeps TAIL
+    body = head + TAIL
+    assert body.endswith(TAIL)
+    assert parser.parse(body) == parse_json(body)
+
+
+def test_a_tail_whose_first_key_also_occurs_nested_in_it_is_found():
+    parser = BodyParser()
+    body = agent_body("hi")  # "system" also occurs inside each tool's schema
+    parser.parse(body)
+    parser.parse(body)
+    assert parser.reused == 1
+
+
+def test_short_bodies_and_bodies_without_a_conversation_are_parsed_whole():
+    parser = BodyParser()
+    short = json.dumps({"model": "m", "messages": []}).encode()
+    no_conversation = json.dumps({"model": "m", "tools": TOOLS}).encode()
+    for body in (short, short, no_conversation, no_conversation):
+        assert parser.parse(body) == json.loads(body)
+    assert parser.reused == 0
+
+
+def test_kept_tails_are_bounded():
+    parser = BodyParser(max_tails=3)
+    for i in range(10):
+        parser.parse(agent_body("hi", metadata={"pad": "p" * 600, "session": i}))
+    assert len(parser._tails) == 3
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    conversation=json_values,
+    tail_extra=st.dictionaries(
+        st.sampled_from(["system", "tools", "metadata", "stream"]), json_values, max_size=3
+    ),
+    cut=st.integers(min_value=0, max_value=400),
+    garbage=st.binary(max_size=8),
+)
+def test_bodies_sharing_an_earlier_tail_parse_as_json_does(conversation, tail_extra, cut, garbage):
+    parser = BodyParser()
+    base = {"model": "m", "messages": conversation, "system": "s" * MIN_TAIL, **tail_extra}
+    raw = json.dumps(base, ensure_ascii=False).encode()
+    assert parser.parse(raw) == json.loads(raw)
+    assert parser.parse(raw) == json.loads(raw)
+    # Any bytes in front of the same tail: a shorter head, a head with bytes changed.
+    tail_start = raw.index(b', "system"')
+    for head in (raw[: min(cut, tail_start)], raw[:tail_start] + garbage, garbage + raw[:tail_start]):
+        body = head + raw[tail_start:]
+        assert parser.parse(body) == parse_json(body)
