@@ -25,6 +25,7 @@ nox.options.sessions = [
     "reliability",
     "integration",
     "agents",
+    "docs",
     "demo",
     "packaging",
 ]
@@ -202,6 +203,19 @@ def agents(session: nox.Session) -> None:
     local = [PLUGINS[p] for p in ("openai", "anthropic", "agents", "duckdb")]
     session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", *TEST_DEPS)
     session.run(*PYTEST, "tests/agents", *session.posargs, env={"MEMTAP_AGENTS_BIN": str(folder)})
+
+
+#: What the docs' code uses beyond the defaults: the PostgreSQL store the quick start moves a
+#: store to, the LangChain page's integration and its model, and the block reader.
+DOCS_DEPS = [PLUGINS["postgres"], CONTRIB["langchain"], "langchain-openai>=1.0", "markdown-it-py>=3"]
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Every Python and shell block of README.md and docs/ run as pasted (tests/docs): the
+    SDKs pointed at the scripted model server, memtap as installed by the defaults."""
+    session.install(*DEFAULTS, ".", *DOCS_DEPS, *TEST_DEPS)
+    session.run(*PYTEST, "tests/docs", *session.posargs, env=_postgres_env(session))
 
 
 @nox.session

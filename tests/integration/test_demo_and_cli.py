@@ -91,8 +91,9 @@ def test_facts_recall_and_forget(filled):
     assert "Alice lives in Tokyo" in run("facts", "--entity", "alice", "--store", filled)
     recalled = run("recall", "where does alice live", "--entity", "alice", "--store", filled)
     assert "Alice lives in Tokyo" in recalled
-    # Its two exchanges, the fact remembered and the two answers kept as episodes.
-    assert "deleted 5 record(s)" in run("forget", "--entity", "alice", "--yes", "--store", filled)
+    # Its two exchanges, the fact remembered, and both sides of each exchange kept as
+    # episodes ("I live in Tokyo", "I like tea": short, but they say something).
+    assert "deleted 7 record(s)" in run("forget", "--entity", "alice", "--yes", "--store", filled)
     assert "I live in Tokyo" not in run("history", "s1", "--store", filled)
     assert "bob here" in run("history", "s2", "--store", filled)
 

@@ -8,8 +8,9 @@ supersedes it) or is already known (NOOP). Malformed output is retried once with
 error, then reported (logged, counted as ``memtap.failures{reason=memorize_malformed}``
 and in :attr:`Memorizer.stats`) and the exchange's user turns are kept as episodes.
 
-Without a port, every turn worth keeping becomes an ``episode`` fact (the user's, and the
-model's answers except a coding agent's), indexed with the turns around it in its session
+Without a port, every turn worth keeping (:func:`worth_keeping`: not small talk, not only
+questions) becomes an ``episode`` fact (the user's, and the model's answers except a coding
+agent's), indexed with the turns around it in its session
 and its date: cross-session recall works offline, and extracted facts, when there are any,
 rank with episodes. An exchange's episodes wait for the session's next exchange (the turns
 after them are part of their context), at most ``hold`` seconds or until a flush.
@@ -43,8 +44,8 @@ from .recall import RecallEngine
 from .recall_plugin import _norm
 from .redact import redact_fact, redact_text
 from .scope import internal_calls
+from .smalltalk import is_small_talk
 from .storage import Store
-from .text import terms
 
 log = logging.getLogger("memtap.memorize")
 
@@ -293,8 +294,13 @@ def conversation_turns(exchange: Exchange) -> list[Message]:
     return [m for m in exchange.messages if m.role in ("user", "assistant") and m.content.strip()]
 
 
-def _worth_keeping(text: str, min_terms: int) -> bool:
-    return len(terms(text)) >= min_terms and not _is_question_only(text)
+def worth_keeping(text: str) -> bool:
+    """Whether a turn is worth an episode: it says something (it is not small talk such as
+    "ok", "thanks!" or an emoji: :func:`memtap.smalltalk.is_small_talk`; "I'm vegan" is
+    worth it), and not only questions (a question says little about the one who asks).
+    Made on every path that makes episodes (a registered client, the proxy,
+    ``Memory.capture``); ``Memory.remember`` stores what it is given."""
+    return not is_small_talk(text) and not _is_question_only(text)
 
 
 def episodes_of(
@@ -303,10 +309,8 @@ def episodes_of(
     before: Sequence[Message] = (),
     after: Sequence[Message] = (),
     assistant: bool = False,
-    min_terms: int = 3,
 ) -> list[Fact]:
-    """The turns of ``exchange`` worth keeping verbatim: with at least ``min_terms`` content
-    words, and not only questions (a question says little about the user). The user's
+    """The turns of ``exchange`` worth keeping verbatim (:func:`worth_keeping`). The user's
     turns, and with ``assistant`` the model's answers too (``metadata["role"]``:
     ``"assistant"``). Each carries the :data:`CONTEXT_TURNS` turns on either side as its
     indexed context (``before`` and ``after``: the session's turns around the exchange; more
@@ -324,7 +328,7 @@ def episodes_of(
         if role == "assistant" and not (assistant and id(m) in outputs):
             continue
         text = m.content.strip()[:MAX_EPISODE_CHARS]
-        if not _worth_keeping(text, min_terms):
+        if not worth_keeping(text):
             continue
         following = turns[i + 1 : i + 1 + CONTEXT_TURNS]
         reach = 2 * CONTEXT_TURNS - len(following)

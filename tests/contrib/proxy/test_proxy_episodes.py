@@ -35,3 +35,19 @@ def test_a_conversation_through_the_proxy_is_remembered_with_its_neighbours(
     assert "Any book for the flight?" in trams.metadata["context"]
     found = mem.recall("which book did you recommend?", entity_id="default", k=3)
     assert found[0].fact.id == answer.id
+
+
+def test_small_talk_through_the_proxy_is_no_episode(proxy: ProxyThread, upstream, mem):
+    """Issue 20: what the proxy captures makes episodes by the same rule as in-process."""
+    oai = openai.OpenAI(base_url=proxy.url + "/v1", api_key=API_KEY, max_retries=0)
+    turns = [
+        ("I'm vegan", "Noted: no animal products."),
+        ("ok thanks", "You're welcome!"),
+        ("🙏", "Anytime!"),
+    ]
+    upstream.script(*(Reply(text=answer) for _, answer in turns))
+    for said, _ in turns:
+        oai.chat.completions.create(model="m", messages=[{"role": "user", "content": said}])
+    assert mem.flush(10)
+    episodes = {f.text for f in mem.facts(entity_id="default") if f.kind == "episode"}
+    assert episodes == {"I'm vegan", "Noted: no animal products."}

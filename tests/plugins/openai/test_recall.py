@@ -243,3 +243,26 @@ def test_the_models_answer_is_recalled_in_a_later_session_with_its_question(serv
     )
     assert "you (the assistant) said: I recommend The Hobbit by Tolkien" in block
     mem.close()
+
+
+def test_small_talk_through_a_registered_client_is_no_episode(server, mem, client):
+    """Issue 20: "ok thanks" and "👍" are not remembered; "I'm vegan" and "call me Bob" are
+    (plain and streamed calls alike)."""
+    turns = [
+        ("I'm vegan", "Noted: no animal products in what I suggest."),
+        ("ok thanks", "You're welcome!"),
+        ("call me Bob", "Will do!"),
+        ("👍", "Great!"),
+    ]
+    server.script(*(Reply(text=answer) for _, answer in turns))
+    with mem.scope(entity_id="alice", session_id="chat"):
+        for i, (said, _) in enumerate(turns):
+            if i % 2:
+                for _chunk in client.chat.completions.create(model="m", messages=[user(said)], stream=True):
+                    pass
+            else:
+                client.chat.completions.create(model="m", messages=[user(said)])
+    assert mem.flush()
+    episodes = {f.text for f in mem.facts(entity_id="alice") if f.kind == "episode"}
+    assert episodes == {"I'm vegan", "Noted: no animal products in what I suggest.", "call me Bob"}
+    assert len(mem.history("chat", entity_id="alice")) == 8  # small talk is still history
