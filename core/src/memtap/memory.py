@@ -37,6 +37,7 @@ from .model import (
     ScoredFact,
     SessionInfo,
     aware,
+    given_messages,
     utcnow,
 )
 from .plugins import PluginManager, make_plugin_manager, wire_protocols
@@ -418,8 +419,8 @@ class Memory:
 
     def capture(
         self,
-        input: Sequence[Message],
-        output: Sequence[Message],
+        input: Sequence[Message | Mapping[str, Any]] | str,
+        output: Sequence[Message | Mapping[str, Any]] | str,
         *,
         entity_id: str | None = None,
         session_id: str | None = None,
@@ -432,12 +433,16 @@ class Memory:
         framework integrations such as the LangChain middleware use, or an import of an
         existing transcript).
 
-        Attribution comes from the current scope, overridden by the arguments. ``at`` is
-        when the turn happened (default: now; a naive time is UTC): the exchange's time and
-        that of the episodes made from it. The turn is redacted, added to the session's
-        history and stored in the background like any captured call; storage problems never
-        raise here.
+        ``input`` and ``output`` are lists of :class:`Message` or of ``{"role", "content"}``
+        dicts, or one text each (the user's, the assistant's); anything else raises
+        :class:`TypeError` saying what to give. Attribution comes from the current scope,
+        overridden by the arguments. ``at`` is when the turn happened (default: now; a naive
+        time is UTC): the exchange's time and that of the episodes made from it. The turn is
+        redacted, added to the session's history and stored in the background like any
+        captured call; storage problems never raise here.
         """
+        inputs = given_messages(input, "user", "capture(input=...)")
+        outputs = given_messages(output, "assistant", "capture(output=...)")
         when = aware(at) if at is not None else utcnow()
         current = self.current_attribution()
         attribution = Attribution(
@@ -450,8 +455,8 @@ class Memory:
                 attribution=attribution,
                 provider=provider,
                 operation="chat",
-                input=input,
-                output=output,
+                input=inputs,
+                output=outputs,
                 request_model=model,
                 response_model=model,
                 started_at=when,
