@@ -1,6 +1,7 @@
 """What an adapter records on a ``Call`` is a declared, typed field, not an ad-hoc attribute:
-``owner`` (the client the call was made through) and ``url_model`` (a model the request
-names in its URL rather than its body, as Gemini's do)."""
+``owner`` (the client the call was made through), ``url_model`` (a model the request
+names in its URL rather than its body, as Gemini's do) and ``adapter_state`` (what the
+adapter keeps between the steps of its tracked method)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_a_call_begins_with_no_owner_and_no_url_model():
         assert isinstance(call, Call)
         assert call.owner is None
         assert call.url_model is None
+        assert call.adapter_state is None
         client = object()
         call.owner = client
         call.url_model = "gemini-2.5-flash"

@@ -22,9 +22,13 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
   validation rejection).
 - **the request path**: :class:`Tap` (what an adapter reports calls to), :class:`Call` and
   :func:`active_call`.
-- **patching helpers**: :class:`StainlessInstaller` / :class:`Target` for Stainless-generated
-  SDKs (OpenAI, Anthropic), :class:`StreamTap` / :func:`retype` / :func:`subclass_of` to
-  observe any other SDK's streams.
+- **the patch kit**: :class:`Patches` (attributes set on a client, undone exactly),
+  :func:`tracked` (an SDK method as a tracked call, in the method's own sync/async/stream
+  form; :data:`Begin`, :data:`Attempt`, :data:`Outcome` are what it is given), and
+  :class:`StreamTap` (observing a streamed answer: :meth:`StreamTap.iterate`,
+  :meth:`StreamTap.aiterate`, or :func:`retype` / :func:`subclass_of` for an SDK's own
+  stream class; :data:`JsonFn`, :data:`EventFilter`); :class:`StainlessInstaller` /
+  :class:`Target` do all of it for Stainless-generated SDKs (OpenAI, Anthropic).
 - **codecs**: the OpenAI chat format (:class:`ChatFormatProtocol`, :data:`CHAT_CODEC`,
   ``*_chat_*`` readers and writers), the Anthropic Messages format
   (:class:`AnthropicFormatProtocol`, ``*_anthropic_*``), and :class:`MessageCodec` /
@@ -99,6 +103,7 @@ from memtap.model import (
     Usage,
     utcnow,
 )
+from memtap.patches import Patches
 from memtap.placement import (
     arrange,
     content_texts,
@@ -124,8 +129,9 @@ from memtap.sqlrows import unique as sql_unique
 from memtap.sqlrows import utc as sql_utc
 from memtap.stainless import StainlessInstaller, Target
 from memtap.storage import DUCKDB_SCHEME, SessionWatchers, Store, duckdb_path, exchange_messages
-from memtap.streamtap import JsonFn, StreamTap, retype, subclass_of
+from memtap.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
 from memtap.tap import Call, Tap, active_call
+from memtap.tracked import Attempt, Begin, Outcome, tracked
 from memtap.wire import (
     ClientAdapter,
     HistoryInjection,
@@ -197,13 +203,19 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "ToolCall",
     "Usage",
     "utcnow",
-    # patching helpers
+    # the patch kit
+    "Attempt",
+    "Begin",
+    "EventFilter",
     "JsonFn",
+    "Outcome",
+    "Patches",
     "StainlessInstaller",
     "StreamTap",
     "Target",
     "retype",
     "subclass_of",
+    "tracked",
     # placement
     "arrange",
     "content_text",

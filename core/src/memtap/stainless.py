@@ -18,18 +18,19 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from .streamtap import subclass_of
+from .patches import Patches
+from .streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
 from .tap import Call, Tap, active_call
+from .tracked import Begin, tracked
 from .wire import WireProtocol
 
 log = logging.getLogger("memtap.stainless")
 
-_MISSING = object()
 _SENTINEL_TYPES = frozenset({"NotGiven", "Omit"})
 
 
@@ -47,8 +48,9 @@ class Target:
 
     ``wrap`` replaces the default wrapper (for a method that sends its request when
     called) for helpers that defer it, such as anthropic's ``messages.stream(...)``, whose
-    request is sent when its context manager is entered: such a wrapper uses
-    :meth:`StainlessInstaller.begin` and :meth:`StainlessInstaller.send_deferred`.
+    request is sent when its context manager is entered: such a wrapper tracks the
+    deferred request with :func:`memtap.tracked.tracked`, given
+    :meth:`StainlessInstaller.begin` and :meth:`StainlessInstaller.outcome`.
     """
 
     path: tuple[str, ...]
@@ -115,11 +117,6 @@ def _is_stream(result: Any) -> bool:
     return hasattr(type(result), "__stream__") and hasattr(result, "_iterator")
 
 
-#: Given a stream event from a request memtap changed (``Call.hide_usage_event``), return
-#: the event the caller would have seen without the change, or ``None`` to hide it.
-EventFilter = Callable[[Any], Any]
-
-
 class StainlessInstaller:
     """Installs memtap on one Stainless client instance."""
 
@@ -136,46 +133,30 @@ class StainlessInstaller:
 
     def install(self, client: Any, tap: Tap) -> Callable[[], None]:
         """Patch ``client``; return the function that restores it."""
-        undo: list[Callable[[], None]] = []
-        try:
-            undo.append(_set_instance_attr(client, "_prepare_options", self._prepare_hook(client)))
+        patches = Patches()
+        with patches.all_or_nothing():
+            patches.wrap(client, "_prepare_options", lambda original: self._prepare_hook(client, original))
             for name in DERIVING_METHODS:
-                derive = getattr(client, name, None)
-                if callable(derive):
-                    undo.append(_set_instance_attr(client, name, _deriving(client, tap, derive)))
+                if callable(getattr(client, name, None)):
+                    patches.wrap(client, name, lambda original: _deriving(client, tap, original))
             # ``client.with_raw_response.chat...`` views cached before registration hold
             # the unwrapped methods: rebuilt on next access (now, and after restore).
             _drop_derived_views(client)
-            undo.append(functools.partial(_drop_derived_views, client))
+            patches.on_restore(functools.partial(_drop_derived_views, client))
             for target in self.targets:
                 resource = _walk(client, target.path)
                 if resource is None or not hasattr(resource, target.method):
                     continue
-                original = getattr(resource, target.method)
-                if target.wrap is None:
-                    wrapper = self._wrap(client, tap, target.protocol, original)
-                else:
-                    wrapper = target.wrap(self, client, tap, target.protocol, original)
-                undo.append(_set_instance_attr(resource, target.method, wrapper))
+                patches.wrap(resource, target.method, functools.partial(self._wrap, target, client, tap))
                 # ``resource.with_raw_response.create`` was bound to the method when first
                 # built: rebuild it around the wrapper now, and around the original later.
                 _drop_derived_views(resource)
-                undo.append(functools.partial(_drop_derived_views, resource))
-        except Exception:
-            for step in reversed(undo):
-                step()
-            raise
-
-        def restore() -> None:
-            for step in reversed(undo):
-                step()
-
-        return restore
+                patches.on_restore(functools.partial(_drop_derived_views, resource))
+        return patches.restore
 
     # -- body hook -----------------------------------------------------------------------
 
-    def _prepare_hook(self, client: Any) -> Callable[..., Any]:
-        original = client._prepare_options
+    def _prepare_hook(self, client: Any, original: Callable[..., Any]) -> Callable[..., Any]:
 
         def target(options: Any) -> tuple[Call, Mapping[str, Any]] | None:
             call = active_call()
@@ -210,76 +191,42 @@ class StainlessInstaller:
 
     # -- method wrappers -----------------------------------------------------------------
 
-    def begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
-        """Start tracking one call on ``client`` whose keyword arguments were ``kwargs``
-        (``None`` when memtap cannot: the call then proceeds untracked)."""
-        return self._begin(client, tap, protocol, kwargs)
+    def begin(self, client: Any, tap: Tap, protocol: WireProtocol) -> Begin:
+        """The ``begin`` of a :func:`~memtap.tracked.tracked` method of ``client``: a call
+        in ``protocol`` whose body falls back to the method's keyword arguments."""
 
-    def send_deferred(self, call: Call | None, request: Callable[[], Any]) -> Any:
-        """Send a request a helper deferred (``request()`` runs the SDK's ``_post``) as
-        ``call``: injected (sent again without memtap's changes if the provider rejects
-        them), then captured once (a stream is observed like ``create``'s)."""
-        if call is None:
-            return request()
-        return self._outcome(call, call.send(request), is_async=False)
-
-    async def send_deferred_async(self, call: Call | None, request: Callable[[], Awaitable[Any]]) -> Any:
-        """The async form of :meth:`send_deferred`: ``request()`` returns the SDK's pending
-        ``_post`` coroutine (a new one when called again)."""
-        if call is None:
-            return await request()
-        return self._outcome(call, await call.send_async(request), is_async=True)
-
-    def _begin(self, client: Any, tap: Tap, protocol: WireProtocol, kwargs: Mapping[str, Any]) -> Call | None:
-        try:
+        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
             call = tap.begin(protocol, fallback_body=kwargs_body(kwargs))
             call.owner = client
             return call
-        except Exception:
-            log.exception("memtap could not start tracking a %s call; it proceeds untracked", protocol.name)
-            return None
+
+        return begin
 
     def _wrap(
-        self, client: Any, tap: Tap, protocol: WireProtocol, original: Callable[..., Any]
+        self, target: Target, client: Any, tap: Tap, original: Callable[..., Any]
     ) -> Callable[..., Any]:
-        # Stainless decorates async methods with sync wrappers (``required_args``): look
-        # through them to see what the method really is.
-        if inspect.iscoroutinefunction(inspect.unwrap(original)):
+        if target.wrap is not None:
+            return target.wrap(self, client, tap, target.protocol, original)
+        # A method that sends its request when called. Stainless decorates async methods
+        # with sync wrappers (``required_args``): ``tracked`` looks through them.
+        return tracked(
+            original, self.begin(client, tap, target.protocol), self.outcome, what=target.protocol.name
+        )
 
-            @functools.wraps(original)
-            async def async_method(*args: Any, **kwargs: Any) -> Any:
-                call = self._begin(client, tap, protocol, kwargs)
-                if call is None:
-                    return await original(*args, **kwargs)
-                result = await call.send_async(lambda: original(*args, **kwargs))
-                return self._outcome(call, result, is_async=True)
-
-            return async_method
-
-        @functools.wraps(original)
-        def method(*args: Any, **kwargs: Any) -> Any:
-            call = self._begin(client, tap, protocol, kwargs)
-            if call is None:
-                return original(*args, **kwargs)
-            return self._outcome(call, call.send(lambda: original(*args, **kwargs)), is_async=False)
-
-        return method
-
-    def _outcome(self, call: Call, result: Any, *, is_async: bool) -> Any:
-        try:
-            if _is_stream(result):
-                tap_stream(result, call, self.to_json, self.event_filter, is_async=is_async)
-            elif _is_raw_response(result):
-                if call.stream_requested:
-                    tap_raw_stream(result, call, self.to_json, self.event_filter, is_async=is_async)
-                elif _body_read(result):
-                    call.succeeded(result, _raw_response_json)
-                else:
-                    tap_raw_body(result, call)
+    def outcome(self, call: Call, result: Any) -> Any:
+        """Report what a Stainless method returned: a response, a stream (observed as the
+        app reads it) or a raw response (captured when the app reads it); returns it."""
+        if _is_stream(result):
+            tap_stream(result, call, self.to_json, self.event_filter)
+        elif _is_raw_response(result):
+            if call.stream_requested:
+                tap_raw_stream(result, call, self.to_json, self.event_filter)
+            elif _body_read(result):
+                call.succeeded(result, _raw_response_json)
             else:
-                call.succeeded(result, self.to_json)
-        except Exception:
-            log.exception("memtap could not capture a %s response", call.protocol.name)
+                tap_raw_body(result, call)
+        else:
+            call.succeeded(result, self.to_json)
         return result
 
 
@@ -323,14 +270,7 @@ def _untracked_unless_read(result: Any, call: Call) -> Any:
     return finalizer
 
 
-def tap_raw_stream(
-    result: Any,
-    call: Call,
-    to_json: Callable[[Any], Mapping[str, Any] | None],
-    event_filter: EventFilter | None,
-    *,
-    is_async: bool,
-) -> None:
+def tap_raw_stream(result: Any, call: Call, to_json: JsonFn, event_filter: EventFilter | None) -> None:
     """A raw streamed response (``with_raw_response`` / ``with_streaming_response`` with
     ``stream=True``): the stream its ``parse()`` returns is observed like any stream (how
     LangChain's ChatAnthropic streams)."""
@@ -338,10 +278,10 @@ def tap_raw_stream(
     original = result.parse
 
     def observe(parsed: Any) -> Any:
-        if _is_stream(parsed) and not hasattr(parsed, "_memtap_finished"):
+        if _is_stream(parsed) and not hasattr(parsed, "_memtap_tap"):
             finalizer.detach()
             try:
-                tap_stream(parsed, call, to_json, event_filter, is_async=is_async)
+                tap_stream(parsed, call, to_json, event_filter)
             except Exception:
                 log.exception("memtap could not observe a raw %s stream", call.protocol.name)
         return parsed
@@ -415,80 +355,23 @@ def _json_bytes(data: Any) -> Mapping[str, Any] | None:
 # -- streams -------------------------------------------------------------------------------
 
 
-def tap_stream(
-    stream: Any,
-    call: Call,
-    to_json: Callable[[Any], Mapping[str, Any] | None],
-    event_filter: EventFilter | None,
-    *,
-    is_async: bool,
-) -> None:
-    """Make ``stream`` report its events to ``call`` while passing them on unchanged."""
-    source = stream._iterator
-
-    def finished(error: BaseException | None = None, partial: bool = False) -> None:
-        call.stream_finished(to_json, error=error, partial=partial)
-
-    def visible(item: Any) -> Any:
-        call.stream_item(item)
-        if event_filter is not None and call.hide_usage_event:
-            return event_filter(item)
-        return item
-
-    if is_async:
-
-        async def observe_async() -> AsyncIterator[Any]:
-            try:
-                async for item in source:
-                    shown = visible(item)
-                    if shown is not None:
-                        yield shown
-            except GeneratorExit:
-                finished(partial=True)
-                raise
-            except BaseException as exc:
-                finished(error=exc)
-                raise
-            finished()
-
-        stream._iterator = observe_async()
+def tap_stream(stream: Any, call: Call, to_json: JsonFn, event_filter: EventFilter | None) -> None:
+    """Make ``stream`` report its events to ``call`` while passing them on unchanged: its
+    ``_iterator`` (what every way of reading it goes through) is observed, and its class
+    becomes a subclass that reports an early ``break`` or ``close()``."""
+    tap = StreamTap(call, to_json, event_filter)
+    if hasattr(type(stream), "__aiter__"):
+        stream._iterator = tap.aiterate(stream._iterator)
     else:
-
-        def observe() -> Iterator[Any]:
-            try:
-                for item in source:
-                    shown = visible(item)
-                    if shown is not None:
-                        yield shown
-            except GeneratorExit:
-                finished(partial=True)
-                raise
-            except BaseException as exc:
-                finished(error=exc)
-                raise
-            finished()
-
-        stream._iterator = observe()
-    stream._memtap_finished = finished
-    stream.__class__ = _tapped_class(type(stream), is_async)
+        stream._iterator = tap.iterate(stream._iterator)
+    # A stream dropped unread is not reported (as before the kit): no finalizer per stream.
+    retype(stream, tap, _make_tapped_class, finish_when_collected=False)
 
 
-_TAPPED_CLASSES: dict[tuple[type, bool], type] = {}
-
-
-def _tapped_class(cls: Any, is_async: bool) -> type:
-    """The cached tapped subclass of ``cls``."""
-    key = (cls, is_async)
-    found = _TAPPED_CLASSES.get(key)
-    if found is None:
-        found = _TAPPED_CLASSES[key] = _make_tapped_class(cls, is_async)
-    return found
-
-
-def _make_tapped_class(cls: Any, is_async: bool) -> type:
+def _make_tapped_class(cls: Any) -> type:
     """A subclass of a Stainless stream class that reports an early ``break`` or
     ``close()`` (an abandoned stream is still captured, as partial)."""
-    if is_async:
+    if hasattr(cls, "__aiter__"):
 
         async def __aiter__(self: Any) -> AsyncIterator[Any]:
             done = False
@@ -498,10 +381,10 @@ def _make_tapped_class(cls: Any, is_async: bool) -> type:
                 done = True
             finally:
                 if not done:
-                    self._memtap_finished(partial=True)
+                    self._memtap_tap.finish(partial=True)
 
         async def aclose(self: Any) -> None:
-            self._memtap_finished(partial=True)
+            self._memtap_tap.finish(partial=True)
             await cls.close(self)
 
         namespace: dict[str, Any] = {"__aiter__": __aiter__, "close": aclose}
@@ -514,10 +397,10 @@ def _make_tapped_class(cls: Any, is_async: bool) -> type:
                 done = True
             finally:
                 if not done:
-                    self._memtap_finished(partial=True)
+                    self._memtap_tap.finish(partial=True)
 
         def close(self: Any) -> None:
-            self._memtap_finished(partial=True)
+            self._memtap_tap.finish(partial=True)
             cls.close(self)
 
         namespace = {"__iter__": __iter__, "close": close}
@@ -533,20 +416,3 @@ def _walk(obj: Any, path: Sequence[str]) -> Any:
         if obj is None:
             return None
     return obj
-
-
-def _set_instance_attr(obj: Any, name: str, value: Any) -> Callable[[], None]:
-    """Set an attribute on the instance; return the function that undoes it exactly."""
-    previous = obj.__dict__.get(name, _MISSING) if hasattr(obj, "__dict__") else _MISSING
-    setattr(obj, name, value)
-
-    def undo() -> None:
-        if previous is _MISSING:
-            try:
-                delattr(obj, name)
-            except AttributeError:
-                pass
-        else:
-            setattr(obj, name, previous)
-
-    return undo

@@ -6,6 +6,7 @@ own method inside :meth:`Call.active`, and has the SDK's body-building step call
 :meth:`Call.failed`, or for streams :meth:`Call.stream_item` per event and
 :meth:`Call.stream_finished` once. Everything after the response is deferred to the
 capture writer. Every step fails open: a memtap error is logged and the call goes on.
+:func:`memtap.tracked.tracked` drives these steps for an adapter's patched method.
 """
 
 from __future__ import annotations
@@ -227,6 +228,11 @@ class Call:
         #: The model a request names in its URL rather than its body (Gemini), set by the
         #: adapter so that capture records it.
         self.url_model: str | None = None
+        #: What the adapter keeps for this call between the ``begin``, ``attempt`` and
+        #: ``outcome`` of its tracked method (:func:`memtap.tracked.tracked`), such as the
+        #: request in the SDK's own form, rebuilt around the body to send. memtap never
+        #: reads it.
+        self.adapter_state: Any = None
         self.protocol = protocol
         self.attribution = attribution
         self.id = new_id()

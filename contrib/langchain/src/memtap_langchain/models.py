@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from memtap.sdk import Tap, UnsupportedClientError
+from memtap.sdk import Patches, Tap, UnsupportedClientError
 
 #: Where each supported chat model keeps its SDK clients (attribute names, in order).
 CLIENT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -57,10 +57,8 @@ class ChatModelAdapter:
                 f"({kinds}). Install the provider plugin for its SDK (e.g. `pip install memtap-openai` "
                 f"for ChatOpenAI, `memtap-anthropic` for ChatAnthropic), or use MemoryMiddleware."
             )
-        undo = [tap.register_client(c) for c in matched]
-
-        def restore() -> None:
-            for step in reversed(undo):
-                step()
-
-        return restore
+        registered = Patches()
+        with registered.all_or_nothing():
+            for inner_client in matched:
+                registered.on_restore(tap.register_client(inner_client))
+        return registered.restore

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from memtap.sdk import StainlessInstaller, Tap, Target, WireProtocol
+from memtap.sdk import Call, StainlessInstaller, Tap, Target, WireProtocol, tracked
 
 from .messages import AnthropicMessagesProtocol
 
@@ -55,32 +55,29 @@ def _defer(
     kwargs: dict[str, Any],
     remake: Callable[[], Any],
 ) -> None:
-    """Replace ``manager``'s deferred request with one memtap tracks; ``remake()`` makes a
-    new manager of the same request (whose pending coroutine a re-send awaits: an async
-    manager's request is a coroutine, awaitable once)."""
+    """Replace ``manager``'s deferred request with its tracked form (the call's body falls
+    back to the helper's ``kwargs``); ``remake()`` makes a new manager of the same request
+    (whose pending coroutine a re-send awaits: an async manager's request is a coroutine,
+    awaitable once)."""
     name = next((k for k in vars(manager) if k.endswith(_DEFERRED_SUFFIX)), None)
     if name is None:
         log.warning("memtap: %s has no deferred request; stream left untracked", type(manager).__name__)
         return
+    begin = installer.begin(client, tap, protocol)
+
+    def begin_helper(args: tuple[Any, ...], _request_kwargs: dict[str, Any]) -> Call | None:
+        return begin(args, kwargs)  # the body falls back to the helper's arguments
+
     request = getattr(manager, name)
     if inspect.isawaitable(request):
         pending = [request]
 
-        def next_request() -> Any:
-            return pending.pop() if pending else getattr(remake(), name)
+        async def send() -> Any:
+            return await (pending.pop() if pending else getattr(remake(), name))
 
-        async def send_async() -> Any:
-            call = installer.begin(client, tap, protocol, kwargs)
-            return await installer.send_deferred_async(call, next_request)
-
-        setattr(manager, name, send_async())
+        setattr(manager, name, tracked(send, begin_helper, installer.outcome, what=protocol.name)())
     else:
-
-        def send() -> Any:
-            call = installer.begin(client, tap, protocol, kwargs)
-            return installer.send_deferred(call, request)
-
-        setattr(manager, name, send)
+        setattr(manager, name, tracked(request, begin_helper, installer.outcome, what=protocol.name))
 
 
 #: What memtap patches, on ``messages`` and ``beta.messages``.

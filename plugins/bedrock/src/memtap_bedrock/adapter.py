@@ -10,14 +10,13 @@ pass through untouched). boto3 and botocore are never imported here.
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.sdk import VALIDATION_STATUSES, Call, Tap
+from memtap.sdk import VALIDATION_STATUSES, Call, Patches, Tap, tracked
 
 from .anthropic import BedrockAnthropicProtocol, is_anthropic_body
 from .converse import ConverseProtocol
@@ -28,7 +27,6 @@ log = logging.getLogger("memtap.bedrock")
 CONVERSE = ConverseProtocol()
 ANTHROPIC = BedrockAnthropicProtocol()
 SERVICE = "bedrock-runtime"
-_MISSING = object()
 
 
 def is_bedrock_runtime_client(client: Any) -> bool:
@@ -58,14 +56,6 @@ def _chunk_event(event: Any) -> Mapping[str, Any] | None:
     return _json_bytes(chunk["bytes"])
 
 
-def _begin(tap: Tap, protocol: Any, body: Mapping[str, Any]) -> Call | None:
-    try:
-        return tap.begin(protocol, fallback_body=body)
-    except Exception:
-        log.exception("memtap could not start tracking a Bedrock call; it proceeds untracked")
-        return None
-
-
 # -- converse ------------------------------------------------------------------------------
 
 
@@ -81,30 +71,33 @@ def is_validation_error(exc: BaseException) -> bool:
 
 
 def _converse(original: Callable[..., Any], tap: Tap, *, stream: bool) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def method(*args: Any, **kwargs: Any) -> Any:
-        call = None if args else _begin(tap, CONVERSE, kwargs)
-        if call is None:
-            return original(*args, **kwargs)
+    """``converse`` / ``converse_stream`` tracked: injected through their keyword arguments
+    (``stream`` tells the protocol what kind of call this is; it is not sent)."""
 
-        def attempt() -> Any:
-            # ``stream`` tells the protocol what kind of call this is; it is not sent.
-            sent = call.prepare({**kwargs, "stream": True} if stream else kwargs)
-            if stream:
-                sent = {k: v for k, v in sent.items() if k != "stream"}
-            return original(**sent)
+    def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
+        if args:
+            return None
+        return tap.begin(CONVERSE, fallback_body={**kwargs, "stream": True} if stream else kwargs)
 
-        response = call.send(attempt, rejected=is_validation_error)
-        try:
-            if stream:
-                tap_event_stream(response["stream"], call, _identity)
-            else:
-                call.succeeded(response, _identity)
-        except Exception:
-            log.exception("memtap could not capture a Bedrock Converse response")
+    def attempt(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        body = call.app_body  # ``begin``'s fallback body
+        send: Mapping[str, Any] = kwargs
+        if body is not None:
+            sent = call.prepare(body)
+            if sent is not body:
+                send = {k: v for k, v in sent.items() if k != "stream"} if stream else sent
+        return original(**send)
+
+    def outcome(call: Call, response: Any) -> Any:
+        if stream:
+            tap_event_stream(response["stream"], call, _identity)
+        else:
+            call.succeeded(response, _identity)
         return response
 
-    return method
+    return tracked(
+        original, begin, outcome, attempt=attempt, rejected=is_validation_error, what="Bedrock Converse"
+    )
 
 
 # -- invoke_model (Anthropic bodies) ---------------------------------------------------------
@@ -130,36 +123,45 @@ def _read_body(raw: Any) -> Mapping[str, Any] | None:
 
 
 def _invoke(original: Callable[..., Any], tap: Tap, *, stream: bool) -> Callable[..., Any]:
-    @functools.wraps(original)
-    def method(*args: Any, **kwargs: Any) -> Any:
+    """``invoke_model`` / ``invoke_model_with_response_stream`` tracked when their body is
+    an Anthropic Messages request (others pass through): the body memtap reads is the
+    parsed JSON with the call's ``modelId`` and ``stream``, which are not sent (unless the
+    app's own body had them)."""
+
+    def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
         parsed = None if args else _read_body(kwargs.get("body"))
         if parsed is None or not is_anthropic_body(parsed):
-            return original(*args, **kwargs)
-        body = {"modelId": kwargs.get("modelId"), **parsed, "stream": stream}
-        call = _begin(tap, ANTHROPIC, body)
-        if call is None:
-            return original(**kwargs)
+            return None
+        call = tap.begin(
+            ANTHROPIC, fallback_body={"modelId": kwargs.get("modelId"), **parsed, "stream": stream}
+        )
+        call.adapter_state = parsed  # which keys the app's own body has
+        return call
 
-        def attempt() -> tuple[Any, bytes]:
+    def attempt(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        body = call.app_body  # ``begin``'s fallback body
+        send = kwargs
+        if body is not None:
             sent = call.prepare(body)
-            send = kwargs
             if sent is not body:
-                wire = {k: v for k, v in sent.items() if k not in ("modelId", "stream") or k in parsed}
+                own = call.adapter_state
+                wire = {k: v for k, v in sent.items() if k not in ("modelId", "stream") or k in own}
                 send = {**kwargs, "body": json.dumps(wire, separators=(",", ":")).encode()}
-            response = original(**send)
-            return response, b"" if stream else _buffer_body(response)
-
-        response, data = call.send(attempt, rejected=is_validation_error)
-        try:
-            if stream:
-                tap_event_stream(response["body"], call, _chunk_event)
-            else:
-                call.succeeded(data, _json_bytes)
-        except Exception:
-            log.exception("memtap could not capture a Bedrock invoke_model response")
+        response = original(**send)
+        if not stream:
+            # Read here, so that a failure to read the answer is the call's; the app gets
+            # an equivalent fresh body, and the outcome the bytes.
+            call.adapter_state = _buffer_body(response)
         return response
 
-    return method
+    def outcome(call: Call, response: Any) -> Any:
+        if stream:
+            tap_event_stream(response["body"], call, _chunk_event)
+        else:
+            call.succeeded(call.adapter_state, _json_bytes)
+        return response
+
+    return tracked(original, begin, outcome, attempt=attempt, rejected=is_validation_error, what="Bedrock")
 
 
 def _buffer_body(response: Any) -> bytes:
@@ -187,30 +189,10 @@ class BedrockRuntimeAdapter:
             "invoke_model": (_invoke, False),
             "invoke_model_with_response_stream": (_invoke, True),
         }
-        undo: list[Callable[[], None]] = []
-        for name, (wrap, stream) in methods.items():
-            original = getattr(client, name, None)
-            if original is not None:
-                undo.append(_set_instance_attr(client, name, wrap(original, tap, stream=stream)))
-
-        def restore() -> None:
-            for step in reversed(undo):
-                step()
-
-        return restore
-
-
-def _set_instance_attr(obj: Any, name: str, value: Any) -> Callable[[], None]:
-    previous = vars(obj).get(name, _MISSING)
-    setattr(obj, name, value)
-
-    def undo() -> None:
-        if previous is _MISSING:
-            try:
-                delattr(obj, name)
-            except AttributeError:
-                pass
-        else:
-            setattr(obj, name, previous)
-
-    return undo
+        patches = Patches()
+        with patches.all_or_nothing():
+            for name, (wrap, stream) in methods.items():
+                original = getattr(client, name, None)
+                if original is not None:
+                    patches.set(client, name, wrap(original, tap, stream=stream))
+        return patches.restore

@@ -17,7 +17,7 @@ from memtap.sdk import Call, JsonFn, StreamTap, retype, subclass_of
 
 def tap_event_stream(stream: Any, call: Call, to_json: JsonFn) -> None:
     """Make the ``EventStream`` ``stream`` report to ``call``, its events unchanged."""
-    retype(stream, StreamTap(call, to_json, "Bedrock stream"), _make_tapped_class)
+    retype(stream, StreamTap(call, to_json), _make_tapped_class)
 
 
 def _make_tapped_class(cls: Any) -> type:

@@ -14,10 +14,10 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
-from memtap.sdk import Call, Tap, active_call
+from memtap.sdk import Begin, Call, Outcome, Patches, StreamTap, Tap, active_call, tracked
 
 from .generate import GenerateContentProtocol
 
@@ -28,8 +28,6 @@ GENERATE = GenerateContentProtocol()
 #: The path suffixes of the calls memtap tracks (the model precedes them).
 ROUTES = (":generateContent", ":streamGenerateContent")
 _MARK = "_memtap_tapped"
-_MISSING = object()
-_END = object()
 
 
 def is_google_client(client: Any) -> bool:
@@ -75,144 +73,47 @@ class GoogleAdapter:
         if vars(api).get(_MARK):
             log.info("memtap: this google-genai API client is already registered (client and .aio share it)")
             return lambda: None
-        installer = _Installer(api, tap)
-        wrappers = {
-            "_build_request": installer.build_request,
-            "request": installer.request,
-            "request_streamed": installer.request_streamed,
-            "async_request": installer.async_request,
-            "async_request_streamed": installer.async_request_streamed,
-        }
-        undo = [_set(api, _MARK, True)]
-        try:
-            for name, wrap in wrappers.items():
-                undo.append(_set(api, name, wrap(getattr(api, name))))
-        except Exception:
-            for step in reversed(undo):
-                step()
-            raise
-
-        def restore() -> None:
-            for step in reversed(undo):
-                step()
-
-        return restore
+        begin = _beginner(api, tap)
+        patches = Patches()
+        with patches.all_or_nothing():
+            patches.set(api, _MARK, True)
+            patches.wrap(api, "_build_request", lambda original: _build_request(api, original))
+            for name, outcome in SENDING.items():
+                patches.set(api, name, tracked(getattr(api, name), begin, outcome, what="Gemini"))
+        return patches.restore
 
 
-class _Installer:
-    """The wrappers for one API client instance."""
+def _beginner(api: Any, tap: Tap) -> Begin:
+    """The ``begin`` of the API client's sending methods: a call for a ``generateContent``
+    request (``None`` for any other route: passed through untracked)."""
 
-    def __init__(self, api: Any, tap: Tap) -> None:
-        self.api = api
-        self.tap = tap
-
-    def begin(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Call | None:
-        """A tracked call for a ``generateContent`` request (``None`` for anything else, or
-        when memtap cannot track it: the call then proceeds untracked)."""
+    def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
         path = _path(args, kwargs)
         if not any(route in path for route in ROUTES):
             return None
-        try:
-            model = _model(path)
-            body = args[2] if len(args) > 2 else kwargs.get("request_dict")
-            fallback = {**body, "model": model} if isinstance(body, Mapping) and model else None
-            call = self.tap.begin(GENERATE, fallback_body=fallback)
-            call.owner = self.api
-            call.url_model = model
-            return call
-        except Exception:
-            log.exception("memtap could not start tracking a Gemini call; it proceeds untracked")
-            return None
+        model = _model(path)
+        body = args[2] if len(args) > 2 else kwargs.get("request_dict")
+        fallback = {**body, "model": model} if isinstance(body, Mapping) and model else None
+        call = tap.begin(GENERATE, fallback_body=fallback)
+        call.owner = api
+        call.url_model = model
+        return call
 
-    # -- the body ------------------------------------------------------------------------
+    return begin
 
-    def build_request(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """Inject into the final body of the active call's request."""
 
-        @functools.wraps(original)
-        def build(*args: Any, **kwargs: Any) -> Any:
-            request = original(*args, **kwargs)
-            call = active_call()
-            if call is not None and call.owner is self.api and isinstance(request.data, dict):
-                request.data = _prepare(call, request.data)
-            return request
+def _build_request(api: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+    """Inject into the final body of the active call's request."""
 
-        return build
-
-    # -- the calls -----------------------------------------------------------------------
-
-    def request(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """Track one ``generateContent`` call."""
-
-        @functools.wraps(original)
-        def request(*args: Any, **kwargs: Any) -> Any:
-            call = self.begin(args, kwargs)
-            if call is None:
-                return original(*args, **kwargs)
-            response = call.send(lambda: original(*args, **kwargs))
-            _succeeded(call, response)
-            return response
-
+    @functools.wraps(original)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        request = original(*args, **kwargs)
+        call = active_call()
+        if call is not None and call.owner is api and isinstance(request.data, dict):
+            request.data = _prepare(call, request.data)
         return request
 
-    def async_request(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """Track one async ``generateContent`` call."""
-
-        @functools.wraps(original)
-        async def async_request(*args: Any, **kwargs: Any) -> Any:
-            call = self.begin(args, kwargs)
-            if call is None:
-                return await original(*args, **kwargs)
-            response = await call.send_async(lambda: original(*args, **kwargs))
-            _succeeded(call, response)
-            return response
-
-        return async_request
-
-    def request_streamed(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """Track one ``streamGenerateContent`` call: the SDK's generator sends the request
-        on its first step, which runs with the call active; every chunk is observed."""
-
-        @functools.wraps(original)
-        def request_streamed(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            call = self.begin(args, kwargs)
-            if call is None:
-                yield from original(*args, **kwargs)
-                return
-
-            def start() -> tuple[Generator[Any, None, None], Any]:
-                source = original(*args, **kwargs)
-                return source, next(source, _END)
-
-            source, item = call.send(start)
-            try:
-                while item is not _END:
-                    call.stream_item(item)
-                    yield item
-                    item = next(source, _END)
-            except GeneratorExit:
-                call.stream_finished(body_json, partial=True)
-                source.close()
-                raise
-            except BaseException as exc:
-                call.stream_finished(body_json, error=exc)
-                raise
-            call.stream_finished(body_json)
-
-        return request_streamed
-
-    def async_request_streamed(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """Track one async ``streamGenerateContent`` call (sent when awaited)."""
-
-        @functools.wraps(original)
-        async def async_request_streamed(*args: Any, **kwargs: Any) -> Any:
-            call = self.begin(args, kwargs)
-            if call is None:
-                return await original(*args, **kwargs)
-            source = await call.send_async(lambda: original(*args, **kwargs))
-            return _observe_async(call, source)
-
-        return async_request_streamed
+    return build
 
 
 def _prepare(call: Call, data: dict[str, Any]) -> Any:
@@ -225,36 +126,28 @@ def _prepare(call: Call, data: dict[str, Any]) -> Any:
     return {k: v for k, v in sent.items() if k != "model"}
 
 
-def _succeeded(call: Call, response: Any) -> None:
-    try:
-        call.succeeded(response, body_json)
-    except Exception:
-        log.exception("memtap could not capture a Gemini response")
+def _succeeded(call: Call, response: Any) -> Any:
+    """A response of ``request`` / ``async_request``, captured."""
+    call.succeeded(response, body_json)
+    return response
 
 
-async def _observe_async(call: Call, source: Any) -> AsyncIterator[Any]:
-    try:
-        async for item in source:
-            call.stream_item(item)
-            yield item
-    except GeneratorExit:
-        call.stream_finished(body_json, partial=True)
-        raise
-    except BaseException as exc:
-        call.stream_finished(body_json, error=exc)
-        raise
-    call.stream_finished(body_json)
+def _observed(call: Call, chunks: Iterator[Any]) -> Iterator[Any]:
+    """The chunks of ``request_streamed`` (a generator), observed."""
+    return StreamTap(call, body_json).iterate(chunks)
 
 
-def _set(obj: Any, name: str, value: Any) -> Callable[[], None]:
-    """Set an instance attribute; return the function that undoes it exactly."""
-    previous = vars(obj).get(name, _MISSING)
-    setattr(obj, name, value)
+def _observed_async(call: Call, chunks: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The chunks of ``async_request_streamed`` (a coroutine returning an async
+    generator), observed."""
+    return StreamTap(call, body_json).aiterate(chunks)
 
-    def undo() -> None:
-        if previous is _MISSING:
-            vars(obj).pop(name, None)
-        else:
-            setattr(obj, name, previous)
 
-    return undo
+#: The API client's methods that send a request (each tracked in its own form), and how
+#: their result is reported.
+SENDING: dict[str, Outcome] = {
+    "request": _succeeded,
+    "async_request": _succeeded,
+    "request_streamed": _observed,
+    "async_request_streamed": _observed_async,
+}

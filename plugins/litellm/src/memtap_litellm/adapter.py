@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.sdk import Call, Tap
+from memtap.sdk import Call, Patches, Tap, tracked
 
 from .protocol import LiteLLMChatProtocol, request_body
 from .streams import tap_stream
@@ -37,7 +37,6 @@ MODULE_FUNCTIONS = ("completion", "acompletion")
 #: The Router methods whose calls are tapped (through the module functions they call).
 ROUTER_METHODS = ("completion", "acompletion")
 
-_MISSING = object()
 #: The tap of the registered Router whose method is running in this context.
 _router_tap: contextvars.ContextVar[Tap | None] = contextvars.ContextVar(
     "memtap_litellm_router", default=None
@@ -115,7 +114,7 @@ class _ModuleTaps:
 
     def __init__(self, module: Any) -> None:
         self.module = module
-        self.originals: dict[str, Any] = {}
+        self.patches = Patches()
         self.module_tap: Tap | None = None
         self.users = 0
 
@@ -125,94 +124,67 @@ class _ModuleTaps:
         return _router_tap.get() or self.module_tap
 
     def install(self) -> None:
-        for name in MODULE_FUNCTIONS:
-            original = getattr(self.module, name)
-            self.originals[name] = original
-            dispatcher = (
-                self._async_dispatcher(original) if name == "acompletion" else self._dispatcher(original)
-            )
-            setattr(self.module, name, dispatcher)
+        with self.patches.all_or_nothing():
+            for name in MODULE_FUNCTIONS:
+                self.patches.wrap(self.module, name, self._dispatcher)
 
     def uninstall(self) -> None:
-        for name, original in self.originals.items():
-            current = getattr(self.module, name, None)
-            if getattr(current, "__memtap_original__", None) is original:
-                setattr(self.module, name, original)
-            else:
-                log.warning("litellm.%s was replaced after memtap patched it; leaving it as it is", name)
-        self.originals.clear()
+        self.patches.restore()
 
     def _dispatcher(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def completion(*args: Any, **kwargs: Any) -> Any:
+        """``original`` (``completion`` or ``acompletion``) tracked for whichever tap is
+        current; litellm calling itself inside a tracked call is passed through."""
+
+        def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call | None:
             tap = self.tap_for_call()
             if tap is None:
-                return original(*args, **kwargs)
-            call, call_kwargs, body = _begin(tap, original, args, kwargs)
-            if call is None:
-                return original(*args, **kwargs)
+                return None
+            call_kwargs = _as_kwargs(original, args, kwargs)
+            call = tap.begin(CHAT, fallback_body=request_body(call_kwargs))
+            call.adapter_state = call_kwargs
+            return call
+
+        def attempt(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             token = _in_call.set(True)
             try:
-                result = call.send(lambda: original(**_prepared(call, call_kwargs, body)))
+                return original(**_prepared(call))
             finally:
                 _in_call.reset(token)
-            return _outcome(call, result)
 
-        completion.__memtap_original__ = original  # type: ignore[attr-defined]
-        return completion
-
-    def _async_dispatcher(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        async def acompletion(*args: Any, **kwargs: Any) -> Any:
-            tap = self.tap_for_call()
-            if tap is None:
-                return await original(*args, **kwargs)
-            call, call_kwargs, body = _begin(tap, original, args, kwargs)
-            if call is None:
-                return await original(*args, **kwargs)
+        async def attempt_async(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             token = _in_call.set(True)
             try:
-                result = await call.send_async(lambda: original(**_prepared(call, call_kwargs, body)))
+                return await original(**_prepared(call))
             finally:
                 _in_call.reset(token)
-            return _outcome(call, result)
 
-        acompletion.__memtap_original__ = original  # type: ignore[attr-defined]
-        return acompletion
-
-
-def _begin(
-    tap: Tap, original: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Call | None, dict[str, Any], dict[str, Any]]:
-    """Start a call: it, the call's keyword arguments and the body memtap reads from them
-    (the call is ``None`` when memtap fails: the call then proceeds untracked)."""
-    try:
-        call_kwargs = _as_kwargs(original, args, kwargs)
-        body = request_body(call_kwargs)
-        return tap.begin(CHAT, fallback_body=body), call_kwargs, body
-    except Exception:
-        log.exception("memtap could not start tracking a litellm call; it proceeds untracked")
-        return None, kwargs, {}
+        is_async = inspect.iscoroutinefunction(inspect.unwrap(original))
+        dispatcher = tracked(
+            original, begin, _outcome, attempt=attempt_async if is_async else attempt, what="litellm"
+        )
+        dispatcher.__memtap_original__ = original  # type: ignore[attr-defined]
+        return dispatcher
 
 
-def _prepared(call: Call, call_kwargs: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments with memtap's injection (``Call.prepare`` fails open)."""
+def _prepared(call: Call) -> dict[str, Any]:
+    """The call's keyword arguments with memtap's injection (``Call.prepare`` fails open)."""
+    call_kwargs: dict[str, Any] = call.adapter_state
+    body = call.app_body  # ``request_body(call_kwargs)``: ``begin``'s fallback body
+    if body is None:
+        return call_kwargs
     sent = call.prepare(body)
     return call_kwargs if sent is body else {**call_kwargs, **sent}
 
 
 def _outcome(call: Call, result: Any) -> Any:
-    try:
-        provider = _provider_of(result)
-        if provider:
-            call.protocol = CHAT.for_provider(provider)
-            call.span.set_attribute("gen_ai.provider.name", provider)
-        if _is_stream(result):
-            tap_stream(result, call, to_json)
-        else:
-            call.succeeded(result, to_json)
-    except Exception:
-        log.exception("memtap could not capture a litellm response")
+    provider = _provider_of(result)
+    if provider:
+        call.protocol = CHAT.for_provider(provider)
+        call.span.set_attribute("gen_ai.provider.name", provider)
+    if _is_stream(result):
+        tap_stream(result, call, to_json)
+    else:
+        call.succeeded(result, to_json)
     return result
 
 
@@ -265,23 +237,12 @@ class LiteLLMRouterAdapter:
     def install(self, client: Any, tap: Tap) -> Callable[[], None]:
         """Wrap the router instance's methods; return the restore function."""
         taps = _acquire(litellm_module())
-        undo: list[Callable[[], None]] = []
-        try:
+        patches = Patches()
+        patches.on_restore(lambda: _release(taps))
+        with patches.all_or_nothing():
             for name in ROUTER_METHODS:
-                original = getattr(client, name)
-                undo.append(_set_instance_attr(client, name, _router_method(original, tap)))
-        except Exception:
-            for step in reversed(undo):
-                step()
-            _release(taps)
-            raise
-
-        def restore() -> None:
-            for step in reversed(undo):
-                step()
-            _release(taps)
-
-        return restore
+                patches.wrap(client, name, lambda original: _router_method(original, tap))
+        return patches.restore
 
 
 def _router_method(original: Callable[..., Any], tap: Tap) -> Callable[..., Any]:
@@ -317,19 +278,3 @@ async def _with_router_tap(awaitable: Any, tap: Tap) -> Any:
         return await awaitable
     finally:
         _router_tap.reset(token)
-
-
-def _set_instance_attr(obj: Any, name: str, value: Any) -> Callable[[], None]:
-    previous = vars(obj).get(name, _MISSING)
-    setattr(obj, name, value)
-
-    def undo() -> None:
-        if previous is _MISSING:
-            try:
-                delattr(obj, name)
-            except AttributeError:
-                pass
-        else:
-            setattr(obj, name, previous)
-
-    return undo

@@ -20,7 +20,7 @@ from memtap.sdk import Call, JsonFn, StreamTap, retype, subclass_of
 
 def tap_stream(stream: Any, call: Call, to_json: JsonFn) -> None:
     """Make ``stream`` report to ``call`` while passing its chunks on unchanged."""
-    retype(stream, StreamTap(call, to_json, "litellm stream"), _make_tapped_class)
+    retype(stream, StreamTap(call, to_json), _make_tapped_class)
 
 
 def _make_tapped_class(cls: Any) -> type:
@@ -38,8 +38,9 @@ def _make_tapped_class(cls: Any) -> type:
                 raise
             finally:
                 tap.reading = False
-            if tap.observe(chunk):
-                return chunk
+            shown = tap.observe(chunk)
+            if shown is not None:
+                return shown
 
     async def __anext__(self: Any) -> Any:
         tap: StreamTap = self._memtap_tap
@@ -55,8 +56,9 @@ def _make_tapped_class(cls: Any) -> type:
                 raise
             finally:
                 tap.reading = False
-            if tap.observe(chunk):
-                return chunk
+            shown = tap.observe(chunk)
+            if shown is not None:
+                return shown
 
     def __iter__(self: Any) -> Iterator[Any]:
         done = False

@@ -21,14 +21,13 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memtap.sdk import Call, Tap
+from memtap.sdk import Begin, Call, Patches, StreamTap, Tap, tracked
 
 from .protocol import XaiChatProtocol
 
 log = logging.getLogger("memtap.xai")
 
 CHAT = XaiChatProtocol()
-_MISSING = object()
 
 
 def is_xai_client(client: Any) -> bool:
@@ -57,15 +56,16 @@ def _from_json(data: Mapping[str, Any], like: Any) -> Any:
     return ParseDict(dict(data), type(like)())
 
 
-def _begin(tap: Tap, request: Any, *, stream: bool) -> tuple[Call | None, dict[str, Any]]:
-    try:
-        body = dict(to_json(request) or {})
+def _beginner(tap: Tap, *, stream: bool) -> Begin:
+    """The ``begin`` of a stub callable: the call's body is the request proto as JSON."""
+
+    def begin(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call:
+        body = dict(to_json(args[0]) or {})
         if stream:
             body["stream"] = True  # tells the protocol the kind of call; never sent
-        return tap.begin(CHAT, fallback_body=body), body
-    except Exception:
-        log.exception("memtap could not start tracking an xAI call; it proceeds untracked")
-        return None, {}
+        return tap.begin(CHAT, fallback_body=body)
+
+    return begin
 
 
 def is_invalid_argument(exc: BaseException) -> bool:
@@ -81,8 +81,11 @@ def is_invalid_argument(exc: BaseException) -> bool:
     return getattr(status, "name", None) == "INVALID_ARGUMENT"
 
 
-def _prepared(call: Call, request: Any, body: dict[str, Any]) -> Any:
+def _prepared(call: Call, request: Any) -> Any:
     """The request to send: the SDK's own proto, or one rebuilt with memtap's injection."""
+    body = call.app_body  # the request as JSON: ``begin``'s fallback body
+    if body is None:
+        return request
     sent = call.prepare(body)
     if sent is body:
         return request
@@ -93,44 +96,50 @@ def _prepared(call: Call, request: Any, body: dict[str, Any]) -> Any:
         return request
 
 
-class _Unary:
-    """A tapped ``GetCompletion``: the same call signature, other attributes forwarded."""
+class _Stub:
+    """A tapped stub callable (``GetCompletion``, ``GetCompletionChunk``): called like the
+    original, whose other attributes it forwards."""
 
-    def __init__(self, original: Any, tap: Tap, is_async: bool) -> None:
+    def __init__(self, original: Any, call: Callable[..., Any]) -> None:
         self._original = original
-        self._tap = tap
-        self._is_async = is_async
+        self._call = call
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._original, name)
 
     def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        call, body = _begin(self._tap, request, stream=False)
-        if call is None:
-            return self._original(request, *args, **kwargs)
-
-        def attempt() -> Any:
-            return self._original(_prepared(call, request, body), *args, **kwargs)
-
-        if self._is_async:
-            # The RPC fails when awaited: the awaitable sends it again if it must.
-            with call.active():
-                try:
-                    pending = attempt()
-                except BaseException as exc:
-                    call.failed(exc)
-                    raise
-            return _AwaitedCall(pending, call, attempt)
-        result = call.send(attempt, rejected=is_invalid_argument)
-        _succeeded(call, result)
-        return result
+        return self._call(request, *args, **kwargs)
 
 
-def _succeeded(call: Call, response: Any) -> None:
-    try:
-        call.succeeded(response, to_json)
-    except Exception:
-        log.exception("memtap could not capture an xAI response")
+def _stub(original: Any, tap: Tap, *, stream: bool, is_async: bool) -> _Stub:
+    """``original`` tracked. A unary RPC's result is captured (``grpc.aio``'s when awaited,
+    through :class:`_AwaitedCall`); a stream is observed by :class:`_TappedStream`. Both
+    of the latter fail when read, not when started: they send the request once more if
+    the server rejects memtap's changes (``start`` sends it again)."""
+
+    def attempt(call: Call, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not (stream or is_async):
+            return original(_prepared(call, args[0]), *args[1:], **kwargs)
+
+        def start() -> Any:
+            return original(_prepared(call, args[0]), *args[1:], **kwargs)
+
+        return (_TappedStream if stream else _AwaitedCall)(start(), call, start)
+
+    outcome = _succeeded if not (stream or is_async) else _as_is
+    begin = _beginner(tap, stream=stream)
+    return _Stub(
+        original, tracked(original, begin, outcome, attempt=attempt, rejected=is_invalid_argument, what="xAI")
+    )
+
+
+def _succeeded(call: Call, response: Any) -> Any:
+    call.succeeded(response, to_json)
+    return response
+
+
+def _as_is(call: Call, result: Any) -> Any:
+    return result
 
 
 class _AwaitedCall:
@@ -160,36 +169,11 @@ class _AwaitedCall:
             except BaseException as exc:
                 self._call.failed(exc)
                 raise
-        _succeeded(self._call, response)
+        try:
+            _succeeded(self._call, response)
+        except Exception:
+            log.exception("memtap could not capture an xAI response")
         return response
-
-
-class _Streaming:
-    """A tapped ``GetCompletionChunk``."""
-
-    def __init__(self, original: Any, tap: Tap, is_async: bool) -> None:
-        self._original = original
-        self._tap = tap
-        self._is_async = is_async
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._original, name)
-
-    def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        call, body = _begin(self._tap, request, stream=True)
-        if call is None:
-            return self._original(request, *args, **kwargs)
-
-        def attempt() -> Any:
-            return self._original(_prepared(call, request, body), *args, **kwargs)
-
-        with call.active():
-            try:
-                result = attempt()
-            except BaseException as exc:
-                call.failed(exc)
-                raise
-        return _TappedStream(result, call, attempt)
 
 
 _RESEND = object()
@@ -204,9 +188,9 @@ class _TappedStream:
     def __init__(self, inner: Any, call: Call, remake: Callable[[], Any]) -> None:
         self._inner = inner
         self._call = call
+        self._tap = StreamTap(call, to_json)
         self._remake: Callable[[], Any] | None = remake
         self._aiter: Any = None
-        self._done = False
 
     def _resend(self, exc: BaseException) -> bool:
         """Whether the stream was started again after ``exc`` (once, before any message)."""
@@ -220,21 +204,6 @@ class _TappedStream:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def _finish(self, error: BaseException | None = None, partial: bool = False) -> None:
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._call.stream_finished(to_json, error=error, partial=partial)
-        except Exception:
-            log.exception("memtap could not capture an xAI stream")
-
-    def _observe(self, chunk: Any) -> None:
-        try:
-            self._call.stream_item(chunk)
-        except Exception:
-            log.exception("memtap could not observe an xAI stream chunk")
-
     def __iter__(self) -> _TappedStream:
         return self
 
@@ -243,15 +212,15 @@ class _TappedStream:
             try:
                 chunk = next(self._inner)
             except StopIteration:
-                self._finish()
+                self._tap.finish()
                 raise
             except BaseException as exc:
                 if self._resend(exc):
                     continue
-                self._finish(error=exc)
+                self._tap.finish(error=exc)
                 raise
             self._remake = None
-            self._observe(chunk)
+            self._tap.observe(chunk)
             return chunk
 
     def __aiter__(self) -> _TappedStream:
@@ -264,25 +233,25 @@ class _TappedStream:
             try:
                 chunk = await self._aiter.__anext__()
             except StopAsyncIteration:
-                self._finish()
+                self._tap.finish()
                 raise
             except BaseException as exc:
                 if self._resend(exc):
                     continue
-                self._finish(error=exc)
+                self._tap.finish(error=exc)
                 raise
             self._remake = None
-            self._observe(chunk)
+            self._tap.observe(chunk)
             return chunk
 
     def cancel(self) -> Any:
         """Cancel the RPC (reported as a partial answer)."""
-        self._finish(partial=True)
+        self._tap.finish(partial=True)
         return self._inner.cancel()
 
     def __del__(self) -> None:
-        if not self._done:
-            self._finish(partial=True)
+        if not self._tap.done:
+            self._tap.finish(partial=True)
 
 
 class XaiAdapter:
@@ -294,31 +263,14 @@ class XaiAdapter:
         """Replace the stub's completion callables; return the function that restores them."""
         is_async = type(client).__module__.startswith("xai_sdk.aio")
         stub = client.chat._stub
-        undo = [
-            _set_instance_attr(stub, "GetCompletion", _Unary(stub.GetCompletion, tap, is_async)),
-            _set_instance_attr(
-                stub, "GetCompletionChunk", _Streaming(stub.GetCompletionChunk, tap, is_async)
-            ),
-        ]
-
-        def restore() -> None:
-            for step in reversed(undo):
-                step()
-
-        return restore
-
-
-def _set_instance_attr(obj: Any, name: str, value: Any) -> Callable[[], None]:
-    previous = vars(obj).get(name, _MISSING)
-    setattr(obj, name, value)
-
-    def undo() -> None:
-        if previous is _MISSING:
-            try:
-                delattr(obj, name)
-            except AttributeError:
-                pass
-        else:
-            setattr(obj, name, previous)
-
-    return undo
+        patches = Patches()
+        with patches.all_or_nothing():
+            patches.wrap(
+                stub, "GetCompletion", lambda original: _stub(original, tap, stream=False, is_async=is_async)
+            )
+            patches.wrap(
+                stub,
+                "GetCompletionChunk",
+                lambda original: _stub(original, tap, stream=True, is_async=is_async),
+            )
+        return patches.restore
