@@ -6,7 +6,9 @@ write, and vector search through SQL costs ~100 ms at 100k facts. Instead each
 :class:`memtap.Memory` keeps the indexes of recently used entities in memory
 (:class:`FactIndexes`): loaded once from the store (in the background on the request
 path), then updated incrementally by this process's writes. Facts written by another
-process appear when the entity's index is refreshed: ``refresh_after`` seconds after it
+process appear at once on a store with a change feed (:mod:`memtap.changes`: the entity's
+index is reloaded in the background, the old one serving meanwhile); on any store, when
+the entity's index is refreshed: ``refresh_after`` seconds after it
 was loaded, or later for a large entity (its reload may take at most ``refresh_share`` of
 the time: a 100k-fact entity that took 8 s to load is reloaded every ~13 minutes, not
 every minute), in the background while the stale index serves; or when it is evicted.
@@ -79,6 +81,7 @@ class _Entry:
         "lock",
         "pending",
         "ready",
+        "reload",
     )
 
     def __init__(self, generation: int) -> None:
@@ -92,6 +95,9 @@ class _Entry:
         self.ready = threading.Event()
         self.generation = generation
         self.error: BaseException | None = None
+        #: Load again when the load in progress is done (it may have read the store
+        #: before a change it was asked to pick up).
+        self.reload = False
 
 
 class FactIndexes:
@@ -199,8 +205,37 @@ class FactIndexes:
                 if entry.index is None and self._entries.get(entity_id) is entry:
                     del self._entries[entity_id]  # retried on the next call
         finally:
-            entry.loading = False
+            with self._lock:
+                again = entry.reload and entry.index is not None and self._entries.get(entity_id) is entry
+                entry.reload = False
+                entry.loading = again
             entry.ready.set()
+            if again:
+                self._submit(entity_id, entry)
+
+    def _submit(self, entity_id: str, entry: _Entry) -> None:
+        try:
+            self._loader.submit(self._load, entity_id, entry)
+        except RuntimeError:  # shut down
+            entry.loading = False
+
+    def refresh(self, entity_id: str | None = None) -> None:
+        """Reload the entity's cached index (every cached one without ``entity_id``) in
+        the background, because another process changed its facts: the current index
+        serves until the new one replaces it (a search never finds the entity cold), and a
+        load already under way is followed by another."""
+        started: list[tuple[str, _Entry]] = []
+        with self._lock:
+            for key, entry in self._entries.items():
+                if entity_id is not None and key != entity_id:
+                    continue
+                if entry.loading:
+                    entry.reload = True
+                elif entry.index is not None:
+                    entry.loading = True
+                    started.append((key, entry))
+        for key, entry in started:
+            self._submit(key, entry)
 
     def update(self, entity_id: str, change: Callable[[EntityIndex], None]) -> None:
         """Apply ``change`` to the entity's index if it is cached (and to the one being
@@ -639,6 +674,12 @@ class RecallEngine:
     def forget(self, entity_id: str) -> None:
         """Drop the entity's cached index."""
         self.indexes.drop(entity_id)
+
+    def refresh(self, entity_id: str | None = None) -> None:
+        """Another process changed the entity's facts (any entity's, without
+        ``entity_id``): reload its cached index in the background
+        (:meth:`FactIndexes.refresh`)."""
+        self.indexes.refresh(entity_id)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait for background embedding."""
