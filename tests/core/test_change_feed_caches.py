@@ -48,7 +48,10 @@ class Handle:
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
         self.data.write_exchanges(exchanges)
         self._tell(
-            [StoreChange(entity_id=e.attribution.entity_id, session_id=e.attribution.session_id) for e in exchanges]
+            [
+                StoreChange(entity_id=e.attribution.entity_id, session_id=e.attribution.session_id)
+                for e in exchanges
+            ]
         )
 
     def forget(self, *, entity_id: str) -> int:
@@ -123,7 +126,12 @@ def test_a_forget_elsewhere_empties_every_cache_at_once() -> None:
     a, b, _, _ = pair()
     try:
         a.remember("Carol's PIN is 1234", entity_id="carol")
-        a.capture([Message("user", "my PIN is 1234")], [Message("assistant", "ok")], entity_id="carol", session_id="s")
+        a.capture(
+            [Message("user", "my PIN is 1234")],
+            [Message("assistant", "ok")],
+            entity_id="carol",
+            session_id="s",
+        )
         a.flush()
         assert b.recall("carol pin", entity_id="carol")
         at = Attribution(entity_id="carol", session_id="s")

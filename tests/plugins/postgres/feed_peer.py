@@ -71,14 +71,22 @@ def main() -> None:
             out = {"texts": history(mem, cmd["entity"], cmd["session"])}
         elif op == "wait_recall":
             out = wait(
-                lambda c=cmd: cmd["text"] in recalled(mem, c["query"], c["entity"]), cmd["present"], cmd["timeout"]
+                lambda c=cmd: c["text"] in recalled(mem, c["query"], c["entity"]),
+                cmd["present"],
+                cmd["timeout"],
             )
         elif op == "wait_history":
             out = wait(
-                lambda c=cmd: c["text"] in history(mem, c["entity"], c["session"]), cmd["present"], cmd["timeout"]
+                lambda c=cmd: c["text"] in history(mem, c["entity"], c["session"]),
+                cmd["present"],
+                cmd["timeout"],
             )
         elif op == "feed":
-            out = {"pid": feed.backend_pid, "connections": feed.connections, "listening": feed.listening.is_set()}
+            out = {
+                "pid": feed.backend_pid,
+                "connections": feed.connections,
+                "listening": feed.listening.is_set(),
+            }
         elif op == "quit":
             break
         print(json.dumps(out), flush=True)
