@@ -240,11 +240,17 @@ class SessionHistories:
         another (it may have read the store before the write)."""
         started: list[tuple[tuple[str, str], _Entry]] = []
         with self._lock:
-            for key, entry in self._entries.items():
-                if (entity_id is not None and key[0] != entity_id) or (
-                    session_id is not None and key[1] != session_id
-                ):
-                    continue
+            if entity_id is not None and session_id is not None:  # one session: no scan
+                found = self._entries.get((entity_id, session_id))
+                targets = [((entity_id, session_id), found)] if found is not None else []
+            else:
+                targets = [
+                    (key, entry)
+                    for key, entry in self._entries.items()
+                    if (entity_id is None or key[0] == entity_id)
+                    and (session_id is None or key[1] == session_id)
+                ]
+            for key, entry in targets:
                 if entry.reading:
                     entry.again = True
                 else:

@@ -226,9 +226,12 @@ class FactIndexes:
         load already under way is followed by another."""
         started: list[tuple[str, _Entry]] = []
         with self._lock:
-            for key, entry in self._entries.items():
-                if entity_id is not None and key != entity_id:
-                    continue
+            if entity_id is None:
+                targets = list(self._entries.items())
+            else:
+                found = self._entries.get(entity_id)
+                targets = [(entity_id, found)] if found is not None else []
+            for key, entry in targets:
                 if entry.loading:
                     entry.reload = True
                 elif entry.index is not None:
