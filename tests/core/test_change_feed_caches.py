@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import memtap
@@ -15,6 +15,7 @@ from memtap.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChan
 from memtap.history import SessionHistories
 from memtap.model import Attribution, Exchange, Fact, Message, utcnow
 from memtap.storage import InMemoryStore
+from memtap.testing.storage_suite import eventually
 
 
 class Handle:
@@ -79,15 +80,6 @@ def texts(mem: memtap.Memory, query: str, entity: str) -> list[str] | None:
     return None if found is None else [s.fact.text for s in found]
 
 
-def until(check: Callable[[], bool], timeout: float = 2.0) -> bool:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.005)
-    return True
-
-
 def test_the_old_index_serves_while_another_process_fact_is_loaded() -> None:
     a, b, _, hb = pair()
     try:
@@ -99,7 +91,7 @@ def test_the_old_index_serves_while_another_process_fact_is_loaded() -> None:
             assert texts(b, "what does alice play", "alice") == ["Alice plays the cello"]
             time.sleep(0.005)
         hb.gate.set()
-        assert until(lambda: len(texts(b, "what does alice play", "alice") or []) == 2)
+        assert eventually(lambda: len(texts(b, "what does alice play", "alice") or []) == 2)
     finally:
         a.close()
         b.close()
@@ -116,7 +108,7 @@ def test_a_change_during_a_load_is_loaded_too() -> None:
         time.sleep(0.05)
         a.remember("Bob likes cocoa", entity_id="bob")  # while that load waits
         hb.gate.set()
-        assert until(lambda: len(texts(b, "what does bob like", "bob") or []) == 3)
+        assert eventually(lambda: len(texts(b, "what does bob like", "bob") or []) == 3)
     finally:
         a.close()
         b.close()
@@ -136,7 +128,7 @@ def test_a_forget_elsewhere_empties_every_cache_at_once() -> None:
         assert b.recall("carol pin", entity_id="carol")
         at = Attribution(entity_id="carol", session_id="s")
         b.histories.get(at)
-        assert until(lambda: bool(b.histories.get(at)))
+        assert eventually(lambda: bool(b.histories.get(at)))
         a.forget(entity_id="carol")
         assert texts(b, "carol pin", "carol") in (None, [])
         assert b.histories.get(at) == []
@@ -152,10 +144,10 @@ def test_a_session_written_elsewhere_is_read_again_and_merged() -> None:
         a.capture([Message("user", "one")], [Message("assistant", "1")], entity_id="dan", session_id="s")
         a.flush()
         b.histories.get(at)
-        assert until(lambda: [m.content for m in b.histories.get(at)] == ["one", "1"])
+        assert eventually(lambda: [m.content for m in b.histories.get(at)] == ["one", "1"])
         a.capture([Message("user", "two")], [Message("assistant", "2")], entity_id="dan", session_id="s")
         a.flush()
-        assert until(lambda: [m.content for m in b.histories.get(at)] == ["one", "1", "two", "2"])
+        assert eventually(lambda: [m.content for m in b.histories.get(at)] == ["one", "1", "two", "2"])
     finally:
         a.close()
         b.close()
@@ -169,7 +161,7 @@ def test_everything_changed_reloads_every_cache() -> None:
         time.sleep(0.05)
         assert texts(b, "erin chemist", "erin") == []
         hb.watchers.changed([EVERYTHING])  # the feed reconnected
-        assert until(lambda: texts(b, "erin chemist", "erin") == ["Erin is a chemist"])
+        assert eventually(lambda: texts(b, "erin chemist", "erin") == ["Erin is a chemist"])
     finally:
         a.close()
         b.close()
@@ -190,8 +182,8 @@ def test_a_refreshed_full_session_keeps_its_order() -> None:
     at = Attribution(entity_id="f", session_id="s")
     stored.extend(msg(i) for i in range(3))
     histories.get(at)
-    assert until(lambda: [m.content for m in histories.get(at)] == ["m0", "m1", "m2"])
+    assert eventually(lambda: [m.content for m in histories.get(at)] == ["m0", "m1", "m2"])
     stored.append(msg(3))
     histories.refresh("f", "s")
-    assert until(lambda: [m.content for m in histories.get(at)] == ["m1", "m2", "m3"])
+    assert eventually(lambda: [m.content for m in histories.get(at)] == ["m1", "m2", "m3"])
     histories.close()

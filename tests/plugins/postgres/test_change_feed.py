@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from memtap.changes import EVERYTHING, StoreChange
+from memtap.testing.storage_suite import eventually
 
 PEER = Path(__file__).with_name("feed_peer.py")
 #: The delay the docs promise (docs/quickstart.md, "PostgreSQL"): what a test allows.
@@ -177,44 +178,6 @@ def _heard(store: Any) -> list[StoreChange]:
     return heard
 
 
-def _until(check: Callable[[], bool], timeout: float = FEED_DELAY) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
-
-
-def test_the_store_reports_other_store_objects_changes_not_its_own(pg_url: str) -> None:
-    from memtap.testing.storage_suite import make_exchange, make_fact
-    from memtap_postgres.store import PostgresStore
-
-    mine, other = PostgresStore(pg_url), PostgresStore(pg_url)
-    try:
-        heard = _heard(mine)
-        assert _until(lambda: EVERYTHING in heard)  # on connecting: caches reload what they hold
-        heard.clear()
-        fact = make_fact(1, entity_id="e1")
-        mine.add_facts([make_fact(0, entity_id="e0")])
-        other.add_facts([fact])
-        other.write_exchanges([make_exchange(2, entity_id="e2", session_id="s2")])
-        other.forget(entity_id="e3")
-        want = [
-            StoreChange(entity_id="e1", facts=True),
-            StoreChange(entity_id="e2", session_id="s2"),
-            StoreChange(entity_id="e3", forgotten=True),
-        ]
-        assert _until(lambda: heard == want), heard
-        # A write that stores nothing new (a retried batch) tells nobody.
-        other.add_facts([fact])
-        time.sleep(0.3)
-        assert heard == want
-    finally:
-        mine.close()
-        other.close()
-
-
 def test_stores_in_other_schemas_are_not_told(pg_schema_url: Callable[[], str]) -> None:
     from memtap.testing.storage_suite import make_fact
     from memtap_postgres.store import PostgresStore
@@ -246,7 +209,7 @@ def test_a_rolled_back_write_tells_nobody(pg_url: str, pg_server: str) -> None:
                 notify(conn, store.channel, "someone", [StoreChange(entity_id="e1", facts=True)])
                 raise ZeroDivisionError
             notify(conn, store.channel, "someone", [StoreChange(entity_id="e2", facts=True)])
-        assert _until(lambda: StoreChange(entity_id="e2", facts=True) in heard)
+        assert eventually(lambda: StoreChange(entity_id="e2", facts=True) in heard)
         assert StoreChange(entity_id="e1", facts=True) not in heard
     finally:
         store.close()
