@@ -213,12 +213,12 @@ class ChangeListener:
                     self._conn = None
 
     def close(self, timeout: float = 2.0) -> None:
-        """Stop listening and close the connection."""
+        """Stop listening and close the connection. A thread still connecting (to a server
+        that does not answer) is not waited for: it is a daemon, and ends at its connect
+        timeout without listening."""
         with self._lock:
             self._closed = True
             conn = self._conn
-        if conn is not None:
-            cut(conn)  # wakes the thread out of its wait
-        if self._thread.is_alive():
+        if conn is not None and cut(conn):  # wakes the thread out of its wait
             self._thread.join(timeout)
         self._watchdog.close()
