@@ -29,6 +29,7 @@ class Handle:
         self.watchers = ChangeWatchers()
         #: Set to make the next index loads wait (a slow reload).
         self.gate: threading.Event | None = None
+        self.read_by_id = 0
         handles.append(self)
 
     def __getattr__(self, name: str) -> Any:
@@ -44,7 +45,7 @@ class Handle:
 
     def add_facts(self, facts: Sequence[Fact]) -> None:
         self.data.add_facts(facts)
-        self._tell([StoreChange(entity_id=f.entity_id, facts=True) for f in facts])
+        self._tell([StoreChange(entity_id=f.entity_id, facts=True, fact_ids=(f.id,)) for f in facts])
 
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
         self.data.write_exchanges(exchanges)
@@ -60,6 +61,16 @@ class Handle:
         self._tell([StoreChange(entity_id=entity_id, forgotten=True)])
         return n
 
+    def indexable_facts_by_id(
+        self, *, entity_id: str, ids: Sequence[str], model: str | None = None
+    ) -> list[Any]:
+        if not self.by_id:
+            raise AttributeError("indexable_facts_by_id")  # as a store without it
+        self.read_by_id += 1
+        return [
+            row for row in self.data.indexable_facts(entity_id=entity_id, model=model) if row[0].id in ids
+        ]
+
     def indexable_facts(self, *, entity_id: str, model: str | None = None) -> list[Any]:
         rows = self.data.indexable_facts(entity_id=entity_id, model=model)
         if self.gate is not None:
@@ -67,10 +78,24 @@ class Handle:
         return rows
 
 
-def pair() -> tuple[memtap.Memory, memtap.Memory, Handle, Handle]:
+class HandleById(Handle):
+    """A handle that also reads facts by id (``indexable_facts_by_id``): another process's
+    facts are then taken into a cached index instead of reloading it."""
+
+    def indexable_facts_by_id(
+        self, *, entity_id: str, ids: Sequence[str], model: str | None = None
+    ) -> list[Any]:
+        self.read_by_id += 1
+        return [
+            row for row in self.data.indexable_facts(entity_id=entity_id, model=model) if row[0].id in ids
+        ]
+
+
+def pair(by_id: bool = False) -> tuple[memtap.Memory, memtap.Memory, Handle, Handle]:
     data = InMemoryStore()
     handles: list[Handle] = []
-    a, b = Handle(data, handles), Handle(data, handles)
+    kind = HandleById if by_id else Handle
+    a, b = kind(data, handles), kind(data, handles)
     kw: dict[str, Any] = {"embedder": False, "spool": False, "entry_points": True}
     return memtap.Memory(a, **kw), memtap.Memory(b, **kw), a, b  # type: ignore[arg-type]
 
@@ -187,3 +212,24 @@ def test_a_refreshed_full_session_keeps_its_order() -> None:
     histories.refresh("f", "s")
     assert eventually(lambda: [m.content for m in histories.get(at)] == ["m1", "m2", "m3"])
     histories.close()
+
+
+def test_facts_named_by_the_feed_are_taken_in_without_a_reload() -> None:
+    """A store that reads facts by id: another process's new facts join the cached index
+    (a superseded one leaves it), and the entity is not loaded again."""
+    a, b, _, hb = pair(by_id=True)
+    try:
+        old = a.remember("Gina lives in Lyon", entity_id="gina")
+        assert texts_now(b, "where does gina live", "gina") == ["Gina lives in Lyon"]
+        loads = b.recall_stats().index_loads
+        a.longterm.remember(Fact(entity_id="gina", text="Gina lives in Nantes", supersedes=old.id))
+        assert eventually(lambda: texts(b, "where does gina live", "gina") == ["Gina lives in Nantes"])
+        assert b.recall_stats().index_loads == loads
+        assert hb.read_by_id == 1
+    finally:
+        a.close()
+        b.close()
+
+
+def texts_now(mem: memtap.Memory, query: str, entity: str) -> list[str]:
+    return [s.fact.text for s in mem.recall(query, entity_id=entity)]

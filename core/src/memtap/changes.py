@@ -24,16 +24,23 @@ import attrs
 log = logging.getLogger("memtap.changes")
 
 
+def _as_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen
 class StoreChange:
-    """What changed in a store: an entity's facts (``facts``), one of its sessions
-    (``session_id``: an exchange was written), or all of its data (``forgotten``).
-    ``entity_id=None`` means "anything may have changed" (:data:`EVERYTHING`)."""
+    """What changed in a store: an entity's facts (``facts``; ``fact_ids`` names the facts
+    added, when the store can say, so that a cache adds them instead of reloading the
+    entity), one of its sessions (``session_id``: an exchange was written), or all of its
+    data (``forgotten``). ``entity_id=None`` means "anything may have changed"
+    (:data:`EVERYTHING`)."""
 
     entity_id: str | None
     facts: bool = False
     session_id: str | None = None
     forgotten: bool = False
+    fact_ids: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
 
     @property
     def everything(self) -> bool:
@@ -77,7 +84,8 @@ class CacheFollower:
     work (a feed's thread must keep reading), and a cache keeps serving what it has until
     its replacement is ready, except after a forget (nothing of the entity may be served).
 
-    Each argument is what to call for one kind of change: ``refresh_facts(entity_id)``,
+    Each argument is what to call for one kind of change: ``refresh_facts(entity_id,
+    fact_ids)`` (the facts added, or ``()``: reload the entity),
     ``refresh_session(entity_id, session_id)``, ``forgotten(entity_id)``, and
     ``refresh_all()`` when the feed may have missed changes.
     """
@@ -85,7 +93,7 @@ class CacheFollower:
     def __init__(
         self,
         *,
-        refresh_facts: Callable[[str], None],
+        refresh_facts: Callable[[str, tuple[str, ...]], None],
         refresh_session: Callable[[str, str], None],
         forgotten: Callable[[str], None],
         refresh_all: Callable[[], None],
@@ -104,6 +112,6 @@ class CacheFollower:
             self._forgotten(change.entity_id)
             return
         if change.facts:
-            self._refresh_facts(change.entity_id)
+            self._refresh_facts(change.entity_id, change.fact_ids)
         if change.session_id is not None:
             self._refresh_session(change.entity_id, change.session_id)

@@ -287,7 +287,7 @@ class Memory:
 
         watch_changes(
             CacheFollower(
-                refresh_facts=engine.refresh,
+                refresh_facts=engine.take_in,
                 refresh_session=session_changed,
                 forgotten=forgotten,
                 refresh_all=refresh_all,

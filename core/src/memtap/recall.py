@@ -255,6 +255,46 @@ class FactIndexes:
                 if entry.index.needs_compaction():
                     entry.loaded_at = -math.inf  # reloaded (compacted) in the background next time
 
+    def take_in(self, entity_id: str, fact_ids: Sequence[str]) -> None:
+        """Another process stored these facts of the entity: add them to its cached index
+        (read by id, in the background; an uncached entity reads them when it loads). A
+        store that cannot read facts by id (``indexable_facts_by_id``), or a change that
+        does not name them, reloads the entity instead (:meth:`refresh`)."""
+        reader = getattr(self.store, "indexable_facts_by_id", None)
+        if not fact_ids or reader is None:
+            self.refresh(entity_id)
+            return
+        with self._lock:
+            if entity_id not in self._entries:
+                return
+        try:
+            self._loader.submit(self._take_in, entity_id, list(fact_ids), reader)
+        except RuntimeError:  # shut down
+            pass
+
+    def _take_in(self, entity_id: str, fact_ids: list[str], reader: Callable[..., Any]) -> None:
+        try:
+            rows = list(reader(entity_id=entity_id, ids=fact_ids, model=self.model))
+        except Exception as exc:
+            log.warning(
+                "memtap could not read another process's new facts of %r (%s); reloading", entity_id, exc
+            )
+            self.refresh(entity_id)
+            return
+        facts = [f for f, _ in rows]
+        vectors = {f.id: v for f, v in rows if v is not None}
+        model = self.model
+
+        def change(index: EntityIndex) -> None:
+            index.add(facts)
+            if vectors:
+                index.set_vectors(vectors, model)
+
+        self.update(entity_id, change)
+        missing = [f for f in facts if f.id not in vectors and f.kind not in HIDDEN_KINDS]
+        if missing and self.on_unembedded is not None:
+            self.on_unembedded(missing)
+
     def drop(self, entity_id: str | None = None) -> None:
         """Forget cached indexes (of one entity, or all)."""
         with self._lock:
@@ -683,6 +723,11 @@ class RecallEngine:
         ``entity_id``): reload its cached index in the background
         (:meth:`FactIndexes.refresh`)."""
         self.indexes.refresh(entity_id)
+
+    def take_in(self, entity_id: str, fact_ids: Sequence[str]) -> None:
+        """Another process stored these facts of the entity (``()``: some facts): add them
+        to its cached index, or reload it (:meth:`FactIndexes.take_in`)."""
+        self.indexes.take_in(entity_id, fact_ids)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait for background embedding."""

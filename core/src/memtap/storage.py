@@ -81,7 +81,11 @@ class Store(Protocol):
     some (:class:`memtap.changes.ChangeWatchers` does the bookkeeping). memtap's caches
     (recall indexes, session histories) then follow other processes' writes within the
     feed's delay instead of at their periodic refresh. DuckDB (one process holds the file)
-    and the in-memory store (one process) have nothing to report.
+    and the in-memory store (one process) have nothing to report. A feed that names the
+    facts added (``StoreChange.fact_ids``) goes with the optional method
+    ``indexable_facts_by_id(*, entity_id, ids, model)`` (the rows of
+    :meth:`indexable_facts` for those ids only): a cached entity then takes in another
+    process's new facts instead of reloading all of its own.
     """
 
     url: str

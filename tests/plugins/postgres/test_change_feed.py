@@ -227,5 +227,34 @@ def test_payloads_stay_under_the_server_limit() -> None:
     assert len(sent) > 1 and all(len(p.encode()) <= PAYLOAD_LIMIT for p in sent)
     got = [c for p in sent for c in parse(p, "someone else")]
     assert got == [*changes[:-1], EVERYTHING]
+    # One write's new facts of an entity, one item each, come back as one change.
+    facts = [StoreChange(entity_id="e", facts=True, fact_ids=(f"fact-{i}",)) for i in range(3)]
+    (one,) = payloads("me", [*facts, StoreChange(entity_id="f", facts=True)])
+    assert parse(one, "you") == [
+        StoreChange(entity_id="e", facts=True, fact_ids=("fact-0", "fact-1", "fact-2")),
+        StoreChange(entity_id="f", facts=True),
+    ]
     assert [c for p in sent for c in parse(p, "me")] == []  # its own
     assert parse("not json", "me") == [EVERYTHING]
+
+
+def test_new_facts_are_read_by_id(pg_url: str) -> None:
+    """What a process reads of another's new facts: those ids, current ones, with vectors."""
+    from memtap.testing.storage_suite import make_fact
+    from memtap_postgres.store import PostgresStore
+
+    store = PostgresStore(pg_url)
+    try:
+        first, second, other = make_fact(1), make_fact(2), make_fact(3)
+        store.add_facts([first, second, other])
+        store.set_embeddings({second.id: [0.5, 0.5]}, model="m")
+        newer = make_fact(4, supersedes=first.id)
+        store.add_facts([newer])
+        rows = store.indexable_facts_by_id(entity_id="alice", ids=[first.id, second.id, newer.id], model="m")
+        assert [(f.id, None if v is None else list(v)) for f, v in rows] == [
+            (second.id, [0.5, 0.5]),
+            (newer.id, None),
+        ]
+        assert store.indexable_facts_by_id(entity_id="bob", ids=[second.id], model="m") == []
+    finally:
+        store.close()

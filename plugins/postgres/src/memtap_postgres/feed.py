@@ -12,10 +12,11 @@ longer than any retention), so the feed reports :data:`memtap.sdk.EVERYTHING` af
 Each write transaction adds one ``pg_notify`` on the store's channel (one per schema: stores
 in other schemas of the database are not told) with a compact JSON payload: the writing
 store object's ``origin`` (its own notifications are skipped: its process updated its caches
-already) and the changes, ``["f", entity]`` (facts), ``["s", entity, session]`` (an
-exchange), ``["x", entity]`` (forgotten). A payload is kept under PostgreSQL's 8000-byte limit
-by splitting it; a single change too long for one (an entity id of kilobytes) is sent as
-``["*"]``: everything may have changed.
+already) and the changes, ``["f", entity, fact_id]`` (a fact added: the other processes
+read it by id and add it to their index of the entity, instead of reloading it),
+``["s", entity, session]`` (an exchange), ``["x", entity]`` (forgotten). A payload is kept
+under PostgreSQL's 8000-byte limit by splitting it; a single change too long for one (an
+entity id of kilobytes) is sent as ``["*"]``: everything may have changed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import attrs
 import psycopg
 from psycopg import sql
 
@@ -63,15 +65,15 @@ def encode(change: StoreChange) -> list[str]:
         return ["x", change.entity_id]
     if change.session_id is not None:
         return ["s", change.entity_id, change.session_id]
-    return ["f", change.entity_id]
+    return ["f", change.entity_id, *change.fact_ids]
 
 
 def decode(item: Any) -> StoreChange:
     """The change one JSON item names (anything unreadable: :data:`EVERYTHING`)."""
     if isinstance(item, list) and item and all(isinstance(x, str) for x in item):
         kind, rest = item[0], item[1:]
-        if kind == "f" and len(rest) == 1:
-            return StoreChange(entity_id=rest[0], facts=True)
+        if kind == "f" and rest:
+            return StoreChange(entity_id=rest[0], facts=True, fact_ids=rest[1:])
         if kind == "s" and len(rest) == 2:
             return StoreChange(entity_id=rest[0], session_id=rest[1])
         if kind == "x" and len(rest) == 1:
@@ -120,7 +122,15 @@ def parse(payload: str, origin: str) -> list[StoreChange]:
         return [EVERYTHING]
     if data.get("o") == origin:
         return []
-    return [decode(item) for item in data["c"]]
+    out: list[StoreChange] = []
+    for change in map(decode, data["c"]):
+        last = out[-1] if out else None
+        if last is not None and last.fact_ids and change.fact_ids and last.entity_id == change.entity_id:
+            # One entity's facts of one write, named one per item: taken in at once.
+            out[-1] = attrs.evolve(last, fact_ids=last.fact_ids + change.fact_ids)
+        else:
+            out.append(change)
+    return out
 
 
 class ChangeListener:

@@ -342,7 +342,12 @@ class PostgresStore:
                      [f.entity_id for f in claims.values()]],
                 )  # fmt: skip
             self._notify(
-                conn, [StoreChange(entity_id=f.entity_id, facts=True) for f in batch if f.id in inserted]
+                conn,
+                [
+                    StoreChange(entity_id=f.entity_id, facts=True, fact_ids=(f.id,))
+                    for f in batch
+                    if f.id in inserted
+                ],
             )
 
         self._write("adding facts", work)
@@ -387,6 +392,21 @@ class PostgresStore:
             " WHERE f.entity_id = %s AND f.superseded_by IS NULL ORDER BY f.created_at, f.seq"
         )
         found = self._read("loading facts for recall", sql, [model, entity_id])
+        return [(R.fact(row[:-1]), row[-1]) for row in found]
+
+    def indexable_facts_by_id(
+        self, *, entity_id: str, ids: Sequence[str], model: str | None = None
+    ) -> list[tuple[Fact, Sequence[float] | None]]:
+        """:meth:`indexable_facts` for the facts ``ids`` only (what another process has just
+        added: see :mod:`memtap_postgres.feed`)."""
+        select = ", ".join(f"f.{c.strip()}" for c in R.FACT_SELECT.split(","))
+        sql = (
+            f"SELECT {select}, e.vector FROM facts f"
+            " LEFT JOIN fact_embeddings e ON e.fact_id = f.id AND e.model = %s"
+            " WHERE f.entity_id = %s AND f.id = ANY(%s) AND f.superseded_by IS NULL"
+            " ORDER BY f.created_at, f.seq"
+        )
+        found = self._read("loading new facts for recall", sql, [model, entity_id, list(ids)])
         return [(R.fact(row[:-1]), row[-1]) for row in found]
 
     def forget(self, *, entity_id: str) -> int:
