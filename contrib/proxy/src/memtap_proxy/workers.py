@@ -93,6 +93,7 @@ class Supervisor:
         self.quick_deaths = 0
 
     def _fork(self, number: int) -> None:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker
             code = 1
@@ -100,7 +101,7 @@ class Supervisor:
                 os.setpgid(0, 0)
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(sig, signal.SIG_DFL)
-                self.run_worker(self.sock, os.getppid())
+                self.run_worker(self.sock, parent)
                 code = 0
             except BaseException:
                 log.exception("memtap proxy worker %d failed", number)
