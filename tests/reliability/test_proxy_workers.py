@@ -208,3 +208,44 @@ def test_workers_refuse_a_store_they_cannot_share(tmp_path: Path, store: str | N
     errors = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "--workers 2 needs a store the workers can share" in errors[0], done.stderr
     assert not (tmp_path / "home").exists() or not list((tmp_path / "home").rglob("*.duckdb"))
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_a_dead_worker_is_replaced_and_workers_stop_when_the_parent_is_killed(
+    tmp_path: Path, server: ScriptedModelServer, store_url: str
+) -> None:
+    proxy = WorkersProcess(tmp_path / "home", server, store_url, workers=2)
+    try:
+        first = proxy.worker_pids()
+        os.kill(first[0], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while not (len(proxy.worker_pids()) == 2 and first[0] not in proxy.worker_pids()):
+            assert time.monotonic() < deadline, proxy.output()
+            time.sleep(0.1)
+        assert eventually_started(proxy, 3), proxy.output()  # the replacement serves
+        assert chat(proxy.url, "s", "still served").status_code == 200
+        workers = proxy.worker_pids()
+        proxy.proc.kill()  # the parent, without a chance to stop its workers
+        proxy.proc.wait()
+        deadline = time.monotonic() + 15
+        while any(Path(f"/proc/{pid}").exists() and "zombie" not in _state(pid) for pid in workers):
+            assert time.monotonic() < deadline, "workers outlived their parent"
+            time.sleep(0.1)
+    finally:
+        proxy.kill()
+
+
+def eventually_started(proxy: WorkersProcess, count: int, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while proxy.output().count("Application startup complete") < count:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
+    except (OSError, IndexError):
+        return "zombie"
