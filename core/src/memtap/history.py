@@ -93,9 +93,23 @@ class _Entry:
     until ``wait_until`` (monotonic seconds) callers wait for it, later ones do not.
     """
 
-    __slots__ = ("future", "loaded", "messages", "pending", "reload_at", "resolving", "wait_until")
+    __slots__ = (
+        "again",
+        "future",
+        "loaded",
+        "messages",
+        "pending",
+        "reading",
+        "reload_at",
+        "resolving",
+        "wait_until",
+    )
 
     def __init__(self) -> None:
+        #: A read of the session is under way; ``again``: read it once more after that one
+        #: (another process wrote to the session meanwhile: see :meth:`SessionHistories.refresh`).
+        self.reading = False
+        self.again = False
         self.messages: list[Message] = []
         self.pending: list[_Pending] = []
         self.resolving = threading.Lock()
@@ -205,11 +219,45 @@ class SessionHistories:
                 # has just created it: nothing to wait for.
                 entry.wait_until = now if known is False else now + self.deadline
             entry.loaded.clear()
+            if entry.reading:  # a refresh is reading it: that read serves
+                entry.again = True
+                return entry
+            entry.reading = True
+        self._start_read(attribution, entry)
+        return entry
+
+    def _start_read(self, attribution: Attribution, entry: _Entry) -> None:
         try:
             entry.future = self._readers.submit(self._fill, attribution, entry)
         except RuntimeError:  # closed: no more reads
+            entry.reading = False
             entry.loaded.set()
-        return entry
+
+    def refresh(self, entity_id: str | None = None, session_id: str | None = None) -> None:
+        """Read cached sessions again in the background, because another process wrote to
+        them: one session, an entity's, or all of them (no argument). Calls keep getting
+        the cached messages until the read is merged in; a read under way is followed by
+        another (it may have read the store before the write)."""
+        started: list[tuple[tuple[str, str], _Entry]] = []
+        with self._lock:
+            if entity_id is not None and session_id is not None:  # one session: no scan
+                found = self._entries.get((entity_id, session_id))
+                targets = [((entity_id, session_id), found)] if found is not None else []
+            else:
+                targets = [
+                    (key, entry)
+                    for key, entry in self._entries.items()
+                    if (entity_id is None or key[0] == entity_id)
+                    and (session_id is None or key[1] == session_id)
+                ]
+            for key, entry in targets:
+                if entry.reading:
+                    entry.again = True
+                else:
+                    entry.reading = True
+                    started.append((key, entry))
+        for (entity, session), entry in started:
+            self._start_read(Attribution(entity_id=entity, session_id=session), entry)
 
     def _read(self, attribution: Attribution) -> list[Message] | None:
         try:
@@ -240,6 +288,12 @@ class SessionHistories:
             entry.reload_at = None
         finally:
             entry.loaded.set()
+            with self._lock:
+                again = entry.again and self._entries.get(self.key(attribution)) is entry
+                entry.again = False
+                entry.reading = again
+            if again:
+                self._start_read(attribution, entry)
 
     def _merge(self, entry: _Entry, loaded: list[Message]) -> None:
         """Put the stored ``loaded`` messages before those calls added to ``entry`` (the
@@ -249,6 +303,14 @@ class SessionHistories:
             with self._lock:
                 stored = {m.exchange_id for m in loaded if m.exchange_id}
                 newer = [m for m in entry.messages if m.exchange_id is None or m.exchange_id not in stored]
+                if len(loaded) >= self._max_messages and newer:
+                    # The read holds only the latest messages: a cached one older than all
+                    # of them fell out of that window (it is not a call still to be stored),
+                    # and kept it would follow them, out of order.
+                    first = loaded[0].created_at
+                    newer = [
+                        m for m in newer if m.created_at is None or first is None or m.created_at >= first
+                    ]
                 entry.messages = (loaded + newer)[-self._max_messages :]
 
     def _resolve(self, entry: _Entry) -> None:

@@ -18,6 +18,7 @@ import attrs
 from .anchors import AgentProfile
 from .builtins import memory_plugins
 from .capture import CapturedCall, CaptureWriter
+from .changes import CacheFollower
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import Embedder, EmbedderOption, resolve_embedder
 from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
@@ -225,6 +226,7 @@ class Memory:
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
         self._closed = False
+        self._follow_store_changes()
         ref = weakref.ref(self)
 
         def close_at_exit() -> None:
@@ -254,6 +256,50 @@ class Memory:
         """The store's URL for display, its password and secret parameters masked
         (:func:`memtap.redact.redact_url`); the store keeps the real one."""
         return redact_url(self.store.url)
+
+    def _follow_store_changes(self) -> None:
+        """On a store with a change feed (``watch_changes``: :mod:`memtap.changes`), keep
+        the caches current with what other processes write: recall indexes and session
+        histories are read again in the background, an entity forgotten elsewhere is
+        dropped from every cache at once."""
+        watch_changes = getattr(self.store, "watch_changes", None)
+        if watch_changes is None:
+            return
+        engine = self.longterm.engine
+        # Weak: the store (and its feed thread) must not keep a dropped Memory alive.
+        ref = weakref.ref(self)
+
+        def session_changed(entity_id: str, session_id: str) -> None:
+            memory = ref()
+            if memory is not None:
+                memory.known_sessions.add((entity_id, session_id))
+                memory.histories.refresh(entity_id, session_id)
+
+        def forgotten(entity_id: str) -> None:
+            memory = ref()
+            if memory is not None:
+                memory._drop_cached(entity_id)
+
+        def refresh_all() -> None:
+            memory = ref()
+            if memory is not None:
+                memory.histories.refresh()
+                memory.longterm.engine.refresh()
+
+        watch_changes(
+            CacheFollower(
+                refresh_facts=engine.take_in,
+                refresh_session=session_changed,
+                forgotten=forgotten,
+                refresh_all=refresh_all,
+            )
+        )
+
+    def _drop_cached(self, entity_id: str) -> None:
+        """Forget what the caches hold of an entity (its data is being deleted)."""
+        self.histories.drop(entity_id=entity_id)
+        self.tap.session_blocks.drop(entity_id=entity_id)
+        self.longterm.forget(entity_id)
 
     def _load_history(self, attribution: Attribution, limit: int) -> list[Message]:
         return self.store.history(attribution.session_id, entity_id=attribution.entity_id, limit=limit)
@@ -561,9 +607,7 @@ class Memory:
         if not entity_id:
             raise ValueError("forget() needs the entity_id whose data to delete")
         self.flush()
-        self.histories.drop(entity_id=entity_id)
-        self.tap.session_blocks.drop(entity_id=entity_id)
-        self.longterm.forget(entity_id)
+        self._drop_cached(entity_id)
         try:
             return self.store.forget(entity_id=entity_id)
         finally:

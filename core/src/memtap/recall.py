@@ -6,7 +6,9 @@ write, and vector search through SQL costs ~100 ms at 100k facts. Instead each
 :class:`memtap.Memory` keeps the indexes of recently used entities in memory
 (:class:`FactIndexes`): loaded once from the store (in the background on the request
 path), then updated incrementally by this process's writes. Facts written by another
-process appear when the entity's index is refreshed: ``refresh_after`` seconds after it
+process appear at once on a store with a change feed (:mod:`memtap.changes`: the entity's
+index is reloaded in the background, the old one serving meanwhile); on any store, when
+the entity's index is refreshed: ``refresh_after`` seconds after it
 was loaded, or later for a large entity (its reload may take at most ``refresh_share`` of
 the time: a 100k-fact entity that took 8 s to load is reloaded every ~13 minutes, not
 every minute), in the background while the stale index serves; or when it is evicted.
@@ -79,6 +81,7 @@ class _Entry:
         "lock",
         "pending",
         "ready",
+        "reload",
     )
 
     def __init__(self, generation: int) -> None:
@@ -92,6 +95,9 @@ class _Entry:
         self.ready = threading.Event()
         self.generation = generation
         self.error: BaseException | None = None
+        #: Load again when the load in progress is done (it may have read the store
+        #: before a change it was asked to pick up).
+        self.reload = False
 
 
 class FactIndexes:
@@ -199,8 +205,40 @@ class FactIndexes:
                 if entry.index is None and self._entries.get(entity_id) is entry:
                     del self._entries[entity_id]  # retried on the next call
         finally:
-            entry.loading = False
+            with self._lock:
+                again = entry.reload and entry.index is not None and self._entries.get(entity_id) is entry
+                entry.reload = False
+                entry.loading = again
             entry.ready.set()
+            if again:
+                self._submit(entity_id, entry)
+
+    def _submit(self, entity_id: str, entry: _Entry) -> None:
+        try:
+            self._loader.submit(self._load, entity_id, entry)
+        except RuntimeError:  # shut down
+            entry.loading = False
+
+    def refresh(self, entity_id: str | None = None) -> None:
+        """Reload the entity's cached index (every cached one without ``entity_id``) in
+        the background, because another process changed its facts: the current index
+        serves until the new one replaces it (a search never finds the entity cold), and a
+        load already under way is followed by another."""
+        started: list[tuple[str, _Entry]] = []
+        with self._lock:
+            if entity_id is None:
+                targets = list(self._entries.items())
+            else:
+                found = self._entries.get(entity_id)
+                targets = [(entity_id, found)] if found is not None else []
+            for key, entry in targets:
+                if entry.loading:
+                    entry.reload = True
+                elif entry.index is not None:
+                    entry.loading = True
+                    started.append((key, entry))
+        for key, entry in started:
+            self._submit(key, entry)
 
     def update(self, entity_id: str, change: Callable[[EntityIndex], None]) -> None:
         """Apply ``change`` to the entity's index if it is cached (and to the one being
@@ -216,6 +254,46 @@ class FactIndexes:
                 change(entry.index)
                 if entry.index.needs_compaction():
                     entry.loaded_at = -math.inf  # reloaded (compacted) in the background next time
+
+    def take_in(self, entity_id: str, fact_ids: Sequence[str]) -> None:
+        """Another process stored these facts of the entity: add them to its cached index
+        (read by id, in the background; an uncached entity reads them when it loads). A
+        store that cannot read facts by id (``indexable_facts_by_id``), or a change that
+        does not name them, reloads the entity instead (:meth:`refresh`)."""
+        reader = getattr(self.store, "indexable_facts_by_id", None)
+        if not fact_ids or reader is None:
+            self.refresh(entity_id)
+            return
+        with self._lock:
+            if entity_id not in self._entries:
+                return
+        try:
+            self._loader.submit(self._take_in, entity_id, list(fact_ids), reader)
+        except RuntimeError:  # shut down
+            pass
+
+    def _take_in(self, entity_id: str, fact_ids: list[str], reader: Callable[..., Any]) -> None:
+        try:
+            rows = list(reader(entity_id=entity_id, ids=fact_ids, model=self.model))
+        except Exception as exc:
+            log.warning(
+                "memtap could not read another process's new facts of %r (%s); reloading", entity_id, exc
+            )
+            self.refresh(entity_id)
+            return
+        facts = [f for f, _ in rows]
+        vectors = {f.id: v for f, v in rows if v is not None}
+        model = self.model
+
+        def change(index: EntityIndex) -> None:
+            index.add(facts)
+            if vectors:
+                index.set_vectors(vectors, model)
+
+        self.update(entity_id, change)
+        missing = [f for f in facts if f.id not in vectors and f.kind not in HIDDEN_KINDS]
+        if missing and self.on_unembedded is not None:
+            self.on_unembedded(missing)
 
     def drop(self, entity_id: str | None = None) -> None:
         """Forget cached indexes (of one entity, or all)."""
@@ -639,6 +717,17 @@ class RecallEngine:
     def forget(self, entity_id: str) -> None:
         """Drop the entity's cached index."""
         self.indexes.drop(entity_id)
+
+    def refresh(self, entity_id: str | None = None) -> None:
+        """Another process changed the entity's facts (any entity's, without
+        ``entity_id``): reload its cached index in the background
+        (:meth:`FactIndexes.refresh`)."""
+        self.indexes.refresh(entity_id)
+
+    def take_in(self, entity_id: str, fact_ids: Sequence[str]) -> None:
+        """Another process stored these facts of the entity (``()``: some facts): add them
+        to its cached index, or reload it (:meth:`FactIndexes.take_in`)."""
+        self.indexes.take_in(entity_id, fact_ids)
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait for background embedding."""

@@ -37,7 +37,9 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
   (:func:`arrange`, :func:`inject_blocks`, :func:`with_system`, ...); :func:`content_text`.
 - **agent scaffolding**: :class:`AgentProfile`, :class:`Segment`, :func:`detect_profile`,
   :class:`TaggedScaffolding`, :func:`own_view`.
-- **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, :func:`duckdb_path`,
+- **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, the change feed
+  (:class:`StoreChange`, :data:`EVERYTHING`, :class:`ChangeWatchers`, :data:`ChangeCallback`),
+  :func:`duckdb_path`,
   :func:`exchange_messages`, :data:`STORE_ENV`, and the ``sql_*`` row helpers and ``*_SELECT``
   column lists shared by SQL backends.
 - **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
@@ -69,6 +71,7 @@ from memtap.anthropic_format import uses_prompt_cache as anthropic_uses_prompt_c
 from memtap.anthropic_format import write_history as write_anthropic_history
 from memtap.background import lower_priority, wait_for_quiet
 from memtap.blocks import render_blocks
+from memtap.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
 from memtap.chat_format import (
     CHAT_CODEC,
     SYSTEM_ROLES,
@@ -242,6 +245,10 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "MESSAGE_SELECT",
     "STORE_ENV",
     "SessionWatchers",
+    "StoreChange",
+    "ChangeWatchers",
+    "ChangeCallback",
+    "EVERYTHING",
     "DUCKDB_SCHEME",
     "duckdb_path",
     "Store",

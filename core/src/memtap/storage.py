@@ -72,6 +72,20 @@ class Store(Protocol):
     exchange written through it, by whatever code (:class:`SessionWatchers` does the
     bookkeeping). memtap then knows every session the store has, and a session outside
     them costs no read at all, not even in the background.
+
+    A store several processes share may offer the optional method ``watch_changes(fn)``
+    (a change feed, :mod:`memtap.changes`): it promises to call ``fn(change)`` with a
+    :class:`memtap.changes.StoreChange` for every change (facts added, an exchange written,
+    an entity forgotten) written through another store object on the same data, soon after
+    it is committed, and with :data:`memtap.changes.EVERYTHING` whenever it may have missed
+    some (:class:`memtap.changes.ChangeWatchers` does the bookkeeping). memtap's caches
+    (recall indexes, session histories) then follow other processes' writes within the
+    feed's delay instead of at their periodic refresh. DuckDB (one process holds the file)
+    and the in-memory store (one process) have nothing to report. A feed that names the
+    facts added (``StoreChange.fact_ids``) goes with the optional method
+    ``indexable_facts_by_id(*, entity_id, ids, model)`` (the rows of
+    :meth:`indexable_facts` for those ids only): a cached entity then takes in another
+    process's new facts instead of reloading all of its own.
     """
 
     url: str

@@ -54,3 +54,9 @@ def pg_schema_url() -> Iterator[Callable[[], str]]:
 def pg_url(pg_schema_url: Callable[[], str]) -> str:
     """A store URL in a fresh schema, dropped after the test."""
     return pg_schema_url()
+
+
+@pytest.fixture
+def pg_server() -> str:
+    """The test server's URL (no schema of its own: for server-wide statements)."""
+    return server_url()

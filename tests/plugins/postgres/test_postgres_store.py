@@ -30,6 +30,14 @@ class TestPostgresCompliance(StoreComplianceSuite):
         s.close()
 
     @pytest.fixture
+    def peer_store(self, pg_url: str) -> Iterator[Store]:
+        from memtap_postgres.store import PostgresStore
+
+        s = PostgresStore(pg_url)
+        yield s
+        s.close()
+
+    @pytest.fixture
     def reopen_store(self, pg_url: str) -> Iterator[Callable[[Store], Store]]:
         from memtap_postgres.store import PostgresStore
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import socket
+import sys
 
 import click
 
@@ -11,6 +13,7 @@ from memtap.sdk import STORE_ENV
 from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind
 from .server import open_memory, serve
 from .tokens import load_tokens
+from .workers import check_shared_store, serve_workers
 
 _DEFAULTS = ProxyConfig()
 _SECONDS = click.FloatRange(min=0, min_open=True)
@@ -122,6 +125,14 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
     type=int,
     help="At most this many earlier messages injected per request (0: no history; default 20).",
 )
+@click.option(
+    "--workers",
+    envvar=ENV["workers"],
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Worker processes accepting on the one port (more than 1 needs a shared store: postgresql://...).",
+)
 @click.option("--log-level", default="info", show_default=True)
 def proxy(
     host: str,
@@ -142,6 +153,7 @@ def proxy(
     session: str | None,
     process: str | None,
     history_messages: int | None,
+    workers: int,
     log_level: str,
 ) -> None:
     """Run memtap as a local proxy: point an agent's base URL at it and it gets memory."""
@@ -165,6 +177,7 @@ def proxy(
             drain_timeout=drain_timeout,
         )
         check_bind(config)
+        check_shared_store(store_url, workers)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     if not config.openai_upstream and not config.anthropic_upstream:
@@ -173,6 +186,20 @@ def proxy(
             err=True,
         )
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if workers > 1:
+
+        def run_worker(sock: socket.socket, parent_pid: int) -> None:
+            memory = open_memory(store_url, history_messages)
+            try:
+                serve(config, memory, log_level=log_level, sock=sock, parent_pid=parent_pid)
+            finally:
+                memory.close()
+
+        try:
+            code = serve_workers(config, workers, run_worker)
+        except OSError as exc:
+            raise click.ClickException(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
+        sys.exit(code)
     memory = open_memory(store_url, history_messages)
     try:
         serve(config, memory, log_level=log_level)

@@ -31,6 +31,7 @@ ENV = {
     "body_timeout": "MEMTAP_PROXY_BODY_TIMEOUT",
     "max_clients": "MEMTAP_PROXY_MAX_CLIENTS",
     "drain_timeout": "MEMTAP_PROXY_DRAIN_TIMEOUT",
+    "workers": "MEMTAP_PROXY_WORKERS",
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import logging
 import math
+import os
 import signal
 import socket
 import sys
@@ -63,6 +64,17 @@ class ProxyServer(uvicorn.Server):
     signal forces an immediate stop.
     """
 
+    #: A worker's parent (``memtap proxy --workers``): when it is gone, the worker stops.
+    parent_pid: int | None = None
+
+    async def on_tick(self, counter: int) -> bool:
+        """uvicorn's tick (every 0.1 s); a worker also stops once its parent is gone."""
+        if self.parent_pid is not None and counter % 10 == 0 and os.getppid() != self.parent_pid:
+            if not self.should_exit:
+                log.warning("memtap proxy worker stopping: its parent process is gone")
+            self.should_exit = True
+        return await super().on_tick(counter)
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Note a stop request (uvicorn calls this from its signal handler)."""
         if self.should_exit:
@@ -97,8 +109,17 @@ def tune_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
-def serve(config: ProxyConfig, memory: Memory, *, log_level: str = "info") -> None:
-    """Run the proxy until interrupted (refuses a non-loopback address without a token)."""
+def serve(
+    config: ProxyConfig,
+    memory: Memory,
+    *,
+    log_level: str = "info",
+    sock: socket.socket | None = None,
+    parent_pid: int | None = None,
+) -> None:
+    """Run the proxy until interrupted (refuses a non-loopback address without a token).
+    A worker of ``memtap proxy --workers`` (:mod:`memtap_proxy.workers`) accepts on the
+    listening ``sock`` it inherited and stops when ``parent_pid`` is no longer its parent."""
     check_bind(config)
     # The capture writer formats and stores in a background thread; a short GIL switch
     # interval keeps it from holding the event loop's thread for 5 ms at a time.
@@ -113,7 +134,9 @@ def serve(config: ProxyConfig, memory: Memory, *, log_level: str = "info") -> No
         memory.url,
         ", ".join(f"{f} -> {config.upstream(f)}" for f in families) or "none configured",
     )
-    ProxyServer(_uvicorn_config(proxy.app, config, log_level)).run()
+    server = ProxyServer(_uvicorn_config(proxy.app, config, log_level))
+    server.parent_pid = parent_pid
+    server.run(sockets=[sock] if sock is not None else None)
 
 
 class ProxyThread:

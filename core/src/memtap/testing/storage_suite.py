@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
@@ -104,6 +105,17 @@ def requires(*capabilities: str) -> Callable[[_F], _F]:
         return test
 
     return mark
+
+
+def eventually(check: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Whether ``check()`` holds within ``timeout`` seconds (polled every 5 ms): for what
+    another thread or process does, such as a change feed's report."""
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def _messages(*exchanges: Exchange) -> list[Message]:
@@ -628,6 +640,51 @@ class StoreComplianceSuite:
         watch(lambda entity_id, session_id: seen.append((entity_id, session_id)))
         store.write_exchanges([make_exchange(1), make_exchange(2, session_id="s2", entity_id="bob")])
         assert sorted(set(seen)) == [("alice", "s1"), ("bob", "s2")]
+
+    def test_watch_changes_reports_other_store_objects_writes(
+        self, store: Store, request: pytest.FixtureRequest
+    ) -> None:
+        """A store offering watch_changes() (a change feed: other processes write to it)
+        reports, soon after they commit, the changes written through another store object
+        on the same data (the ``peer_store`` fixture), not its own; never together with
+        watch_sessions(), which says no other process writes. (Optional: skipped without it.)"""
+        watch = getattr(store, "watch_changes", None)
+        if watch is None:
+            pytest.skip("backend has no watch_changes (optional: a change feed between processes)")
+        from memtap.changes import EVERYTHING, StoreChange
+
+        assert getattr(store, "watch_sessions", None) is None, "watch_sessions says no other process writes"
+        peer: Store = request.getfixturevalue("peer_store")
+        heard: list[StoreChange] = []
+        watch(heard.append)
+        assert eventually(lambda: EVERYTHING in heard), "the feed never said it was listening"
+        fact = make_fact(1, entity_id="bob")
+        store.add_facts([make_fact(0, entity_id="own")])
+        peer.add_facts([fact])
+        peer.write_exchanges([make_exchange(2, entity_id="carol", session_id="s2")])
+        peer.forget(entity_id="dave")
+        want = [
+            StoreChange(entity_id="bob", facts=True),
+            StoreChange(entity_id="carol", session_id="s2"),
+            StoreChange(entity_id="dave", forgotten=True),
+        ]
+
+        def reported() -> list[StoreChange]:
+            # A feed may name the facts added; if it does, exactly those.
+            assert all(c.fact_ids in ((), (fact.id,)) for c in heard), heard
+            return [attrs.evolve(c, fact_ids=()) for c in heard if c != EVERYTHING]
+
+        assert eventually(lambda: reported() == want), heard
+        # A write that stores nothing new (a retried batch) tells nobody.
+        peer.add_facts([fact])
+        time.sleep(0.3)
+        assert reported() == want
+
+    @pytest.fixture
+    def peer_store(self) -> Store:
+        """Another store object on the same data as ``store`` (another process's view;
+        backends offering ``watch_changes`` override it)."""
+        pytest.fail(f"{type(self).__name__} offers watch_changes but has no `peer_store` fixture")
 
     def test_identity_is_stable_and_holds_no_secret(self, store: Store) -> None:
         """identity() answers the same string every time (``None`` only for a store that

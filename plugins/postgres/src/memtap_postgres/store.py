@@ -13,6 +13,7 @@ import contextlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -20,10 +21,20 @@ import psycopg
 import psycopg.conninfo
 import psycopg_pool
 
-from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError
+from memtap.sdk import (
+    ChangeCallback,
+    ChangeWatchers,
+    Exchange,
+    Fact,
+    Message,
+    SessionInfo,
+    StoreChange,
+    StoreError,
+)
 
 from . import rows as R
 from .errors import RETRYABLE, store_error
+from .feed import ChangeListener, channel_name, notify
 from .migrations import apply_migrations
 from .settings import resolve_settings
 from .urls import redact_url, split_schema, take_param
@@ -103,6 +114,9 @@ class PostgresStore:
     keepalives (:mod:`memtap_postgres.settings`: the URL, the environment, defaults;
     ``connect_timeout`` here wins over both). Thread-safe, and safe with any number of
     processes.
+
+    Every write also notifies the other processes (:mod:`memtap_postgres.feed`):
+    :meth:`watch_changes` hears what other store objects on the same schema changed.
     """
 
     def __init__(
@@ -139,11 +153,21 @@ class PostgresStore:
         except ValueError as e:  # a malformed URI
             raise StoreError(f"bad PostgreSQL store URL {self._safe_url}: {e}") from e
         self._watchdog = Watchdog("memtap-postgres")
+        self._conninfo = conninfo
+        self._connect_kwargs = {
+            **kwargs,
+            **self.settings.session_options(str(params.get("options") or "") or None),
+        }
+        #: This store object's name in the change feed (its own notifications are skipped).
+        self._origin = uuid.uuid4().hex[:16]
+        self._changes = ChangeWatchers()
+        #: The change feed's listener, once :meth:`watch_changes` started it.
+        self.feed: ChangeListener | None = None
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
             min_size=1,
             max_size=max(1, max_connections),
-            kwargs={**kwargs, **self.settings.session_options(str(params.get("options") or "") or None)},
+            kwargs=self._connect_kwargs,
             timeout=timeout,
             # One round trip per checkout replaces connections a restarted server broke.
             check=self._check_connection,
@@ -159,6 +183,8 @@ class PostgresStore:
         (else the server's address), the database and the schema."""
         row = conn.execute("SELECT current_database(), current_schema()").fetchone()
         database, schema = (row[0], row[1]) if row else ("", "")
+        #: The channel this store's changes are notified on (one per schema).
+        self.channel = channel_name(self.schema or schema or "public")
         try:
             found = conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
             cluster = f"system {found[0]}" if found else None
@@ -172,6 +198,30 @@ class PostgresStore:
         """The cluster's system identifier, the database and the schema (see
         :meth:`memtap.storage.Store.identity`): the same for every URL reaching them."""
         return self._identity
+
+    def watch_changes(self, fn: ChangeCallback) -> None:
+        """Call ``fn(change)`` for every change another store object (another process)
+        writes to this schema, within milliseconds of its commit, and with
+        :data:`memtap.sdk.EVERYTHING` each time the feed (re)connects (see
+        :mod:`memtap.changes`). The first call starts the listener: one connection and
+        one thread."""
+        with self._close_lock:
+            self._check()
+            self._changes.watch(fn)
+            if self.feed is None:
+                self.feed = ChangeListener(
+                    self._conninfo,
+                    self._connect_kwargs,
+                    channel=self.channel,
+                    origin=self._origin,
+                    watchers=self._changes,
+                )
+                self.feed.start()
+
+    def _notify(self, conn: psycopg.Connection, changes: Sequence[StoreChange]) -> None:
+        """Tell the other processes about ``changes`` when ``conn``'s transaction commits."""
+        if changes:
+            notify(conn, self.channel, self._origin, changes)
 
     def _check_connection(self, conn: psycopg.Connection) -> None:
         with self._watchdog.watch(conn, self.settings.connect_timeout, "checking a pooled connection"):
@@ -260,6 +310,13 @@ class PostgresStore:
             if message_rows:
                 conn.execute(_INSERT_MESSAGES, R.columns(message_rows, 11))
             conn.execute(_UPSERT_SESSIONS, R.columns(R.session_rows(fresh), 5))
+            self._notify(
+                conn,
+                [
+                    StoreChange(entity_id=ex.attribution.entity_id, session_id=ex.attribution.session_id)
+                    for ex in fresh
+                ],
+            )
 
         self._write("writing exchanges", work)
 
@@ -284,6 +341,14 @@ class PostgresStore:
                     [list(claims), [f.id for f in claims.values()],
                      [f.entity_id for f in claims.values()]],
                 )  # fmt: skip
+            self._notify(
+                conn,
+                [
+                    StoreChange(entity_id=f.entity_id, facts=True, fact_ids=(f.id,))
+                    for f in batch
+                    if f.id in inserted
+                ],
+            )
 
         self._write("adding facts", work)
 
@@ -329,6 +394,21 @@ class PostgresStore:
         found = self._read("loading facts for recall", sql, [model, entity_id])
         return [(R.fact(row[:-1]), row[-1]) for row in found]
 
+    def indexable_facts_by_id(
+        self, *, entity_id: str, ids: Sequence[str], model: str | None = None
+    ) -> list[tuple[Fact, Sequence[float] | None]]:
+        """:meth:`indexable_facts` for the facts ``ids`` only (what another process has just
+        added: see :mod:`memtap_postgres.feed`)."""
+        select = ", ".join(f"f.{c.strip()}" for c in R.FACT_SELECT.split(","))
+        sql = (
+            f"SELECT {select}, e.vector FROM facts f"
+            " LEFT JOIN fact_embeddings e ON e.fact_id = f.id AND e.model = %s"
+            " WHERE f.entity_id = %s AND f.id = ANY(%s) AND f.superseded_by IS NULL"
+            " ORDER BY f.created_at, f.seq"
+        )
+        found = self._read("loading new facts for recall", sql, [model, entity_id, list(ids)])
+        return [(R.fact(row[:-1]), row[-1]) for row in found]
+
     def forget(self, *, entity_id: str) -> int:
         """Delete the entity's sessions, exchanges, messages and facts; return the number of
         exchanges plus facts deleted."""
@@ -339,6 +419,7 @@ class PostgresStore:
                 cur = conn.execute(f"DELETE FROM {table} WHERE entity_id = %s", [entity_id])  # type: ignore[arg-type]
                 if table in ("exchanges", "facts"):
                     counted += max(cur.rowcount, 0)
+            self._notify(conn, [StoreChange(entity_id=entity_id, forgotten=True)])
             return counted
 
         result: int = self._write("forgetting an entity", work)
@@ -492,6 +573,8 @@ class PostgresStore:
             if self._closed:
                 return
             self._closed = True
+        if self.feed is not None:
+            self.feed.close()
         with contextlib.suppress(Exception):
             self._pool.close(timeout=5.0)
         self._watchdog.close()
