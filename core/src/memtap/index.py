@@ -17,6 +17,7 @@ unrelated query gets low scores rather than a re-normalised "best of the bad".
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from array import array
@@ -305,9 +306,7 @@ class EntityIndex:
             slots = np.frombuffer(p.slots, dtype=np.int32)
             tf = np.frombuffer(p.tf, dtype=np.float32)
             df = len(slots)
-            # At least 0: postings keep removed facts' slots, so df can exceed the live
-            # count, and a negative weight would make a match count against a fact.
-            idf = max(0.0, math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5)))
+            idf = self._idf(df)
             norm = self._doclen[slots] * per_len
             norm += base
             norm += tf
@@ -334,6 +333,33 @@ class EntityIndex:
                 hit = hit[self._alive[hit]]
             return scores, hit.astype(np.intp)
         return scores, np.flatnonzero(scores)
+
+    def _idf(self, df: int) -> float:
+        """BM25's weight of a term that ``df`` indexed facts use."""
+        # At least 0: postings keep removed facts' slots, so df can exceed the live count,
+        # and a negative weight would make a match count against a fact.
+        n = max(self.alive_count, self.fusion.idf_prior)
+        return max(0.0, math.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+    def shared_terms(self, fact_id: str, query: str | Mapping[str, int]) -> tuple[int, float]:
+        """How many of the query's terms the fact is indexed under (its text, context or
+        date), and their share of the query's BM25 weight (0 to 1): how much of the
+        question its words alone answer."""
+        counts = term_counts(query) if isinstance(query, str) else query
+        slot = self.slot_of.get(fact_id)
+        shared, weight, total = 0, 0.0, 0.0
+        for term in counts:
+            p = self.postings.get(term)
+            idf = self._idf(len(p.slots) if p is not None else 0)
+            total += idf
+            # A fact's slot occurs once per term, and slots grow as facts are added:
+            # postings are sorted, so membership is a bisection.
+            if p is not None and slot is not None:
+                at = bisect.bisect_left(p.slots, slot)
+                if at < len(p.slots) and p.slots[at] == slot:
+                    shared += 1
+                    weight += idf
+        return shared, (weight / total if total else 0.0)
 
     def unseen_terms(self, query: str | Mapping[str, int]) -> list[str]:
         """The query's words that no indexed fact uses (words search cannot see). Terms
