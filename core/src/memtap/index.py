@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from .model import Fact
+from .temporal import TimeWindow, mentioned_window
 from .text import term_counts, terms
 
 #: Metadata key whose text is indexed (with a lower weight) alongside a fact's text.
@@ -70,6 +71,10 @@ class Fusion:
     idf_prior: int = 200
     #: Weight of the recency tie-breaker (newest fact gets the full amount).
     recency_weight: float = 0.01
+    #: Added to the score of a fact said in, or speaking of, the time a question names
+    #: ("yesterday", "in May 2023": :mod:`memtap.temporal`), so that it ranks above facts
+    #: of other times that match the question about as well.
+    time_weight: float = 0.1
 
 
 class _Postings:
@@ -119,6 +124,10 @@ class EntityIndex:
         self._alive = np.zeros(cap, bool)
         self._has_vec = np.zeros(cap, bool)
         self._created = np.zeros(cap, np.float64)
+        #: The span of time a fact's text speaks of (:func:`mentioned_window`), as
+        #: timestamps; NaN when it names none.
+        self._mention_start = np.full(cap, np.nan)
+        self._mention_end = np.full(cap, np.nan)
         #: Oldest and newest ``created_at`` ever indexed (the recency scale).
         self._created_range = (math.inf, -math.inf)
         self._process = np.zeros(cap, np.int32)
@@ -139,9 +148,21 @@ class EntityIndex:
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in ("_doclen", "_alive", "_has_vec", "_created", "_process"):
+        for name in (
+            "_doclen",
+            "_alive",
+            "_has_vec",
+            "_created",
+            "_process",
+            "_mention_start",
+            "_mention_end",
+        ):
             old = getattr(self, name)
-            grown = np.zeros(new, old.dtype)
+            grown = (
+                np.full(new, np.nan)
+                if old.dtype == np.float64 and name != "_created"
+                else np.zeros(new, old.dtype)
+            )
             grown[:cap] = old
             setattr(self, name, grown)
         if self._vecs is not None:
@@ -186,6 +207,10 @@ class EntityIndex:
             self._alive[slot] = True
             created = fact.created_at.timestamp()
             self._created[slot] = created
+            mentioned = mentioned_window(fact.text, fact.created_at)
+            if mentioned is not None:
+                self._mention_start[slot] = mentioned.start.timestamp()
+                self._mention_end[slot] = mentioned.end.timestamp()
             self._created_range = (min(self._created_range[0], created), max(self._created_range[1], created))
             code = self._process_codes.setdefault(fact.process_id, len(self._process_codes))
             self._process[slot] = code
@@ -442,6 +467,18 @@ class EntityIndex:
             eligible[slots] = False
         return eligible
 
+    def in_window(self, window: TimeWindow) -> Any:
+        """Which slots hold a live fact said within ``window`` or whose text speaks of a
+        time that meets it (a boolean array over the slots)."""
+        n = len(self.facts)
+        start, end = window.start.timestamp(), window.end.timestamp()
+        created = self._created[:n]
+        inside = (created >= start) & (created < end)
+        # NaN (no time mentioned) compares false: those facts count by when they were said.
+        inside |= (self._mention_start[:n] < end) & (self._mention_end[:n] > start)
+        inside &= self._alive[:n]
+        return inside
+
     def search(
         self,
         query: str | Mapping[str, int],
@@ -451,14 +488,17 @@ class EntityIndex:
         process_id: str | None = None,
         min_score: float = 0.0,
         exclude: Sequence[str] = (),
+        window: TimeWindow | None = None,
     ) -> list[tuple[Fact, float]]:
         """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
         its vector, if any, best first, with fused scores in [0, 1]; with
-        ``process_id``, only that process's facts and facts of no process.
+        ``process_id``, only that process's facts and facts of no process. With
+        ``window`` (the time the question names), facts :meth:`in_window` get
+        :attr:`Fusion.time_weight` more, and are ranked even when nothing else matches.
 
         Only slots that can score are ranked: with vectors, every slot (below
         :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
-        sharing a word with the query."""
+        sharing a word with the query; and the slots in ``window``."""
         np = _np()
         n = len(self.facts)
         if not n or k <= 0 or not self.alive_count:
@@ -482,11 +522,28 @@ class EntityIndex:
                 cos = cos[slots]
         else:
             slots, cos = self._sketch_candidates(q, lex, matched, eligible)
+        timely = None
+        if window is not None:
+            timely = self.in_window(window)
+            if eligible is not None:
+                timely &= eligible
+            if not exact or q is None:
+                # Facts of the time asked about are candidates even if nothing else matched.
+                extra = np.setdiff1d(np.flatnonzero(timely), slots, assume_unique=True)
+                if len(extra):
+                    slots = np.concatenate([slots, extra])
+                    if cos is not None:
+                        more = np.full(len(extra), -1.0, np.float32)
+                        known = self._has_vec[extra]
+                        more[known] = self._vecs[extra[known]] @ q
+                        cos = np.concatenate([cos, more])
         fused = lex[slots]
         fused /= fused + f.bm25_half
         if cos is not None:
             vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
             fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+        if timely is not None:
+            fused[timely[slots]] += f.time_weight
         keep = fused > 0
         slots, fused = slots[keep], fused[keep]
         if not len(slots):

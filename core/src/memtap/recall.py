@@ -14,6 +14,7 @@ every minute), in the background while the stale index serves; or when it is evi
 
 from __future__ import annotations
 
+import datetime as _dt
 import logging
 import math
 import queue
@@ -31,9 +32,10 @@ from .background import DaemonPool, lower_priority
 from .embedder import Embedder
 from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
 from .metrics import count
-from .model import Fact, ScoredFact
+from .model import Fact, ScoredFact, aware, utcnow
 from .pending import PendingWork
 from .storage import Store
+from .temporal import TimeWindow, query_window
 from .text import term_counts
 
 log = logging.getLogger("memtap.recall")
@@ -546,11 +548,18 @@ class RecallEngine:
         min_score: float = 0.0,
         deadline: float | None = None,
         exclude: Sequence[str] = (),
+        now: _dt.datetime | None = None,
     ) -> list[ScoredFact] | None:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
         embedding later than the deadline falls back to lexical recall. Without one,
         everything is waited for.
+
+        A time the question names ("yesterday", "in May 2023": :mod:`memtap.temporal`,
+        relative to ``now``, default the current time) ranks the facts of that time first
+        (:meth:`EntityIndex.search`'s ``window``); a relative expression is then left out
+        of the words and meaning searched for (a fact says "yesterday" of its own day).
+        A time no fact is of is ignored.
 
         The query's vector comes from the embedder's quick path when it has one; unless
         the words of the question found its hits (:meth:`_words_carry`), the full model
@@ -566,6 +575,9 @@ class RecallEngine:
         if deadline is None and self.embedder is not None and entry.index is not None:
             self._embed_missing(entity_id, entry)
 
+        window = self._window(query, entry, now)
+        if window is not None and window.relative:
+            query = window.strip(query)
         counts = term_counts(query)
 
         def search_with(qvec: Any) -> tuple[list[tuple[Fact, float]], bool] | None:
@@ -576,11 +588,18 @@ class RecallEngine:
                 if index is None:
                     return None
                 hits = index.search(
-                    counts, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude
+                    counts,
+                    qvec,
+                    k=k,
+                    process_id=process_id,
+                    min_score=min_score,
+                    exclude=exclude,
+                    window=window,
                 )
                 return hits, self._words_carry(index, counts, hits)
 
-        wanted = self.queries is not None and bool(query.strip())
+        # A question that is only a time ("what happened yesterday?") has no meaning to embed.
+        wanted = self.queries is not None and bool(counts)
         if wanted and self.queries is not None:
             self.queries.warm_up()  # once: loads the model in the background
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
@@ -600,6 +619,16 @@ class RecallEngine:
             self.stats.lexical_only += 1
         found = search_with(qvec)
         return None if found is None else [ScoredFact(fact=f, score=s) for f, s in found[0]]
+
+    @staticmethod
+    def _window(query: str, entry: _Entry, now: _dt.datetime | None) -> TimeWindow | None:
+        """The time ``query`` names, if some fact of the entity is of that time."""
+        window = query_window(query, aware(now) if now is not None else utcnow())
+        if window is None:
+            return None
+        with entry.lock:
+            index = entry.index
+            return window if index is not None and bool(index.in_window(window).any()) else None
 
     def _words_carry(
         self, index: EntityIndex, counts: Mapping[str, int], hits: Sequence[tuple[Fact, float]]
