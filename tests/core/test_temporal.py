@@ -103,7 +103,7 @@ def test_no_window_where_no_time_is_named(text):
 def test_the_expression_can_be_left_out_of_the_question():
     window = query_window("what did I eat with Tom yesterday?", NOW)
     assert window is not None and window.relative and window.expression == "yesterday"
-    assert window.strip("what did I eat with Tom yesterday?") == "what did I eat with Tom  ?"
+    assert window.cut_from("what did I eat with Tom yesterday?") == "what did I eat with Tom  ?"
     assert not query_window("where did we go in May 2022", NOW).relative
 
 

@@ -577,7 +577,7 @@ class RecallEngine:
 
         window = self._window(query, entry, now)
         if window is not None and window.relative:
-            query = window.strip(query)
+            query = window.cut_from(query)
         counts = term_counts(query)
 
         def search_with(qvec: Any) -> tuple[list[tuple[Fact, float]], bool] | None:

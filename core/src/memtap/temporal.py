@@ -167,7 +167,7 @@ class TimeWindow:
     #: The year was not said ("in May", "on 8 May"): the latest such time was taken.
     year_assumed: bool = False
 
-    def strip(self, text: str) -> str:
+    def cut_from(self, text: str) -> str:
         """``text`` without the expression (what is left to search by words and meaning)."""
         a, b = self.span
         return f"{text[:a]} {text[b:]}".strip()
