@@ -33,10 +33,11 @@ stored times). Not understood, on purpose: seasons (they depend on the hemispher
 words ("recently", "lately"), ranges between two dates, and words on their own that are
 also ordinary words ("may", "march", a bare weekday).
 
-Written by hand, not with a date-parsing library: this runs on every call's request path
-(a few microseconds for one compiled regular expression), where ``dateparser.search_dates``
-takes milliseconds per text and a tenth of a second to import, and none is among memtap's
-dependencies.
+Only the first :data:`SCAN_CHARS` characters of a text are read. Written by hand, not with a
+date-parsing library: this runs on every call's request path (a few microseconds for a
+question with no time word or number, a few tens with one), where
+``dateparser.search_dates`` takes milliseconds per text and a tenth of a second to import,
+and none is among memtap's dependencies.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 
 import attrs
 
@@ -145,12 +147,42 @@ _EXPRESSION = re.compile(
     + r")\b",
     re.IGNORECASE,
 )
-#: A cheap first test: texts with none of these words have no expression.
-_HINT = re.compile(
-    r"\d|today|tonight|morning|afternoon|evening|yesterday|night|tomorrow|ago|week|month|year"
-    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday|" + "|".join(m[:3] for m in _MONTHS),
-    re.IGNORECASE,
+#: Each kind's named groups in :data:`_EXPRESSION`: (its name there, its own name).
+_GROUPS = {
+    kind: [(name, name[len(kind) + 1 :]) for name in _EXPRESSION.groupindex if name.startswith(kind + "_")]
+    for kind, _ in _PATTERNS
+}
+#: Words every expression holds one of (a day, week, month or year word, a weekday, a
+#: month's name); a number is the other kind of anchor. Finding these first is what keeps
+#: a text cheap: Python's ``re`` tries every alternative of the full expression at every
+#: position (~2 µs a character), so it is matched only at the few words before an anchor.
+_ANCHOR_WORDS = frozenset(
+    [
+        *["today", "tonight", "yesterday", "tomorrow", "ago", "morning", "afternoon", "evening", "night"],
+        *(f"{w}{s}" for w in ("week", "weekend", "month", "year") for s in ("", "s")),
+        *_WEEKDAYS,
+        *_MONTHS,
+        *_MONTH_ABBR,
+        "sept",
+    ]
 )
+_TOKEN = re.compile(r"\w+")
+_DIGIT = re.compile(r"\d")
+_NUMBER = re.compile(r"\d{1,4}(?:st|nd|rd|th)?")
+#: Words an expression can begin with before its anchor ("in", "the day before", "a few
+#: days ago", "mid-August"): the full expression is tried only at these.
+_STARTERS = frozenset(
+    [
+        *["the", "on", "in", "during", "of", "since", "last", "this", "next", "early", "mid", "late"],
+        *["earlier", "a", "an", "few", "couple", *_COUNT_WORDS],
+    ]
+)
+#: How far an expression reaches before and after its anchor word ("the day before
+#: yesterday", "on the 8th of May, 2023").
+_BEFORE, _AFTER = 40, 30
+#: Only the start of a longer text is read for times (a question names its time early;
+#: a pasted document's dates are not the question's).
+SCAN_CHARS = 2000
 
 
 @attrs.frozen
@@ -300,32 +332,62 @@ def _window(kind: str, g: dict[str, str], now: _dt.datetime) -> tuple[_Span, boo
     return _relative(kind, g, now), True, False
 
 
-def _windows(text: str, now: _dt.datetime) -> list[TimeWindow]:
-    if not text or not _HINT.search(text):
-        return []
-    found: list[TimeWindow] = []
-    for match in _EXPRESSION.finditer(text):
-        kind = match.lastgroup
-        if kind is None:
+def _anchors(text: str) -> Iterator[tuple[int, int]]:
+    """Where the words that can anchor an expression are in ``text``."""
+    lowered = text.lower()
+    if _ANCHOR_WORDS.isdisjoint(_TOKEN.findall(lowered)) and not _DIGIT.search(text):
+        return  # most texts: one pass in C, no Python loop
+    for token in _TOKEN.finditer(text):
+        word = token.group().lower()
+        if word in _ANCHOR_WORDS or (word[0].isdigit() and _NUMBER.fullmatch(word)):
+            yield token.span()
+
+
+def _windows(text: str, now: _dt.datetime) -> Iterator[TimeWindow]:
+    """Every expression in (the start of) ``text``, in order, as a window relative to
+    ``now``."""
+    text = text[:SCAN_CHARS]
+    covered = 0  # the end of the last expression found
+    for first, last in _anchors(text):
+        if first < covered:
             continue
-        prefix = kind + "_"
-        groups = {
-            k[len(prefix) :]: " ".join((v or "").lower().split())
-            for k, v in match.groupdict().items()
-            if k.startswith(prefix)
-        }
-        made = _window(kind, defaultdict(str, groups), now)
-        if made is not None:
-            (start, end), relative, assumed = made
-            found.append(TimeWindow(start, end, match.span(), match.group(0), relative, assumed))
-    return found
+        # The expression holding this anchor starts at one of the words just before it
+        # (the leftmost that matches wins: "the day before yesterday", not "yesterday").
+        lo = max(covered, first - _BEFORE)
+        hi = min(len(text), last + _AFTER)
+        starts = [m.start() for m in _TOKEN.finditer(text, lo, first) if m.group().lower() in _STARTERS]
+        for start in [*starts, first]:
+            match = _EXPRESSION.match(text, start, hi)
+            if match is None or match.end() < last:
+                continue
+            window = _made(match, now)
+            if window is not None:
+                covered = match.end()
+                yield window
+            break
+
+
+def _made(match: re.Match[str], now: _dt.datetime) -> TimeWindow | None:
+    """The window of one matched expression, or ``None`` when it names no valid time."""
+    kind = match.lastgroup
+    if kind is None:
+        return None
+    groups: dict[str, str] = defaultdict(str)
+    for name, short in _GROUPS[kind]:
+        value = match.group(name)
+        if value:
+            groups[short] = " ".join(value.lower().split())
+    made = _window(kind, groups, now)
+    if made is None:
+        return None
+    (start, end), relative, assumed = made
+    return TimeWindow(start, end, match.span(), match.group(0), relative, assumed)
 
 
 def query_window(query: str, now: _dt.datetime) -> TimeWindow | None:
     """The time ``query`` asks about (its first time expression), relative to ``now`` (an
     aware time), or ``None``."""
-    found = _windows(query, now)
-    return found[0] if found else None
+    return next(_windows(query, now), None)
 
 
 def mentioned_window(text: str, said_at: _dt.datetime) -> TimeWindow | None:
