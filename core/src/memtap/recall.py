@@ -599,7 +599,8 @@ class RecallEngine:
                 return hits, self._words_carry(index, counts, hits)
 
         # A question that is only a time ("what happened yesterday?") has no meaning to embed.
-        wanted = self.queries is not None and bool(counts)
+        only_time = window is not None and not counts
+        wanted = self.queries is not None and bool(query.strip()) and not only_time
         if wanted and self.queries is not None:
             self.queries.warm_up()  # once: loads the model in the background
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
