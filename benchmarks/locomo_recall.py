@@ -180,6 +180,7 @@ def run(data: list[dict[str, Any]], embedder: str, window: int, path: str = "int
             for k in KS:
                 hits[qa["category"]][k].append(any(evidence & d for d in ids[:k]))
     elapsed = time.perf_counter() - started
+    stats = mem.recall_stats()
     mem.close()
     per = {
         CATEGORIES[c]: {"n": len(h[1]), **{f"R@{k}": statistics.fmean(h[k]) for k in KS}}
@@ -198,6 +199,8 @@ def run(data: list[dict[str, Any]], embedder: str, window: int, path: str = "int
         "per_category": per,
         "overall": overall,
         "latency_ms": {"p50": lat[len(lat) // 2] * 1e3, "p95": lat[int(len(lat) * 0.95)] * 1e3},
+        # Of the searches made with a quick query vector, those that asked the full model too.
+        "full_model_share": stats.escalations / stats.quick_queries if stats.quick_queries else None,
         "total_s": elapsed,
     }
 
@@ -243,7 +246,9 @@ def main() -> None:
         for name, row in [*result["per_category"].items(), ("overall", result["overall"])]:
             print(f"{name:12} {row['n']:5d} " + " ".join(f"{row[f'R@{k}']:6.3f}" for k in KS))
         lat = result["latency_ms"]
-        print(f"recall latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms\n")
+        share = result["full_model_share"]
+        asked = "" if share is None else f"; {share:.0%} of quick-vector searches asked the full model too"
+        print(f"recall latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms{asked}\n")
 
 
 def _selection(spec: str) -> list[int]:

@@ -158,11 +158,7 @@ class EntityIndex:
             "_mention_end",
         ):
             old = getattr(self, name)
-            grown = (
-                np.full(new, np.nan)
-                if old.dtype == np.float64 and name != "_created"
-                else np.zeros(new, old.dtype)
-            )
+            grown = np.full(new, np.nan if name.startswith("_mention") else 0, old.dtype)
             grown[:cap] = old
             setattr(self, name, grown)
         if self._vecs is not None:

@@ -580,9 +580,9 @@ class RecallEngine:
             query = window.cut_from(query)
         counts = term_counts(query)
 
-        def search_with(qvec: Any) -> tuple[list[tuple[Fact, float]], bool] | None:
-            """The hits for ``qvec``, and whether words alone carry them (see
-            :meth:`_words_carry`)."""
+        def search_with(qvec: Any, judge: bool = False) -> tuple[list[tuple[Fact, float]], bool] | None:
+            """The hits for ``qvec`` and, with ``judge``, whether the words of the question
+            found them (:meth:`_words_carry`)."""
             with entry.lock:
                 index = entry.index
                 if index is None:
@@ -596,7 +596,7 @@ class RecallEngine:
                     exclude=exclude,
                     window=window,
                 )
-                return hits, self._words_carry(index, counts, hits)
+                return hits, judge and self._words_carry(index, counts, hits)
 
         # A question that is only a time ("what happened yesterday?") has no meaning to embed.
         only_time = window is not None and not counts
@@ -606,7 +606,7 @@ class RecallEngine:
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
         if quick is not None:
             self.stats.quick_queries += 1
-            found = search_with(quick)
+            found = search_with(quick, judge=True)
             if found is None:
                 return None
             hits, sure = found
