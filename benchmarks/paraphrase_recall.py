@@ -14,7 +14,7 @@ top k), the share of queries sent to the full model and recall latency, for:
 - ``words only``: BM25, no vectors (``embedder=False``).
 
 over two haystacks: the answers only (120 facts), and the answers with facts that share
-words with the questions but answer none (lexical traps, 242 facts).
+words with the questions but answer none (lexical traps, 240 facts).
 
     python benchmarks/paraphrase_recall.py [--json]
 """
