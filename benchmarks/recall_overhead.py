@@ -5,7 +5,9 @@ against the local scripted server, medians.
 Scenarios: recall with the MiniLM embedder (hybrid: the query's vector is made on the
 request path, from the quick static table by default, or by the full model with
 ``minilm-full``), recall with BM25 only (``embedder=False``), and capture only (no history, no recall)
-as the baseline of memtap's own cost. Facts are synthetic (see ``recall_scaling.py``).
+as the baseline of memtap's own cost. Facts are synthetic (see ``recall_scaling.py``); one per
+question asked holds the question's words, so that recall takes the quick path (a question in
+other words than the facts costs what the full-model row measures).
 
     python benchmarks/recall_overhead.py [--calls 1000] [--facts 10000]
 """
@@ -33,12 +35,17 @@ QUESTIONS = [
 ]
 
 
+def asked(i: int) -> str:
+    """The question of call ``i`` (a new one every call: no query-cache hits)."""
+    return f"{QUESTIONS[i % len(QUESTIONS)]} {question(i).split()[-1]}"
+
+
 def measure(bare: Any, tapped: Any, calls: int, mem: memtap.Memory) -> tuple[float, float, int]:
     b: list[float] = []
     t: list[float] = []
     injected = 0
     for i in range(calls + 50):
-        messages = [{"role": "user", "content": f"{QUESTIONS[i % len(QUESTIONS)]} {question(i).split()[-1]}"}]
+        messages = [{"role": "user", "content": asked(i)}]
         order = ((b, bare), (t, tapped)) if i % 2 == 0 else ((t, tapped), (b, bare))
         for out, client in order:
             started = time.perf_counter()
@@ -53,7 +60,7 @@ def scenario(
     server: ScriptedModelServer, facts: int, calls: int, embedder: Any, recall: bool
 ) -> dict[str, Any]:
     name = embedder.name if embedder is not None else "none"
-    store = SyntheticStore({"bench": facts}, name)
+    store = SyntheticStore({"bench": facts}, name, [asked(i) for i in range(calls + 50)])
     mem = memtap.Memory(
         store,
         entry_points=False,

@@ -4,7 +4,11 @@ spread over 1,000 entities (1,000 each; the LRU keeps 256 entity indexes).
 Facts are synthetic sentences over a 5,000-word vocabulary with random unit vectors (384-d,
 as MiniLM's); the store hands them to memtap's index the way ``indexable_facts`` would
 (generated on load instead of read from a database, so the figures are recall's, not a
-database's). Queries are embedded for real with MiniLM when it is installed.
+database's). Queries are embedded for real with MiniLM when it is installed. Among the
+facts, spread evenly, one per question asked holds that question's words (an answer in
+its own words, as a real memory has): recall then takes the quick path, which is what is
+measured. A question in other words than the facts goes to the full model
+(``--embedder minilm-full`` measures that path for every query).
 
 Reported per size: p50/p95 of ``Memory.recall`` (k=10) including the query embedding, and
 of the index search alone (BM25 + exact vector scan + fusion), and the index load time.
@@ -81,13 +85,16 @@ def question(r: int, *, cold: bool = False) -> str:
 
 
 class SyntheticStore(InMemoryStore):
-    """Facts generated per entity on load: ``sizes[entity]`` facts, deterministic."""
+    """Facts generated per entity on load: ``sizes[entity]`` facts, deterministic. Each of
+    ``answers`` (the questions the benchmark asks) is planted in an entity's facts, spread
+    evenly: a fact of 12 words that starts with the question's words."""
 
-    def __init__(self, sizes: dict[str, int], model: str) -> None:
+    def __init__(self, sizes: dict[str, int], model: str, answers: Sequence[str] = ()) -> None:
         super().__init__()
         self.sizes = sizes
         self.model = model
         self.words = _WORDS
+        self.answers = list(answers)
 
     def indexable_facts(self, *, entity_id: str, model: str | None = None) -> list[tuple[Fact, Any]]:
         n = self.sizes.get(entity_id, 0)
@@ -96,9 +103,13 @@ class SyntheticStore(InMemoryStore):
         vecs = rng.normal(size=(n, DIM)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         words = self.words
+        every = max(1, n // len(self.answers)) if self.answers else 0
         rows = []
         for i in range(n):
             text = " ".join(words[j] for j in idx[i])
+            if every and i % every == 0 and i // every < len(self.answers):
+                said = self.answers[i // every].split()
+                text = " ".join(said + text.split()[len(said) :])
             fact = Fact(
                 entity_id=entity_id,
                 text=text,
@@ -116,7 +127,7 @@ def percentiles(samples: Sequence[float]) -> tuple[float, float]:
 
 def one_entity(size: int, embedder: Any, rounds: int) -> dict[str, Any]:
     name = embedder.name if embedder is not None else "none"
-    store = SyntheticStore({"big": size}, name)
+    store = SyntheticStore({"big": size}, name, [question(r) for r in range(rounds)])
     mem = memtap.Memory(
         store, entry_points=False, embedder=embedder if embedder is not None else False, spool=False
     )
@@ -152,7 +163,8 @@ def one_entity(size: int, embedder: Any, rounds: int) -> dict[str, Any]:
 
 def many_entities(entities: int, per: int, embedder: Any, rounds: int) -> dict[str, Any]:
     name = embedder.name if embedder is not None else "none"
-    store = SyntheticStore({f"e{i}": per for i in range(entities)}, name)
+    asked = [question(r) for r in range(rounds)] + [question(r, cold=True) for r in range(min(rounds, 100))]
+    store = SyntheticStore({f"e{i}": per for i in range(entities)}, name, asked)
     mem = memtap.Memory(
         store, entry_points=False, embedder=embedder if embedder is not None else False, spool=False
     )

@@ -672,6 +672,52 @@ def test_unseen_terms_are_words_no_fact_uses_numbers_aside():
     assert index.unseen_terms("ticket 4711 from 2023") == ["ticket"]  # numbers have no paraphrase
 
 
+def test_shared_terms_count_text_context_and_date_weighted_by_idf():
+    index = EntityIndex()
+    beagle = fact("I adopted a beagle", 1, metadata={"context": "we went to the shelter"})
+    dogs = [fact(f"The neighbours' dog number {i} barks", 2 + i) for i in range(5)]
+    index.add([beagle, *dogs])
+    # Text and context terms both count; a term the fact lacks does not.
+    assert index.shared_terms(beagle.id, "the beagle from the shelter")[0] == 2
+    assert index.shared_terms(beagle.id, "what dog do I have?") == (0, 0.0)
+    shared, share = index.shared_terms(dogs[0].id, "my beagle and the dog")
+    # "dog" is in five facts, "beagle" in one: the rarer word carries more of the query.
+    assert shared == 1 and 0 < share < 0.5
+    assert index.shared_terms(beagle.id, "my beagle and the dog")[1] == pytest.approx(1 - share)
+    # The date is indexed with the fact ("in January" finds what was said then).
+    assert index.shared_terms(beagle.id, "a beagle in January 2025")[0] == 3
+    index.remove([beagle.id])
+    assert index.shared_terms(beagle.id, "beagle")[0] == 0  # a removed fact shares nothing
+    assert index.shared_terms("unknown", "beagle") == (0, 0.0)
+
+
+def test_one_shared_word_is_not_enough_to_skip_the_full_model(store):
+    """A question whose best quick hit shares one word with it ("dog" in "the neighbours'
+    dog") is answered with the full model too: the answer may be in other words."""
+    emb = QuickGroupEmbedder()
+    mem = memory(store, embedder=emb)
+    mem.remember("The neighbours' dog barks all night", entity_id="alice", at=T0)
+    mem.remember("I adopted a beagle", entity_id="alice", at=T0)
+    mem.flush()
+    stats = mem.longterm.engine.stats
+    mem.recall("what dog do I have?", entity_id="alice", k=2)
+    assert (stats.quick_queries, stats.escalations) == (1, 1)
+    assert "what dog do I have?" in emb.embedded
+    # Two words of the question in one fact: words carry it, the quick vector stands.
+    mem.recall("the neighbours' dog", entity_id="alice", k=2)
+    assert (stats.quick_queries, stats.escalations) == (2, 1)
+    # Every word occurs in some fact, and the best hit shares two, but most of the
+    # question's weight is elsewhere: the full model too.
+    mem.remember("Hospital parking fees rose", entity_id="alice", at=T0)
+    mem.remember("The ward rota changed", entity_id="alice", at=T0)
+    query = "neighbours dog, hospital parking, ward rota"
+    index = mem.longterm.engine.indexes.get("alice", wait=True).index
+    assert index.unseen_terms(query) == []
+    mem.recall(query, entity_id="alice", k=2)
+    assert (stats.quick_queries, stats.escalations) == (3, 2)
+    mem.close()
+
+
 def test_background_workers_run_at_lower_priority(store):
     import os
 

@@ -53,6 +53,16 @@ def bad_invocations(tmp: Path) -> dict[str, list[list[str]]]:
         [str(tmp / "not-an-export.jsonl"), "--store", f"duckdb:///{tmp / 'import.duckdb'}"],
         [str(tmp / "not-an-export.jsonl"), "--store", "nosuch://x"],
     ]
+    transcript = str(tmp / "transcript.jsonl")
+    into = f"duckdb:///{tmp / 'transcript.duckdb'}"
+    cases["import-transcript"] = [
+        [str(tmp / "no-such.jsonl"), "--entity", "alice", "--store", into],
+        [str(tmp / "not-an-export.jsonl"), "--entity", "alice", "--store", into],  # not JSON
+        [transcript, "--store", into],  # no --entity
+        [transcript, "--entity", "alice", "--store", "nosuch://x"],
+        [transcript, "--entity", "alice", "--store", "duckdb://x"],
+        [str(tmp / "latin1.jsonl"), "--entity", "alice", "--store", into],
+    ]
     cases["demo"] = [["--store", "nosuch://x"], ["--store", "duckdb://x"]]
     cases["plugins"] = [["--no-such-option"]]
     cases["proxy"] = [["--port", "not-a-port"]]
@@ -74,6 +84,11 @@ def one_line_error(result: Result) -> str:
 @pytest.fixture
 def tmp(tmp_path: Path) -> Path:
     (tmp_path / "not-an-export.jsonl").write_text("this is not JSON\n", encoding="utf-8")
+    line = {"role": "user", "content": "I adopted a beagle", "at": "2023-05-08T13:56:00Z"}
+    (tmp_path / "transcript.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    (tmp_path / "latin1.jsonl").write_bytes(
+        json.dumps({**line, "content": "caf\u00e9"}, ensure_ascii=False).encode("latin-1")
+    )
     with memtap.Memory(filled(tmp_path), spool=False) as mem:
         mem.remember("Alice lives in Tokyo", entity_id="alice")
     return tmp_path

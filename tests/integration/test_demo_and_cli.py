@@ -4,6 +4,7 @@ real openai SDK against the local scripted server."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -175,11 +176,17 @@ def test_demo_reruns_do_not_pile_up_memories(tmp_path):
         assert done.returncode == 0, done.stderr
     run_3 = done.stdout.split("Run 3:", 1)[1]
     # What alice said and what the model answered her (answers are episodes too).
-    block = [
+    said = [
         line.split(" said: ", 1)[1].strip(" │")
         for line in run_3.splitlines()
         if "the user said: " in line or "you (the assistant) said: " in line
     ]
+    # A relative time in a line is followed by what it meant when it was said.
+    noted = [
+        text for text in said if re.search(r" \(last week = \d{4}-\d\d-\d\d\.\.\d{4}-\d\d-\d\d\)$", text)
+    ]
+    assert [text.split(" (", 1)[0] for text in noted] == ["I adopted a beagle called Mochi last week."]
+    block = [text.split(" (last week = ", 1)[0] for text in said]
     assert sorted(block) == [
         "Congratulations! Mochi is a lovely name for a beagle.",
         "Hi! I'm Alice and I live in Tokyo.",

@@ -6,6 +6,7 @@ import json
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -340,6 +341,47 @@ def import_command(store_url: str | None, file: str) -> None:
     if any(present.values()):
         report += f"; {present['exchange']} exchange(s) and {present['fact']} fact(s) were already present"
     Console(stderr=True).print(report, soft_wrap=True)
+
+
+#: Bad lines of a transcript listed before the summary error (the rest are counted).
+SHOWN_PROBLEMS = 20
+
+
+@main.command(name="import-transcript")
+@store_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--entity", required=True, help="Whose memory the conversation becomes.")
+@click.option("--session", default=None,
+              help="Session of the messages that name none (default: import-<file name>).")  # fmt: skip
+def import_transcript_command(store_url: str | None, file: str, entity: str, session: str | None) -> None:
+    """Import a conversation transcript: JSONL, one message per line, e.g.
+    {"role": "user", "content": "...", "at": "2023-05-08T13:56:00Z"}. Roles user,
+    assistant, system, tool; the time as "at", "timestamp" or "created_at" (ISO 8601, or
+    seconds since 1970); optionally "session_id". Messages are paired into turns and
+    captured with their times; turns already imported are skipped."""
+    from .transcript import TranscriptError, import_turns, read_transcript, turns_of
+
+    name = "stdin" if file == "-" else Path(file).name
+    try:
+        with click.open_file(file, "r", encoding="utf-8") as f:
+            messages = read_transcript(f, name)
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except TranscriptError as exc:
+        err = Console(stderr=True, highlight=False)
+        for number, problem in exc.problems[:SHOWN_PROBLEMS]:
+            err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
+        if len(exc.problems) > SHOWN_PROBLEMS:
+            err.print(f"... and {len(exc.problems) - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
+        raise click.ClickException(str(exc)) from exc
+    default_session = session or f"import-{Path(name).stem}"
+    turns = turns_of(messages, default_session)
+    with Memory(store_url_for(store_url, create=True)) as mem:
+        report = import_turns(mem, turns, entity_id=entity)
+    summary = f"imported {report.new} new turn(s) of {entity!r} in {report.sessions} session(s)"
+    if report.present:
+        summary += f"; {report.present} turn(s) were already present"
+    Console(stderr=True, highlight=False).print(summary, soft_wrap=True, markup=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ unrelated query gets low scores rather than a re-normalised "best of the bad".
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from array import array
@@ -26,6 +27,7 @@ from typing import Any
 import attrs
 
 from .model import Fact
+from .temporal import TimeWindow, mentioned_window
 from .text import term_counts, terms
 
 #: Metadata key whose text is indexed (with a lower weight) alongside a fact's text.
@@ -69,6 +71,10 @@ class Fusion:
     idf_prior: int = 200
     #: Weight of the recency tie-breaker (newest fact gets the full amount).
     recency_weight: float = 0.01
+    #: Added to the score of a fact said in, or speaking of, the time a question names
+    #: ("yesterday", "in May 2023": :mod:`memtap.temporal`), so that it ranks above facts
+    #: of other times that match the question about as well.
+    time_weight: float = 0.1
 
 
 class _Postings:
@@ -122,6 +128,10 @@ class EntityIndex:
         self._alive = np.zeros(cap, bool)
         self._has_vec = np.zeros(cap, bool)
         self._created = np.zeros(cap, np.float64)
+        #: The span of time a fact's text speaks of (:func:`mentioned_window`), as
+        #: timestamps; NaN when it names none.
+        self._mention_start = np.full(cap, np.nan)
+        self._mention_end = np.full(cap, np.nan)
         #: Oldest and newest ``created_at`` ever indexed (the recency scale).
         self._created_range = (math.inf, -math.inf)
         self._process = np.zeros(cap, np.int32)
@@ -142,9 +152,17 @@ class EntityIndex:
         if need <= cap:
             return
         new = max(need, cap * 2)
-        for name in ("_doclen", "_alive", "_has_vec", "_created", "_process"):
+        for name in (
+            "_doclen",
+            "_alive",
+            "_has_vec",
+            "_created",
+            "_process",
+            "_mention_start",
+            "_mention_end",
+        ):
             old = getattr(self, name)
-            grown = np.zeros(new, old.dtype)
+            grown = np.full(new, np.nan if name.startswith("_mention") else 0, old.dtype)
             grown[:cap] = old
             setattr(self, name, grown)
         if self._vecs is not None:
@@ -195,6 +213,10 @@ class EntityIndex:
             self._alive[slot] = True
             created = fact.created_at.timestamp()
             self._created[slot] = created
+            mentioned = mentioned_window(fact.text, fact.created_at)
+            if mentioned is not None:
+                self._mention_start[slot] = mentioned.start.timestamp()
+                self._mention_end[slot] = mentioned.end.timestamp()
             self._created_range = (min(self._created_range[0], created), max(self._created_range[1], created))
             code = self._process_codes.setdefault(fact.process_id, len(self._process_codes))
             self._process[slot] = code
@@ -315,9 +337,7 @@ class EntityIndex:
             slots = np.frombuffer(p.slots, dtype=np.int32)
             tf = np.frombuffer(p.tf, dtype=np.float32)
             df = len(slots)
-            # At least 0: postings keep removed facts' slots, so df can exceed the live
-            # count, and a negative weight would make a match count against a fact.
-            idf = max(0.0, math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5)))
+            idf = self._idf(df)
             norm = self._doclen[slots] * per_len
             norm += base
             norm += tf
@@ -344,6 +364,33 @@ class EntityIndex:
                 hit = hit[self._alive[hit]]
             return scores, hit.astype(np.intp)
         return scores, np.flatnonzero(scores)
+
+    def _idf(self, df: int) -> float:
+        """BM25's weight of a term that ``df`` indexed facts use."""
+        # At least 0: postings keep removed facts' slots, so df can exceed the live count,
+        # and a negative weight would make a match count against a fact.
+        n = max(self.alive_count, self.fusion.idf_prior)
+        return max(0.0, math.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+    def shared_terms(self, fact_id: str, query: str | Mapping[str, int]) -> tuple[int, float]:
+        """How many of the query's terms the fact is indexed under (its text, context or
+        date), and their share of the query's BM25 weight (0 to 1): how much of the
+        question its words alone answer."""
+        counts = term_counts(query) if isinstance(query, str) else query
+        slot = self.slot_of.get(fact_id)
+        shared, weight, total = 0, 0.0, 0.0
+        for term in counts:
+            p = self.postings.get(term)
+            idf = self._idf(len(p.slots) if p is not None else 0)
+            total += idf
+            # A fact's slot occurs once per term, and slots grow as facts are added:
+            # postings are sorted, so membership is a bisection.
+            if p is not None and slot is not None:
+                at = bisect.bisect_left(p.slots, slot)
+                if at < len(p.slots) and p.slots[at] == slot:
+                    shared += 1
+                    weight += idf
+        return shared, (weight / total if total else 0.0)
 
     def unseen_terms(self, query: str | Mapping[str, int]) -> list[str]:
         """The query's words that no indexed fact uses (words search cannot see). Terms
@@ -426,6 +473,18 @@ class EntityIndex:
             eligible[slots] = False
         return eligible
 
+    def in_window(self, window: TimeWindow) -> Any:
+        """Which slots hold a live fact said within ``window`` or whose text speaks of a
+        time that meets it (a boolean array over the slots)."""
+        n = len(self.facts)
+        start, end = window.start.timestamp(), window.end.timestamp()
+        created = self._created[:n]
+        inside = (created >= start) & (created < end)
+        # NaN (no time mentioned) compares false: those facts count by when they were said.
+        inside |= (self._mention_start[:n] < end) & (self._mention_end[:n] > start)
+        inside &= self._alive[:n]
+        return inside
+
     def search(
         self,
         query: str | Mapping[str, int],
@@ -435,14 +494,17 @@ class EntityIndex:
         process_id: str | None = None,
         min_score: float = 0.0,
         exclude: Sequence[str] = (),
+        window: TimeWindow | None = None,
     ) -> list[tuple[Fact, float]]:
         """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
         its vector, if any, best first, with fused scores in [0, 1]; with
-        ``process_id``, only that process's facts and facts of no process.
+        ``process_id``, only that process's facts and facts of no process. With
+        ``window`` (the time the question names), facts :meth:`in_window` get
+        :attr:`Fusion.time_weight` more, and are ranked even when nothing else matches.
 
         Only slots that can score are ranked: with vectors, every slot (below
         :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
-        sharing a word with the query."""
+        sharing a word with the query; and the slots in ``window``."""
         np = _np()
         n = len(self.facts)
         if not n or k <= 0 or not self.alive_count:
@@ -468,11 +530,28 @@ class EntityIndex:
                 cos = cos[slots]
         else:
             slots, cos = self._sketch_candidates(q, lex, matched, eligible)
+        timely = None
+        if window is not None:
+            timely = self.in_window(window)
+            if eligible is not None:
+                timely &= eligible
+            if not exact or q is None:
+                # Facts of the time asked about are candidates even if nothing else matched.
+                extra = np.setdiff1d(np.flatnonzero(timely), slots, assume_unique=True)
+                if len(extra):
+                    slots = np.concatenate([slots, extra])
+                    if cos is not None:
+                        more = np.full(len(extra), -1.0, np.float32)
+                        known = self._has_vec[extra]
+                        more[known] = self._vecs[extra[known]] @ q
+                        cos = np.concatenate([cos, more])
         fused = lex[slots]
         fused /= fused + f.bm25_half
         if cos is not None:
             vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
             fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+        if timely is not None:
+            fused[timely[slots]] += f.time_weight
         keep = fused > 0
         slots, fused = slots[keep], fused[keep]
         if not len(slots):

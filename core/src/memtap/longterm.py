@@ -4,6 +4,7 @@ its engine is one of core's built-ins: :func:`memtap.builtins.memory_plugins`)."
 
 from __future__ import annotations
 
+import datetime as _dt
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -61,14 +62,22 @@ class LongTermMemory:
         k: int,
         min_score: float,
         deadline: float | None = None,
+        now: _dt.datetime | None = None,
     ) -> list[ScoredFact]:
         """Hybrid recall; without ``deadline`` everything needed is waited for, with one
         (seconds) a cold entity gives ``[]`` (loaded in the background) and a late query
-        vector falls back to words only."""
+        vector falls back to words only. ``now`` is when the question is asked (what
+        "yesterday" in it means)."""
         if k <= 0 or not query.strip():
             return []
         found = self.engine.search(
-            query, entity_id=entity_id, process_id=process_id, k=k, min_score=min_score, deadline=deadline
+            query,
+            entity_id=entity_id,
+            process_id=process_id,
+            k=k,
+            min_score=min_score,
+            deadline=deadline,
+            now=now,
         )
         return found or []
 

@@ -552,15 +552,26 @@ class Memory:
         k: int = 5,
         min_score: float = 0.0,
         deadline: float | None = None,
+        now: _dt.datetime | None = None,
     ) -> list[ScoredFact]:
         """An entity's ``k`` facts most relevant to ``query``, best first, with scores in
         [0, 1] (BM25 and vector similarity fused, recency breaking ties). With
         ``process_id``, only that process's facts and facts of no process. With
         ``deadline`` (seconds, for request paths) recall never waits for a cold index
-        (``[]``, loaded in the background) or a late query embedding (words only)."""
+        (``[]``, loaded in the background) or a late query embedding (words only).
+
+        A time the question names ("yesterday", "last week", "in May 2023") ranks the
+        facts said then, or speaking of then, first; ``now`` is when the question is asked
+        (default: now; a naive time is UTC). See docs/time-in-recall.md."""
         entity = entity_id or self.current_attribution().entity_id
         return self.longterm.recall(
-            query, entity_id=entity, process_id=process_id, k=k, min_score=min_score, deadline=deadline
+            query,
+            entity_id=entity,
+            process_id=process_id,
+            k=k,
+            min_score=min_score,
+            deadline=deadline,
+            now=now,
         )
 
     @property

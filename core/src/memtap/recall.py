@@ -16,6 +16,7 @@ every minute), in the background while the stale index serves; or when it is evi
 
 from __future__ import annotations
 
+import datetime as _dt
 import logging
 import math
 import queue
@@ -33,9 +34,10 @@ from .background import DaemonPool, lower_priority
 from .embedder import Embedder
 from .index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
 from .metrics import count
-from .model import Fact, ScoredFact
+from .model import Fact, ScoredFact, aware, utcnow
 from .pending import PendingWork
 from .storage import Store
+from .temporal import TimeWindow, query_window
 from .text import term_counts
 
 log = logging.getLogger("memtap.recall")
@@ -555,10 +557,15 @@ class RecallEngine:
         max_entities: int = 256,
         refresh_after: float | None = 60.0,
         escalate_below: float = 0.2,
+        escalate_shared: int = 2,
+        escalate_share: float = 0.5,
     ) -> None:
         self.store = store
         self.embedder = embedder
+        #: When a quick query vector's hits stand without the full model (:meth:`_words_carry`).
         self.escalate_below = escalate_below
+        self.escalate_shared = escalate_shared
+        self.escalate_share = escalate_share
         self.indexes = FactIndexes(
             store,
             model=embedder.name if embedder is not None else None,
@@ -619,16 +626,22 @@ class RecallEngine:
         min_score: float = 0.0,
         deadline: float | None = None,
         exclude: Sequence[str] = (),
+        now: _dt.datetime | None = None,
     ) -> list[ScoredFact] | None:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
         embedding later than the deadline falls back to lexical recall. Without one,
         everything is waited for.
 
-        The query's vector comes from the embedder's quick path when it has one; when a
-        query term occurs in none of the entity's facts, or the best hit scores below
-        ``escalate_below`` (the question is asked in other words than the facts), the
-        full model embeds the query and the search is made again with that vector."""
+        A time the question names ("yesterday", "in May 2023": :mod:`memtap.temporal`,
+        relative to ``now``, default the current time) ranks the facts of that time first
+        (:meth:`EntityIndex.search`'s ``window``); a relative expression is then left out
+        of the words and meaning searched for (a fact says "yesterday" of its own day).
+        A time no fact is of is ignored.
+
+        The query's vector comes from the embedder's quick path when it has one; unless
+        the words of the question found its hits (:meth:`_words_carry`), the full model
+        embeds the query and the search is made again with that vector."""
         started = time.monotonic()
         self.stats.searches += 1
         entry = self.indexes.get(entity_id, wait=deadline is None)
@@ -640,33 +653,42 @@ class RecallEngine:
         if deadline is None and self.embedder is not None and entry.index is not None:
             self._embed_missing(entity_id, entry)
 
+        window = self._window(query, entry, now)
+        if window is not None and window.relative:
+            query = window.cut_from(query)
         counts = term_counts(query)
 
-        def search_with(qvec: Any) -> tuple[list[tuple[Fact, float]], bool] | None:
+        def search_with(qvec: Any, judge: bool = False) -> tuple[list[tuple[Fact, float]], bool] | None:
+            """The hits for ``qvec`` and, with ``judge``, whether the words of the question
+            found them (:meth:`_words_carry`)."""
             with entry.lock:
                 index = entry.index
                 if index is None:
                     return None
                 hits = index.search(
-                    counts, qvec, k=k, process_id=process_id, min_score=min_score, exclude=exclude
+                    counts,
+                    qvec,
+                    k=k,
+                    process_id=process_id,
+                    min_score=min_score,
+                    exclude=exclude,
+                    window=window,
                 )
-                return hits, bool(index.unseen_terms(counts))
+                return hits, judge and self._words_carry(index, counts, hits)
 
-        wanted = self.queries is not None and bool(query.strip())
+        # A question that is only a time ("what happened yesterday?") has no meaning to embed.
+        only_time = window is not None and not counts
+        wanted = self.queries is not None and bool(query.strip()) and not only_time
         if wanted and self.queries is not None:
             self.queries.warm_up()  # once: loads the model in the background
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
         if quick is not None:
             self.stats.quick_queries += 1
-            found = search_with(quick)
+            found = search_with(quick, judge=True)
             if found is None:
                 return None
-            hits, unseen = found
-            # The quick vector bridges meaning weakly. It is enough when words carry the
-            # question: every query term occurs in the entity's facts and the best hit is
-            # convincing. A word no fact uses ("dog" for "I adopted a beagle") or a weak
-            # best hit is where meaning must bridge: ask the full model.
-            if not unseen and hits and hits[0][1] >= self.escalate_below:
+            hits, sure = found
+            if sure:
                 return [ScoredFact(fact=f, score=s) for f, s in hits]
             self.stats.escalations += 1
         qvec = self._full_vector(query, deadline, started) if wanted else None
@@ -676,6 +698,36 @@ class RecallEngine:
             self.stats.lexical_only += 1
         found = search_with(qvec)
         return None if found is None else [ScoredFact(fact=f, score=s) for f, s in found[0]]
+
+    @staticmethod
+    def _window(query: str, entry: _Entry, now: _dt.datetime | None) -> TimeWindow | None:
+        """The time ``query`` names, if some fact of the entity is of that time."""
+        window = query_window(query, aware(now) if now is not None else utcnow())
+        if window is None:
+            return None
+        with entry.lock:
+            index = entry.index
+            return window if index is not None and bool(index.in_window(window).any()) else None
+
+    def _words_carry(
+        self, index: EntityIndex, counts: Mapping[str, int], hits: Sequence[tuple[Fact, float]]
+    ) -> bool:
+        """Whether ``hits``, found with a quick query vector, can stand without the full
+        model: the words of the question found them.
+
+        The quick vector bridges meaning weakly (on questions asked in other words than
+        their facts it finds the answer in the top 5 about 60% of the time where the full
+        model finds it 96%), so the words must carry the question: every query term occurs
+        in some fact, and the best hit is convincing (scores at least ``escalate_below``),
+        is indexed under at least ``escalate_shared`` of the query's terms and under at
+        least ``escalate_share`` of their BM25 weight. One shared word is not enough: "what
+        dog do I have?" finds "the neighbours' dog barks all night" by its one word, while
+        the answer is "I adopted a beagle". Anything else is where meaning must bridge:
+        the full model is asked (``benchmarks/paraphrase_recall.py``)."""
+        if not hits or hits[0][1] < self.escalate_below or index.unseen_terms(counts):
+            return False
+        shared, share = index.shared_terms(hits[0][0].id, counts)
+        return shared >= self.escalate_shared and share >= self.escalate_share
 
     def _full_vector(self, query: str, deadline: float | None, started: float) -> Any:
         """The query's vector from the full model within what is left of ``deadline``,

@@ -19,6 +19,7 @@ from .history import SessionHistories, request_budget
 from .hookspecs import hookimpl
 from .model import Fact, Message
 from .recall import RecallEngine
+from .temporal import resolved_note
 from .wire import InjectionRequest, SystemBlock
 
 log = logging.getLogger("memtap.recall")
@@ -67,12 +68,14 @@ def latest_user_text(messages: tuple[Message, ...]) -> str:
 
 def fact_line(fact: Fact) -> str:
     """One fact as a single line of the block (line breaks flattened; ``render_blocks``
-    escapes the rest)."""
+    escapes the rest): its date, who said it, its text, and what a relative time in it
+    meant ("yesterday" in a fact of 8 May 2023 is 7 May: :func:`resolved_note`)."""
     date = fact.created_at.date().isoformat()
     said = ""
     if fact.kind == "episode":
         said = "you (the assistant) said: " if fact.metadata.get("role") == "assistant" else "the user said: "
-    return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}"
+    note = resolved_note(fact.text, fact.created_at)
+    return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}" + (f" ({note})" if note else "")
 
 
 class RecallPlugin:

@@ -3,6 +3,7 @@ shared between processes, loaded once ready; its vectors live in MiniLM's own sp
 
 from __future__ import annotations
 
+import datetime as _dt
 import threading
 
 import numpy as np
@@ -11,9 +12,12 @@ import pytest
 import memtap
 import memtap_minilm
 from memtap.storage import InMemoryStore
+from memtap.testing import paraphrases
 from memtap_minilm import quick
 from memtap_minilm.embedder import DIM, MiniLMEmbedder
 from memtap_minilm.quick import QuickQueryTable
+
+T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 
 # -- the build machinery, on a small vocabulary and a deterministic model stand-in -------
 
@@ -201,6 +205,61 @@ def test_recall_by_meaning_with_the_quick_table(ready_embedder):
     assert "my sister in Lisbon" not in mem.longterm.engine.queries._cache
     assert stats.escalations == len(PARAPHRASES)
     mem.close()
+
+
+def _ranks(embedder, texts):
+    """Where each paraphrased question's answer ranks in recall's top 10 (``None``: not
+    there), with ``texts`` remembered a minute apart (recency breaks ties the same way)."""
+    mem = memtap.Memory(InMemoryStore(), entry_points=False, embedder=embedder)
+    for i, text in enumerate(texts):
+        mem.remember(text, entity_id="user", at=T0 + _dt.timedelta(minutes=i))
+    ranks = {}
+    for question, answer in paraphrases.questions():
+        found = [s.text for s in mem.recall(question, entity_id="user", k=10)]
+        ranks[question] = found.index(answer) if answer in found else None
+    stats = mem.recall_stats()
+    mem.close()
+    return ranks, stats
+
+
+@pytest.fixture(scope="module")
+def full_embedder():
+    return MiniLMEmbedder(quick_queries=False)
+
+
+@pytest.mark.parametrize("traps", [False, True], ids=["answers", "answers+traps"])
+def test_default_recall_matches_the_full_model_on_paraphrased_questions(ready_embedder, full_embedder, traps):
+    """Questions asked in other words than their facts (memtap.testing.paraphrases): the
+    default (quick vectors, escalating when unsure) finds every answer the full model
+    finds, at least as high; quick vectors alone would lose a third of them."""
+    texts = paraphrases.facts() if traps else [fact for fact, _ in paraphrases.PAIRS]
+    default, stats = _ranks(ready_embedder, texts)
+    full, _ = _ranks(full_embedder, texts)
+
+    def within(ranks, k):
+        return {q for q, r in ranks.items() if r is not None and r < k}
+
+    for k in (1, 5, 10):
+        assert within(full, k) <= within(default, k), k
+    assert len(within(full, 5)) >= 0.75 * len(full)  # the set is answerable by meaning
+    assert stats.quick_queries == len(paraphrases.PAIRS)  # the quick path was tried first
+    assert stats.escalations >= 0.9 * len(paraphrases.PAIRS)
+
+
+def test_quick_vectors_alone_lose_paraphrases(ready_embedder):
+    """Why recall escalates: never asking the full model finds far fewer answers (what
+    the test above guards against, measured, so that it cannot pass vacuously)."""
+    texts = [fact for fact, _ in paraphrases.PAIRS]
+    mem = memtap.Memory(InMemoryStore(), entry_points=False, embedder=ready_embedder)
+    for i, text in enumerate(texts):
+        mem.remember(text, entity_id="user", at=T0 + _dt.timedelta(minutes=i))
+    mem.longterm.engine._words_carry = lambda *_: True  # never escalate
+    found = sum(
+        answer in [s.text for s in mem.recall(question, entity_id="user", k=5)]
+        for question, answer in paraphrases.questions()
+    )
+    mem.close()
+    assert found < 0.8 * len(paraphrases.PAIRS)
 
 
 def test_minilm_full_spec_turns_quick_queries_off():
