@@ -1,7 +1,7 @@
 """A small index (up to ``EntityIndex.SMALL_UP_TO`` slots) is searched in plain Python;
 it must rank and score exactly as the vectorised search does, in every case the vectorised
 search handles: words only, vectors for some facts, removed and superseded facts,
-process scopes, excluded ids, ``min_score`` and ``k``."""
+process scopes, excluded ids, the time a question names, ``min_score`` and ``k``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from memtap.index import EntityIndex
 from memtap.model import Fact
+from memtap.temporal import TimeWindow
 
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 WORDS = ["tokyo", "coffee", "beagle", "deploy", "key", "rotates", "friday", "notes", "release"]
@@ -23,11 +24,19 @@ def random_vector(rng: random.Random):
     return np.asarray([rng.uniform(-1, 1) for _ in range(8)], np.float32)
 
 
+def random_window(rng: random.Random) -> TimeWindow:
+    start = T0 + _dt.timedelta(minutes=rng.randint(-2000, 10_000))
+    end = start + _dt.timedelta(minutes=rng.randint(60, 5000))
+    return TimeWindow(start=start, end=end, span=(0, 1), expression="then", relative=False)
+
+
 def random_index(rng: random.Random, n: int) -> EntityIndex:
     index = EntityIndex()
     facts = []
     for i in range(n):
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
+        if rng.random() < 0.3:  # a fact that names a time ("yesterday", a date)
+            text += rng.choice([" yesterday", " last week", " on 3 January 2025", " in May 2024"])
         context = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4)))
         facts.append(
             Fact(
@@ -69,7 +78,7 @@ def _tied_at_the_cut(small, big) -> bool:
     return bool(small) and small[-1][1] == pytest.approx(big[-1][1], abs=1e-5)
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(120))
 def test_small_search_ranks_as_the_vectorised_search(seed):
     rng = random.Random(seed)
     index = random_index(rng, rng.randint(1, EntityIndex.SMALL_UP_TO))
@@ -80,6 +89,7 @@ def test_small_search_ranks_as_the_vectorised_search(seed):
         "process_id": rng.choice([None, "bot", "nobody"]),
         "min_score": rng.choice([0.0, 0.0, 0.3]),
         "exclude": [f"f{rng.randrange(48)}" for _ in range(rng.randint(0, 3))],
+        "window": rng.choice([None, None, random_window(rng)]),
     }
     small = index.search(query, qvec, **kw)
     assert_same(small, vectorised(index, query, qvec, **kw))

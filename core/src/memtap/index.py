@@ -510,7 +510,7 @@ class EntityIndex:
         if not n or k <= 0 or not self.alive_count:
             return []
         if n <= self.SMALL_UP_TO:
-            return self._search_small(query, qvec, k, process_id, min_score, exclude)
+            return self._search_small(query, qvec, k, process_id, min_score, exclude, window)
         f = self.fusion
         q = self._unit_query(qvec)
         exact = q is not None and self.vector_count < self.SKETCH_FROM
@@ -580,9 +580,10 @@ class EntityIndex:
         process_id: str | None,
         min_score: float,
         exclude: Sequence[str],
+        window: TimeWindow | None = None,
     ) -> list[tuple[Fact, float]]:
         """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
-        scores (BM25, cosine, fusion, recency), computed per slot in Python."""
+        scores (BM25, cosine, fusion, time, recency), computed per slot in Python."""
         n = len(self.facts)
         f = self.fusion
         counts = term_counts(query) if isinstance(query, str) else query
@@ -595,9 +596,7 @@ class EntityIndex:
             p = self.postings.get(term)
             if p is None:
                 continue
-            df = len(p.slots)
-            idf = max(0.0, math.log(1 + (max(self.alive_count, f.idf_prior) - df + 0.5) / (df + 0.5)))
-            weight = idf * qtf * (f.k1 + 1)
+            weight = self._idf(len(p.slots)) * qtf * (f.k1 + 1)
             for slot, tf in zip(p.slots, p.tf):
                 lex[slot] += weight * tf / (doclen[slot] * per_len + base + tf)
         q = self._unit_query(qvec)
@@ -614,6 +613,7 @@ class EntityIndex:
         oldest, newest = self._created_range
         recency = f.recency_weight / ((newest - oldest) or 1.0) if f.recency_weight else 0.0
         created = self._created[:n].tolist() if recency else None
+        timely = self.in_window(window).tolist() if window is not None else None
         scored: list[tuple[float, int]] = []
         for slot in range(n):
             if not alive[slot] or slot in excluded or (code is not None and process[slot] not in (code, 0)):
@@ -622,8 +622,10 @@ class EntityIndex:
             if cos is not None:
                 c = cos[slot] if has_vec[slot] else -1.0
                 value = lw * value + (1 - lw) * min(1.0, max(0.0, (c - floor) / (1 - floor)))
-            elif not value:
-                continue
+            elif not value and not (timely is not None and timely[slot]):
+                continue  # a candidate shares a word with the query or is of its time
+            if timely is not None and timely[slot]:
+                value += f.time_weight
             if value <= 0:
                 continue
             if created is not None:
