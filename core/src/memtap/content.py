@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
+
+from .model import Message, Role
 
 #: Part types whose ``text`` is conversation text.
 TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -32,3 +34,38 @@ def content_text(content: Any) -> str:
             else:
                 pieces.append(f"[{kind or 'part'}]")
     return "\n".join(pieces)
+
+
+_ROLES: tuple[str, ...] = get_args(Role)
+
+
+def given_messages(value: Any, default_role: Role, what: str) -> tuple[Message, ...]:
+    """``value`` as messages: a list of :class:`Message` or of ``{"role", "content"}`` dicts
+    (the shape every chat API uses; a content given as text parts is joined), or one text
+    (a ``default_role`` message). Anything else raises :class:`TypeError` naming ``what``
+    and the accepted forms."""
+    if isinstance(value, str):
+        return (Message(role=default_role, content=value),)
+    if isinstance(value, (Message, Mapping)):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{what} takes a list of messages, got {type(value).__name__}{_ACCEPTED}")
+    return tuple(_as_message(m, what) for m in value)
+
+
+_ACCEPTED = ": give memtap.Message objects, dicts such as {'role': 'user', 'content': 'hi'}, or one text"
+
+
+def _as_message(m: Any, what: str) -> Message:
+    if isinstance(m, Message):
+        return m
+    if not isinstance(m, Mapping):
+        raise TypeError(f"{what} got a {type(m).__name__} where a message was expected{_ACCEPTED}")
+    role = m.get("role")
+    if role not in _ROLES:
+        raise TypeError(f"{what} got a message with role {role!r}; a role is one of {', '.join(_ROLES)}")
+    content = m.get("content")
+    if content is not None and not isinstance(content, str | list | Mapping):
+        raise TypeError(f"{what} got a message whose content is a {type(content).__name__}, not text")
+    text = content_text(content)  # text parts joined, other parts as [type] markers
+    return Message(role=role, content=text, name=m.get("name"), tool_call_id=m.get("tool_call_id"))

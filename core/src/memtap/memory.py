@@ -19,6 +19,7 @@ from .anchors import AgentProfile
 from .builtins import memory_plugins
 from .capture import CapturedCall, CaptureWriter
 from .changes import CacheFollower
+from .content import given_messages
 from .durability import SpoolOption, open_spool, replay_orphans
 from .embedding import Embedder, EmbedderOption, resolve_embedder
 from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
@@ -38,7 +39,6 @@ from .model import (
     ScoredFact,
     SessionInfo,
     aware,
-    given_messages,
     utcnow,
 )
 from .plugins import PluginManager, make_plugin_manager, wire_protocols

@@ -12,7 +12,7 @@ import datetime as _dt
 import hashlib
 import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import attrs
@@ -166,46 +166,6 @@ class Attribution:
     entity_id: str = DEFAULT_ENTITY_ID
     session_id: str = DEFAULT_SESSION_ID
     process_id: str | None = None
-
-
-_ROLES = ("system", "user", "assistant", "tool")
-
-
-def given_messages(value: Any, default_role: Role, what: str) -> tuple[Message, ...]:
-    """``value`` as messages: a list of :class:`Message` or of ``{"role", "content"}`` dicts
-    (the shape every chat API uses; a content given as text parts is joined), or one text
-    (a ``default_role`` message). Anything else raises :class:`TypeError` naming ``what``
-    and the accepted forms."""
-    if isinstance(value, str):
-        return (Message(role=default_role, content=value),)
-    if isinstance(value, (Message, Mapping)):
-        value = [value]
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(f"{what} takes a list of messages, got {type(value).__name__}{_ACCEPTED}")
-    return tuple(_as_message(m, what) for m in value)
-
-
-_ACCEPTED = ": give memtap.Message objects, dicts such as {'role': 'user', 'content': 'hi'}, or one text"
-
-
-def _as_message(m: Any, what: str) -> Message:
-    if isinstance(m, Message):
-        return m
-    if not isinstance(m, Mapping):
-        raise TypeError(f"{what} got a {type(m).__name__} where a message was expected{_ACCEPTED}")
-    role = m.get("role")
-    if role not in _ROLES:
-        raise TypeError(f"{what} got a message with role {role!r}; a role is one of {', '.join(_ROLES)}")
-    content = m.get("content")
-    if isinstance(content, list):
-        content = "\n".join(
-            str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content if p is not None
-        )
-    elif content is None:
-        content = ""
-    elif not isinstance(content, str):
-        raise TypeError(f"{what} got a message whose content is a {type(content).__name__}, not text")
-    return Message(role=role, content=content, name=m.get("name"), tool_call_id=m.get("tool_call_id"))
 
 
 @attrs.frozen
