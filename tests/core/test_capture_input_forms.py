@@ -52,7 +52,10 @@ BAD = {
     "a list of numbers": ([42], "where a message was expected"),
     "no role": ([{"content": "hi"}], "role None"),
     "an unknown role": ([{"role": "human", "content": "hi"}], "role 'human'"),
-    "content that is not text": ([{"role": "user", "content": 3.5}], "content is a float"),
+    "content that is not text": (
+        [{"role": "user", "content": 3.5}],
+        "content must be a string or a list of parts, not float",
+    ),
 }
 
 

@@ -36,7 +36,8 @@ def content_text(content: Any) -> str:
     return "\n".join(pieces)
 
 
-_ROLES: tuple[str, ...] = get_args(Role)
+#: The roles a message may have.
+ROLES: tuple[str, ...] = get_args(Role)
 
 
 def given_messages(value: Any, default_role: Role, what: str) -> tuple[Message, ...]:
@@ -61,11 +62,20 @@ def _as_message(m: Any, what: str) -> Message:
         return m
     if not isinstance(m, Mapping):
         raise TypeError(f"{what} got a {type(m).__name__} where a message was expected{_ACCEPTED}")
-    role = m.get("role")
-    if role not in _ROLES:
-        raise TypeError(f"{what} got a message with role {role!r}; a role is one of {', '.join(_ROLES)}")
-    content = m.get("content")
-    if content is not None and not isinstance(content, str | list | Mapping):
-        raise TypeError(f"{what} got a message whose content is a {type(content).__name__}, not text")
-    text = content_text(content)  # text parts joined, other parts as [type] markers
+    try:
+        role, text = role_and_text(m)
+    except ValueError as exc:
+        raise TypeError(f"{what} got a message whose {exc}") from None
     return Message(role=role, content=text, name=m.get("name"), tool_call_id=m.get("tool_call_id"))
+
+
+def role_and_text(record: Mapping[str, Any]) -> tuple[Role, str]:
+    """A message dict's role and text (:func:`content_text`); raises :class:`ValueError`
+    saying what is wrong with either (read by ``Memory.capture`` and the transcript import)."""
+    role = record.get("role")
+    if role not in ROLES:
+        raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
+    content = record.get("content")
+    if content is not None and not isinstance(content, str | list | Mapping):
+        raise ValueError(f"content must be a string or a list of parts, not {type(content).__name__}")
+    return role, content_text(content)

@@ -31,11 +31,11 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .content import content_text
+from .content import role_and_text
 from .errors import MemtapError
 from .model import Exchange, Message, Role, aware
 from .redact import redact_exchange
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ImportReport", "TranscriptError", "Turn", "import_turns", "read_transcript", "turns_of"]
 
-ROLES: tuple[str, ...] = get_args(Role)
 TIME_KEYS = ("at", "timestamp", "created_at")
 SESSION_KEYS = ("session_id", "session")
 #: Epoch numbers above this are milliseconds (10^11 seconds is the year 5138).
@@ -115,12 +114,7 @@ def _message(record: Any, line: int) -> TranscriptMessage:
     """One line's message; raises ``ValueError`` saying what is wrong with it."""
     if not isinstance(record, Mapping):
         raise ValueError(f"expected a JSON object with role, content and at, got {type(record).__name__}")
-    role = record.get("role")
-    if role not in ROLES:
-        raise ValueError(f"role {role!r} is not one of {', '.join(ROLES)}")
-    content = record.get("content")
-    if content is not None and not isinstance(content, str | list | Mapping):
-        raise ValueError(f"content must be a string or a list of parts, not {type(content).__name__}")
+    role, text = role_and_text(record)
     key = next((k for k in TIME_KEYS if record.get(k) is not None), None)
     if key is None:
         raise ValueError(
@@ -133,7 +127,7 @@ def _message(record: Any, line: int) -> TranscriptMessage:
     session = next((record[k] for k in SESSION_KEYS if record.get(k) is not None), None)
     if session is not None and (not isinstance(session, str) or not session.strip()):
         raise ValueError(f"session_id must be a non-empty string, not {session!r}")
-    return TranscriptMessage(role, content_text(content), at, session, line)
+    return TranscriptMessage(role, text, at, session, line)
 
 
 def read_transcript(lines: Iterable[str], source: str = "transcript") -> list[TranscriptMessage]:
