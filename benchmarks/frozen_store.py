@@ -33,7 +33,7 @@ import openai
 import psycopg
 
 import memtap
-from memtap.model import Message
+from memtap.protocol.model import Message
 from memtap.testing.server import ScriptedModelServer
 from memtap.testing.tcpfaults import TcpForwarder
 

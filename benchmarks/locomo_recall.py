@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import memtap
-from memtap.model import Fact, Message
+from memtap.protocol.model import Fact, Message
 
 DEFAULT_DATA = "/work/shared/data/locomo/locomo10.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -358,7 +358,16 @@ def main() -> None:
     up_port, proxy_port = free_port(), free_port()
     up = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(up_port)])
     base = f"http://127.0.0.1:{up_port}"
-    cmd = [sys.executable, "-m", "memtap.cli", "proxy", "--port", str(proxy_port), "--store", "memory://"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "memtap.cli.main",
+        "proxy",
+        "--port",
+        str(proxy_port),
+        "--store",
+        "memory://",
+    ]
     cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--log-level", "warning"]
     # One running session for the chat calls (as before sessions were derived from each
     # conversation): their single messages get the session's history injected.

@@ -68,7 +68,7 @@ def measure(workers: int, store: str, upstream: str, args: argparse.Namespace) -
         env["MEMTAP_EMBEDDER"] = args.embedder
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-c", "from memtap.cli import main; main()", "proxy", "--port", str(port)),
+            *(sys.executable, "-c", "from memtap.cli.main import main; main()", "proxy", "--port", str(port)),
             *(
                 "--store",
                 url,

@@ -23,8 +23,8 @@ import openai
 from recall_scaling import SyntheticStore, question
 
 import memtap
-from memtap.history import HistoryBudget
-from memtap.recall_plugin import RecallBudget
+from memtap.history.injector import HistoryBudget
+from memtap.longterm.recall_injector import RecallBudget
 from memtap.testing.server import ScriptedModelServer
 
 QUESTIONS = [

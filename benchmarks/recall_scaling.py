@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 import memtap
-from memtap.index import EntityIndex
-from memtap.model import Fact
-from memtap.storage import InMemoryStore
+from memtap.longterm.index import EntityIndex
+from memtap.protocol.model import Fact
+from memtap.storage.store import InMemoryStore
 
 DIM = 384
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)

@@ -25,10 +25,10 @@ from typing import Any
 import openai
 
 import memtap
-from memtap.chat_format import read_chat_request
-from memtap.conversation import HistoryBudget, plan_history
-from memtap.model import Message
-from memtap.tap import Call
+from memtap.formats.openai_chat import read_chat_request
+from memtap.history.conversation import HistoryBudget, plan_history
+from memtap.protocol.model import Message
+from memtap.request.tap import Call
 from memtap.testing.server import ScriptedModelServer
 
 #: Durations of Call.prepare, in ms, in call order.
@@ -90,7 +90,7 @@ def run(turns: int, window: int, store: str) -> None:
 
 
 def plan_costs(turns: int) -> None:
-    """The median cost of :func:`memtap.conversation.plan_history` with a full cache (200
+    """The median cost of :func:`memtap.history.conversation.plan_history` with a full cache (200
     messages) for a request resending everything, a window of 41, and only the new message."""
     conversation: list[Message] = []
     for turn in range(turns):

@@ -24,7 +24,7 @@ from typing import Any
 import openai
 
 import memtap
-from memtap.storage import StoreError
+from memtap.storage.store import StoreError
 from memtap.testing.server import ScriptedModelServer
 
 

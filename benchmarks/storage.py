@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import memtap
-from memtap.capture import CapturedCall
+from memtap.capture.writer import CapturedCall
 from memtap.testing.storage_suite import make_exchange, make_fact
 
 WORDS = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memtap.model import Message, ToolCall
+from memtap.protocol.model import Message, ToolCall
 
 
 def user(text: str) -> Message:

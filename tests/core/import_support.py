@@ -16,7 +16,7 @@ def absolute_imports(
 ) -> list[tuple[int, str]]:
     """``(line, module)`` of every absolute import in ``source``. ``from <submodules_of>
     import <name>`` also counts as importing ``<submodules_of>.<name>`` when ``name`` is
-    one of ``submodules`` (``from memtap import wire`` imports ``memtap.wire``)."""
+    one of ``submodules`` (``from memtap import request`` imports ``memtap.request``)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Import):

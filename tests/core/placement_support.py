@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memtap.anchors import Segment
+from memtap.protocol.anchors import Segment
 
 
 class Sections:

@@ -1,17 +1,17 @@
-"""memtap.anthropic_format: the one Anthropic Messages codec (memtap-anthropic, Bedrock's
+"""memtap.formats.anthropic_messages: the one Anthropic Messages codec (memtap-anthropic, Bedrock's
 Anthropic bodies, the proxy), checked on the turn of :mod:`memtap.testing.anthropic_turn`."""
 
 from __future__ import annotations
 
-from memtap.anthropic_format import (
+from memtap.formats.anthropic_messages import (
     AnthropicFormatProtocol,
     read_messages_request,
     read_messages_response,
     write_history,
 )
-from memtap.model import Message, ToolCall
+from memtap.protocol.model import Message, ToolCall
+from memtap.protocol.wire import InjectionPlan
 from memtap.testing import anthropic_turn as turn
-from memtap.wire import InjectionPlan
 
 
 def test_request_and_response_read_as_the_turn_is_stored():

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from memtap.blocks import CLOSE_TAG, OPEN_TAG, PREAMBLE, escape_memory_text, render_blocks
-from memtap.wire import SystemBlock
+from memtap.formats.blocks import CLOSE_TAG, OPEN_TAG, PREAMBLE, escape_memory_text, render_blocks
+from memtap.protocol.wire import SystemBlock
 
 ROLE_LINE = re.compile(
     r"^\s*(system|assistant|user|developer|tool|human|ai)\s*:", re.IGNORECASE | re.MULTILINE

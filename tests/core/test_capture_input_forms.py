@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 import memtap
-from memtap.model import Message
-from memtap.storage import InMemoryStore
+from memtap.protocol.model import Message
+from memtap.storage.store import InMemoryStore
 
 
 @pytest.fixture

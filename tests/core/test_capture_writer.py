@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from memtap.capture import CapturedCall, CaptureWriter
-from memtap.model import Attribution, Exchange, Message
+from memtap.capture.writer import CapturedCall, CaptureWriter
+from memtap.protocol.model import Attribution, Exchange, Message
 
 
 def make_exchange(i: int) -> Exchange:
@@ -59,7 +59,9 @@ def store_errors(caplog) -> list[logging.LogRecord]:
     return [
         r
         for r in caplog.records
-        if r.name == "memtap.capture" and r.levelno == logging.ERROR and "could not store" in r.getMessage()
+        if r.name == "memtap.capture.writer"
+        and r.levelno == logging.ERROR
+        and "could not store" in r.getMessage()
     ]
 
 
@@ -106,7 +108,7 @@ def test_on_written_callbacks_see_every_batch():
 def test_failed_writes_are_retried_without_loss_or_duplicates(caplog):
     store = FlakyStore(fail_next=3)
     writer = fast_writer(store)
-    with caplog.at_level(logging.WARNING, logger="memtap.capture"):
+    with caplog.at_level(logging.WARNING, logger="memtap.capture.writer"):
         for i in range(20):
             writer.submit(captured(i))
         assert writer.flush(5) is True
@@ -122,7 +124,7 @@ def test_failed_writes_are_retried_without_loss_or_duplicates(caplog):
 def test_each_outage_is_logged_once(caplog):
     store = FlakyStore(fail_next=4)
     writer = fast_writer(store)
-    with caplog.at_level(logging.ERROR, logger="memtap.capture"):
+    with caplog.at_level(logging.ERROR, logger="memtap.capture.writer"):
         writer.submit(captured(0))
         assert writer.flush(5)
         store.fail_next = 4
@@ -162,7 +164,7 @@ def test_bounded_buffer_drops_oldest_with_a_counted_warning(caplog):
         store(exchanges)
 
     writer = fast_writer(write, max_buffered=3)
-    with caplog.at_level(logging.WARNING, logger="memtap.capture"):
+    with caplog.at_level(logging.WARNING, logger="memtap.capture.writer"):
         for i in range(6):
             writer.submit(captured(i))
         release.set()
@@ -229,11 +231,11 @@ def test_captured_call_build_error_is_logged_not_raised(caplog):
         raise KeyError("missing field")
 
     item = CapturedCall(build)
-    with caplog.at_level(logging.ERROR, logger="memtap.capture"):
+    with caplog.at_level(logging.ERROR, logger="memtap.capture.writer"):
         assert item.exchange() is None
         assert item.exchange() is None
     assert calls == [1]
-    assert [r.levelno for r in caplog.records if r.name == "memtap.capture"] == [logging.ERROR]
+    assert [r.levelno for r in caplog.records if r.name == "memtap.capture.writer"] == [logging.ERROR]
 
 
 def test_writer_counts_unformatted_calls_and_keeps_going(caplog):
@@ -243,7 +245,7 @@ def test_writer_counts_unformatted_calls_and_keeps_going(caplog):
     def broken() -> Exchange:
         raise ValueError("cannot format")
 
-    with caplog.at_level(logging.ERROR, logger="memtap.capture"):
+    with caplog.at_level(logging.ERROR, logger="memtap.capture.writer"):
         writer.submit(captured(1))
         writer.submit(CapturedCall(broken))
         writer.submit(captured(2))
@@ -267,7 +269,7 @@ def test_close_flushes_stops_the_thread_and_rejects_new_calls(caplog):
     new_writers = [t for t in threading.enumerate() if t not in before and t.name == "memtap-writer"]
     assert new_writers == []
 
-    with caplog.at_level(logging.WARNING, logger="memtap.capture"):
+    with caplog.at_level(logging.WARNING, logger="memtap.capture.writer"):
         writer.submit(captured(2))
     assert any("closed" in r.getMessage() for r in caplog.records)
     assert writer.flush(0.5) is True
@@ -280,7 +282,7 @@ def test_close_while_store_is_down_reports_what_was_not_stored(caplog):
     writer = fast_writer(store)
     writer.submit(captured(1))
     writer.submit(captured(2))
-    with caplog.at_level(logging.WARNING, logger="memtap.capture"):
+    with caplog.at_level(logging.WARNING, logger="memtap.capture.writer"):
         assert writer.close(timeout=0.2) is False
     assert any("2 captured call(s) not stored" in r.getMessage() for r in caplog.records)
     assert store.written == []

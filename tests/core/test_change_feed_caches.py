@@ -1,4 +1,4 @@
-"""What a Memory does with a store's change feed (memtap.changes): caches follow other
+"""What a Memory does with a store's change feed (memtap.storage.changes): caches follow other
 processes' writes without ever serving nothing meanwhile. Two Memory objects share one
 in-memory store through handles that report each other's writes, as PostgreSQL's feed
 does (tests/plugins/postgres/test_change_feed.py runs the real thing across processes)."""
@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import memtap
-from memtap.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
-from memtap.history import SessionHistories
-from memtap.model import Attribution, Exchange, Fact, Message, utcnow
-from memtap.storage import InMemoryStore
+from memtap.history.injector import SessionHistories
+from memtap.protocol.model import Attribution, Exchange, Fact, Message, utcnow
+from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
+from memtap.storage.store import InMemoryStore
 from memtap.testing.storage_suite import eventually
 
 

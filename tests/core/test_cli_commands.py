@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from memtap import hookimpl
-from memtap.cli import MemtapGroup, main
+from memtap.cli.main import MemtapGroup, main
 from memtap.plugins import PluginLoadWarning, make_plugin_manager
 
 NEEDS_PROXY = (

@@ -17,8 +17,8 @@ from conversation_support import assistant, conversation, tool, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtap.chat_format import write_message
-from memtap.conversation import (
+from memtap.formats.openai_chat import write_message
+from memtap.history.conversation import (
     VERIFY_DEPTH,
     HistoryBudget,
     _Carried,
@@ -29,7 +29,7 @@ from memtap.conversation import (
     plan_history,
     tool_units,
 )
-from memtap.model import Message
+from memtap.protocol.model import Message
 from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_openai_chat
 

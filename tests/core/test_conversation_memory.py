@@ -11,9 +11,9 @@ import time
 import pytest
 
 import memtap
-from memtap.model import Message
-from memtap.recall_plugin import fact_line
-from memtap.storage import InMemoryStore
+from memtap.longterm.recall_injector import fact_line
+from memtap.protocol.model import Message
+from memtap.storage.store import InMemoryStore
 
 MAY_8 = _dt.datetime(2023, 5, 8, 13, 56, tzinfo=_dt.timezone.utc)
 

@@ -40,7 +40,7 @@ def late():
     import memtap_agents.profiles as profiles
     importlib.import_module("memtap_duckdb")
     __import__("memtap_postgres.store")
-    importlib.import_module("memtap.model")
+    importlib.import_module("memtap.protocol.model")
 """
     assert plugin_imports(source) == [
         "3: memtap_openai",
@@ -76,3 +76,11 @@ def test_every_dependency_core_declares_is_imported_by_core():
     providers = importlib.metadata.packages_distributions()
     used = {dist.lower() for module in imported for dist in providers.get(module, ())}
     assert sorted(declared - used) == []
+
+
+def test_the_namespace_shows_the_public_api_only():
+    """``dir(memtap)`` lists ``__all__``, not the rooms (subpackages) importing it loaded."""
+    import memtap
+
+    assert dir(memtap) == sorted(memtap.__all__)
+    assert all(getattr(memtap, name) is not None for name in memtap.__all__)

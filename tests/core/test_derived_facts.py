@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import memtap
-from memtap.capture import CapturedCall
-from memtap.memorize import episode_id, episodes_of
-from memtap.model import Attribution, Exchange, Message
-from memtap.storage import InMemoryStore
+from memtap.capture.writer import CapturedCall
+from memtap.longterm.memorize import episode_id, episodes_of
+from memtap.protocol.model import Attribution, Exchange, Message
+from memtap.storage.store import InMemoryStore
 
 
 def exchange(

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 import memtap
-from memtap.recall_plugin import RecallBudget
-from memtap.storage import InMemoryStore
+from memtap.longterm.recall_injector import RecallBudget
+from memtap.storage.store import InMemoryStore
 
 GROUPS = [{"dog", "beagle", "puppy", "pet"}, {"work", "job", "engineer"}]
 
@@ -147,7 +147,7 @@ def test_a_failing_warm_up_is_logged_and_recall_keeps_to_words(caplog):
 def test_loading_waits_for_the_calls_in_flight():
     """A warm-up step waits (bounded) for the app's calls to finish, and for a moment
     without a new one, so that its GIL-heavy work does not stall them."""
-    from memtap.background import call_ended, call_started, calls_in_flight, wait_for_quiet
+    from memtap.workers.background import call_ended, call_started, calls_in_flight, wait_for_quiet
 
     assert calls_in_flight() == 0
     assert wait_for_quiet(0.5)
@@ -175,9 +175,9 @@ def test_loading_waits_for_the_calls_in_flight():
 
 
 def test_every_call_is_counted_in_flight_until_it_ends(emb):
-    from memtap.background import calls_in_flight
-    from memtap.model import Attribution
-    from memtap.tap import Call
+    from memtap.protocol.model import Attribution
+    from memtap.request.tap import Call
+    from memtap.workers.background import calls_in_flight
 
     mem = memory(emb)
     emb.gate.set()

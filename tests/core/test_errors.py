@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import memtap
-from memtap.memorize import MalformedOutputError
-from memtap.memory_tool import MemoryToolError
-from memtap.transfer import ExportFormatError
+from memtap.cli.transfer import ExportFormatError
+from memtap.longterm.memorize import MalformedOutputError
+from memtap.longterm.remember_tool import MemoryToolError
 
 ERRORS = [
     (memtap.StoreError, Exception),
@@ -32,7 +32,8 @@ def test_a_store_error_is_caught_as_a_memtap_error():
 
 
 def test_storage_errors_are_the_same_classes_everywhere():
-    from memtap import errors, storage
+    from memtap import errors
+    from memtap.storage import store as storage
 
     assert storage.StoreError is errors.StoreError is memtap.StoreError
     assert storage.UnknownStoreURLError is errors.UnknownStoreURLError is memtap.UnknownStoreURLError

@@ -14,19 +14,19 @@ import attrs
 import pytest
 
 import memtap
-from memtap.blocks import CLOSE_TAG, OPEN_TAG, render_blocks
 from memtap.builtins import LiteLLMEmbedderPlugin
-from memtap.embedding import resolve_embedder
+from memtap.formats.blocks import CLOSE_TAG, OPEN_TAG, render_blocks
 from memtap.hookspecs import hookimpl
-from memtap.index import EntityIndex, Fusion
-from memtap.memorize import SCHEMA, MalformedOutputError, episodes_of, parse_operations
-from memtap.memory_tool import MemoryToolError, memory_tool
-from memtap.model import Attribution, Exchange, Fact, Message
+from memtap.longterm.embedding import resolve_embedder
+from memtap.longterm.index import EntityIndex, Fusion
+from memtap.longterm.memorize import SCHEMA, MalformedOutputError, episodes_of, parse_operations
+from memtap.longterm.recall_injector import RecallBudget
+from memtap.longterm.remember_tool import MemoryToolError, memory_tool
+from memtap.longterm.text import stem, terms
 from memtap.plugins import make_plugin_manager
-from memtap.recall_plugin import RecallBudget
-from memtap.storage import InMemoryStore
-from memtap.text import stem, terms
-from memtap.wire import InjectionRequest, RequestView
+from memtap.protocol.model import Attribution, Exchange, Fact, Message
+from memtap.protocol.wire import InjectionRequest, RequestView
+from memtap.storage.store import InMemoryStore
 
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 
@@ -180,7 +180,7 @@ def test_sketch_scan_finds_what_the_exact_scan_finds(monkeypatch):
 
 def test_sketch_distances_count_the_differing_bits():
     np = pytest.importorskip("numpy")
-    from memtap.index import query_sketch, sketch_distances, sketch_of
+    from memtap.longterm.index import query_sketch, sketch_distances, sketch_of
 
     rng = np.random.default_rng(6)
     rows = rng.normal(size=(300, 384)).astype("float32")
@@ -195,7 +195,7 @@ def test_sketch_distances_count_the_differing_bits():
 
 def test_sketch_estimates_follow_the_angle():
     np = pytest.importorskip("numpy")
-    from memtap.index import sketch_cosines, sketch_of
+    from memtap.longterm.index import sketch_cosines, sketch_of
 
     rng = np.random.default_rng(5)
     a = rng.normal(size=(1, 384)).astype("float32")
@@ -431,7 +431,7 @@ def test_episodes_keep_user_turns_worth_keeping():
 def test_without_a_port_stored_exchanges_become_episodes(store):
     mem = memory(store)
     e = ex("I adopted a beagle called Mochi last week")
-    mem.writer.submit(memtap.capture.CapturedCall(lambda: e, e.attribution))
+    mem.writer.submit(memtap.capture.writer.CapturedCall(lambda: e, e.attribution))
     assert mem.flush()
     (f,) = mem.facts(entity_id="alice")
     assert (f.kind, f.source_exchange_id, f.process_id) == ("episode", e.id, "bot")
@@ -501,7 +501,7 @@ def test_malformed_output_is_retried_once_then_reported(store, caplog):
     assert mem.longterm.memorizer.stats.retries == 1
 
     llm.answers = [ops({"op": "FROB"}), ops({"op": "UPDATE", "id": "f9", "text": "x"})]
-    with caplog.at_level("WARNING", logger="memtap.memorize"):
+    with caplog.at_level("WARNING", logger="memtap.longterm.memorize"):
         memorize(mem, ex("I also have a cat called Tama"))
     assert mem.longterm.memorizer.stats.malformed == 1
     assert "malformed twice" in caplog.text
@@ -543,7 +543,7 @@ def test_parse_operations_validates_against_the_schema():
 
 
 def attrs_op(op, text):
-    from memtap.memorize import Operation
+    from memtap.longterm.memorize import Operation
 
     return Operation(op=op, text=text)
 
@@ -721,7 +721,7 @@ def test_one_shared_word_is_not_enough_to_skip_the_full_model(store):
 def test_background_workers_run_at_lower_priority(store):
     import os
 
-    from memtap.background import lower_priority
+    from memtap.workers.background import lower_priority
 
     seen = {}
 

@@ -5,8 +5,8 @@ import threading
 
 from conversation_support import assistant, conversation, user
 
-from memtap.history import SessionHistories
-from memtap.model import Attribution, Message
+from memtap.history.injector import SessionHistories
+from memtap.protocol.model import Attribution, Message
 
 # -- SessionHistories ---------------------------------------------------------------------
 
@@ -110,10 +110,12 @@ def test_histories_load_failure_gives_empty_history_and_warns(caplog):
         raise ConnectionError("database is down")
 
     histories = SessionHistories(load)
-    with caplog.at_level(logging.WARNING, logger="memtap.history"):
+    with caplog.at_level(logging.WARNING, logger="memtap.history.injector"):
         assert histories.get(ALICE_S1) == []
 
-    warnings = [r for r in caplog.records if r.name == "memtap.history" and r.levelno == logging.WARNING]
+    warnings = [
+        r for r in caplog.records if r.name == "memtap.history.injector" and r.levelno == logging.WARNING
+    ]
     assert len(warnings) == 1
     assert "'s1'" in warnings[0].getMessage()
     assert warnings[0].exc_info is not None

@@ -57,7 +57,7 @@ def module_imports(source: str, module: str, is_package: bool, modules: Iterable
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, module, is_package)
-            # ``from memtap import wire`` imports the submodule; ``from memtap import X``
+            # ``from memtap import request`` imports the subpackage; ``from memtap import X``
             # the package itself.
             names = [f"{base}.{alias.name}" for alias in node.names]
         else:
@@ -118,13 +118,13 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     source = """
 from typing import TYPE_CHECKING
 import json
-from .model import Message
-from . import wire
+from .protocol.model import Message
+from .protocol import wire
 if TYPE_CHECKING:
-    from .tap import Tap
+    from .request.tap import Tap
 
 def later():
-    from memtap.storage import Store
+    from memtap.storage.store import Store
     import memtap.redact
 
 class C:
@@ -134,16 +134,23 @@ class C:
     modules = [
         "memtap",
         "memtap.a",
-        "memtap.model",
-        "memtap.wire",
-        "memtap.tap",
-        "memtap.storage",
+        "memtap.protocol.model",
+        "memtap.protocol.wire",
+        "memtap.request.tap",
+        "memtap.storage.store",
         "memtap.redact",
     ]
     found = module_imports(source, "memtap.a", False, modules)
-    assert found == {"memtap", "memtap.model", "memtap.wire", "memtap.tap", "memtap.storage", "memtap.redact"}
+    assert found == {
+        "memtap",
+        "memtap.protocol.model",
+        "memtap.protocol.wire",
+        "memtap.request.tap",
+        "memtap.storage.store",
+        "memtap.redact",
+    }
     graph = import_graph()
-    assert "memtap.memory" in graph["memtap"] and "memtap.tap" in graph["memtap.memory"]
+    assert "memtap.memory" in graph["memtap"] and "memtap.request.tap" in graph["memtap.memory"]
 
 
 def test_core_has_no_import_cycle() -> None:
@@ -164,14 +171,14 @@ def test_core_has_no_import_cycle() -> None:
 #: port, redaction. Plugins are written against these; none may reach the request path.
 CONTRACTS = {
     "memtap._version",
-    "memtap.anchors",
-    "memtap.embedder",
+    "memtap.protocol.anchors",
+    "memtap.protocol.embedder",
     "memtap.errors",
     "memtap.hookspecs",
-    "memtap.model",
+    "memtap.protocol.model",
     "memtap.redact",
-    "memtap.storage",
-    "memtap.wire",
+    "memtap.storage.store",
+    "memtap.protocol.wire",
 }
 
 
@@ -186,3 +193,49 @@ def test_contracts_are_leaves() -> None:
                     reached.add(target)
                     todo.append(target)
         assert reached <= CONTRACTS, f"{contract} imports {sorted(reached - CONTRACTS)}"
+
+
+#: Core's rooms, bottom first: each may import the rooms before it, never one after it.
+ROOMS = [
+    "protocol",
+    "storage",
+    "formats",
+    "workers",
+    "history",
+    "capture",
+    "request",
+    "adapters",
+    "longterm",
+    "cli",
+]
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in ROOMS else None
+
+
+def test_every_subpackage_is_a_known_room() -> None:
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert packages - {"testing"} == set(ROOMS)
+
+
+def test_rooms_import_only_rooms_below_them() -> None:
+    """The folders are layers: a room imports only rooms listed before it in ``ROOMS``
+    (top-level modules such as ``memory``, ``builtins`` and ``redact`` are not rooms)."""
+    upward = []
+    for module, targets in import_graph().items():
+        source = _room(module)
+        for target in targets:
+            room = _room(target)
+            if source and room and source != room and ROOMS.index(room) > ROOMS.index(source):
+                upward.append(f"{module} imports {target}")
+    assert not upward, "\n".join(sorted(upward))
+
+
+def test_contracts_import_nothing_of_memtap_but_contracts() -> None:
+    """``protocol/`` is the leaf of the leaves: it imports no other memtap module."""
+    graph = import_graph()
+    for module in sorted(m for m in graph if _room(m) == "protocol"):
+        outside = {t for t in graph[module] if _room(t) != "protocol"}
+        assert not outside, f"{module} imports {sorted(outside)}"

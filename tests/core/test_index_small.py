@@ -11,9 +11,9 @@ import random
 import numpy as np
 import pytest
 
-from memtap.index import EntityIndex
-from memtap.model import Fact
-from memtap.temporal import TimeWindow
+from memtap.longterm.index import EntityIndex
+from memtap.longterm.temporal import TimeWindow
+from memtap.protocol.model import Fact
 
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 WORDS = ["tokyo", "coffee", "beagle", "deploy", "key", "rotates", "friday", "notes", "release"]

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memtap.storage import InMemoryStore, Store
+from memtap.storage.store import InMemoryStore, Store
 from memtap.testing.storage_suite import PERSISTENCE, StoreComplianceSuite
 
 

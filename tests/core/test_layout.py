@@ -1,12 +1,12 @@
-"""memtap.layout: where blocks and history go in a chat-style message list."""
+"""memtap.formats.layout: where blocks and history go in a chat-style message list."""
 
 from __future__ import annotations
 
 from placement_support import Sections
 
-from memtap.layout import MessageCodec, layout_messages, leading_count
-from memtap.model import Message
-from memtap.wire import InjectionPlan, SystemBlock
+from memtap.formats.layout import MessageCodec, layout_messages, leading_count
+from memtap.protocol.model import Message
+from memtap.protocol.wire import InjectionPlan, SystemBlock
 
 
 def is_system(m):

@@ -13,9 +13,9 @@ import pytest
 
 import memtap
 from memtap import Attribution, hookimpl
-from memtap.chat_format import ChatFormatProtocol
-from memtap.recall import RecallStats
-from memtap.wire import InjectionPlan, InjectionRequest
+from memtap.formats.openai_chat import ChatFormatProtocol
+from memtap.longterm.recall import RecallStats
+from memtap.protocol.wire import InjectionPlan, InjectionRequest
 
 
 class Chat(ChatFormatProtocol):

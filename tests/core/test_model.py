@@ -7,7 +7,7 @@ import attrs
 import cattrs
 import pytest
 
-from memtap.model import (
+from memtap.protocol.model import (
     Attribution,
     Exchange,
     Fact,

@@ -136,7 +136,7 @@ def test_a_value_replaced_after_patching_is_left_and_said(caplog: pytest.LogCapt
     patches.set(obj, "method", replacement)
     theirs = lambda: "theirs"  # noqa: E731
     obj.method = theirs  # type: ignore[method-assign]
-    with caplog.at_level(logging.WARNING, logger="memtap.patches"):
+    with caplog.at_level(logging.WARNING, logger="memtap.adapters.patches"):
         patches.restore()
     assert vars(obj)["method"] is theirs
     assert "Base.method was replaced after memtap patched it" in caplog.text
@@ -158,7 +158,7 @@ def test_a_failing_undo_step_is_logged_and_the_others_still_run(caplog: pytest.L
     patches.set(obj, "method", replacement)
     patches.on_restore(lambda: 1 / 0)  # type: ignore[func-returns-value]
     patches.set(obj, "extra", 1)
-    with caplog.at_level(logging.ERROR, logger="memtap.patches"):
+    with caplog.at_level(logging.ERROR, logger="memtap.adapters.patches"):
         patches.restore()
     assert vars(obj) == {}
     assert "could not undo one of its patches" in caplog.text

@@ -1,11 +1,11 @@
-"""memtap.pending.PendingWork: the count behind every flush()."""
+"""memtap.workers.pending.PendingWork: the count behind every flush()."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from memtap.pending import PendingWork
+from memtap.workers.pending import PendingWork
 
 
 def test_wait_returns_at_once_when_nothing_is_pending():

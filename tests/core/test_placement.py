@@ -1,4 +1,4 @@
-"""memtap.placement: which block goes where (inside an agent's system text, at its end, or
+"""memtap.formats.placement: which block goes where (inside an agent's system text, at its end, or
 after the cached prefix), and the content helpers every protocol edits bodies with."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from placement_support import Sections
 
 from memtap import telemetry
-from memtap.blocks import OPEN_TAG
-from memtap.placement import (
+from memtap.formats.blocks import OPEN_TAG
+from memtap.formats.placement import (
     append_text,
     arrange,
     content_texts,
@@ -18,7 +18,7 @@ from memtap.placement import (
     with_system,
     with_texts,
 )
-from memtap.wire import InjectionPlan, SystemBlock
+from memtap.protocol.wire import InjectionPlan, SystemBlock
 
 STABLE = SystemBlock(text="stable fact", cache="session_init")
 TURN = SystemBlock(text="turn fact")
@@ -70,8 +70,8 @@ def test_unresolved_slots_fall_back_to_their_point_and_are_traced(memtap_spans) 
         ("skills", "system.suffix"),
         ("persona", "user.before"),
     ]
-    (placement,) = [e.attributes for e in span.events if e.name == "memtap.placement"]
-    assert (placement["memtap.blocks.system"], placement["memtap.blocks.tail"]) == (1, 1)
+    (placement,) = [e.attributes for e in span.events if e.name == "memtap.formats.placement"]
+    assert (placement["memtap.formats.blocks.system"], placement["memtap.formats.blocks.tail"]) == (1, 1)
 
 
 def test_with_the_prompt_cache_only_session_blocks_enter_the_system() -> None:

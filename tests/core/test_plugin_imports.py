@@ -3,7 +3,7 @@
 Every import statement of every module under ``plugins/*/src`` (the template included) and
 ``contrib/*/src`` counts, wherever it stands (module level, inside a function, under
 ``if TYPE_CHECKING:``), and so do ``importlib.import_module("...")`` / ``__import__("...")``
-calls with a literal name. ``from memtap import wire`` imports the submodule ``memtap.wire``
+calls with a literal name. ``from memtap import request`` imports the subpackage ``memtap.request``
 and counts as such. ``memtap.testing`` is for plugins' tests, not their shipped code: no
 plugin ships a test kit of its own today (the conformance suites live in core).
 """
@@ -24,7 +24,7 @@ ALLOWED = frozenset({"memtap", "memtap.sdk"})
 
 
 def _core_submodules() -> frozenset[str]:
-    """The names of core's top-level submodules and subpackages (``wire``, ``testing``, ...)."""
+    """Core's top-level submodules and subpackages (``errors``, ``request``, ``testing``, ...)."""
     names = {p.stem for p in CORE.glob("*.py") if p.stem != "__init__"}
     names |= {p.name for p in CORE.iterdir() if (p / "__init__.py").is_file()}
     return frozenset(names)
@@ -54,30 +54,30 @@ def test_the_check_sees_imports_wherever_they_stand():
     source = """
 from typing import TYPE_CHECKING
 import memtap
-import memtap.wire
+import memtap.protocol.wire
 from memtap import Memory, hookimpl
-from memtap import tap, sdk
+from memtap import request, sdk
 from memtap.sdk import Call
-from memtap.model import Message
+from memtap.protocol.model import Message
 from memtap_openai import chat
 if TYPE_CHECKING:
-    from memtap.storage import Store
+    from memtap.storage.store import Store
 def late():
     from memtap.testing.conformance import ProviderConformanceSuite
-    importlib.import_module("memtap.layout")
+    importlib.import_module("memtap.formats.layout")
     __import__("memtap.sdk")
 class Adapter:
     def install(self):
-        import memtap.stainless as stainless
+        import memtap.adapters.stainless as stainless
 """
     assert forbidden_imports(source) == [
-        "4: memtap.wire",
-        "6: memtap.tap",
-        "8: memtap.model",
-        "11: memtap.storage",
+        "4: memtap.protocol.wire",
+        "6: memtap.request",
+        "8: memtap.protocol.model",
+        "11: memtap.storage.store",
         "13: memtap.testing.conformance",
-        "14: memtap.layout",
-        "18: memtap.stainless",
+        "14: memtap.formats.layout",
+        "18: memtap.adapters.stainless",
     ]
 
 
@@ -111,6 +111,6 @@ def test_the_sdk_lists_each_name_once_and_every_public_name():
 
 def test_the_sdk_names_are_core_objects_not_copies():
     # a re-export, never a wrapper: memtap.sdk.X is the object core itself uses
-    assert memtap.sdk.Call is importlib.import_module("memtap.tap").Call
+    assert memtap.sdk.Call is importlib.import_module("memtap.request.tap").Call
     assert memtap.sdk.hookimpl is memtap.hookimpl
-    assert memtap.sdk.read_chat_message is importlib.import_module("memtap.chat_format").read_message
+    assert memtap.sdk.read_chat_message is importlib.import_module("memtap.formats.openai_chat").read_message

@@ -10,11 +10,11 @@ import pytest
 
 import memtap
 from memtap.builtins import RedactPlugin, builtin_plugins, memory_plugins, stream_accumulator
-from memtap.chat_format import ChatFormatProtocol, ChatStreamAccumulator
+from memtap.formats.openai_chat import ChatFormatProtocol, ChatStreamAccumulator
 from memtap.hookspecs import hookimpl
-from memtap.model import Attribution, Exchange, Message, utcnow
 from memtap.plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, make_plugin_manager
-from memtap.wire import RawExchange
+from memtap.protocol.model import Attribution, Exchange, Message, utcnow
+from memtap.protocol.wire import RawExchange
 
 BUILTINS = ("payload", "redact", "accumulator", "memory-store")
 GOOD_MODULE = "memtap_testdist_good"

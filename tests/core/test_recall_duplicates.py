@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as _dt
 
 import memtap
-from memtap.index import EntityIndex
-from memtap.model import Fact, Message
-from memtap.storage import InMemoryStore
+from memtap.longterm.index import EntityIndex
+from memtap.protocol.model import Fact, Message
+from memtap.storage.store import InMemoryStore
 
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
 

@@ -7,9 +7,9 @@ import pytest
 
 from memtap.builtins import REDACTED, redact_exchange, redact_text
 from memtap.hookspecs import hookimpl
-from memtap.model import Attribution, Exchange, Message, ToolCall, utcnow
 from memtap.plugins import make_plugin_manager
-from memtap.wire import RawExchange
+from memtap.protocol.model import Attribution, Exchange, Message, ToolCall, utcnow
+from memtap.protocol.wire import RawExchange
 
 SECRETS = {
     "openai": "sk-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0",

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memtap import redact
-from memtap.model import Attribution
+from memtap.capture.spool import encode_record
+from memtap.protocol.model import Attribution
 from memtap.redact import (
     DETECTORS,
     REDACTED,
@@ -25,7 +26,6 @@ from memtap.redact import (
     redact_text,
     redact_url,
 )
-from memtap.spool import encode_record
 from memtap.testing.secrets import CONTEXTS, ORDINARY_TEXTS, SECRETS, FakeSecret, leaked
 
 REPO = Path(__file__).resolve().parents[2]
@@ -256,7 +256,7 @@ def test_a_spool_record_holds_no_secret_in_any_part():
 
 def test_memtap_log_records_are_redacted(caplog: pytest.LogCaptureFixture):
     secret = SECRETS[4].text
-    log = logging.getLogger("memtap.tap")
+    log = logging.getLogger("memtap.request.tap")
     with caplog.at_level(logging.DEBUG, logger="memtap"):
         log.warning("upstream rejected key %s", secret)
         try:

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 import memtap
-from memtap.model import Attribution
-from memtap.scope import AttributionScopes
+from memtap.protocol.model import Attribution
+from memtap.request.scope import AttributionScopes
 
 
 @pytest.fixture

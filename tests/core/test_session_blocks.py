@@ -1,13 +1,13 @@
-"""memtap.sessionblocks: session_init blocks kept byte-identical for a session, hybrid blocks
+"""memtap.request.sessionblocks: session_init blocks kept byte-identical for a session, hybrid blocks
 adding only what is new, per-turn blocks never repeating a kept fact."""
 
 from __future__ import annotations
 
 import pytest
 
-from memtap.model import Attribution
-from memtap.sessionblocks import Known, SessionBlocks, without_known
-from memtap.wire import InjectionPlan, SystemBlock
+from memtap.protocol.model import Attribution
+from memtap.protocol.wire import InjectionPlan, SystemBlock
+from memtap.request.sessionblocks import Known, SessionBlocks, without_known
 
 ALICE = Attribution(entity_id="alice", session_id="s1")
 HEADER = "Facts remembered about the user:"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 
 import memtap
-from memtap.memorize import worth_keeping
-from memtap.model import Message
-from memtap.smalltalk import is_small_talk
-from memtap.storage import InMemoryStore
+from memtap.longterm.memorize import worth_keeping
+from memtap.longterm.smalltalk import is_small_talk
+from memtap.protocol.model import Message
+from memtap.storage.store import InMemoryStore
 
 #: Turns with nothing to remember on their own, in the languages the rule knows.
 SMALL_TALK = [

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from memtap.model import Attribution
-from memtap.spool import RequestJournal, Spool, encode_record, journal_request, spool_dir_for
-from memtap.storage import InMemoryStore, store_identity
+from memtap.capture.spool import RequestJournal, Spool, encode_record, journal_request, spool_dir_for
+from memtap.protocol.model import Attribution
+from memtap.storage.store import InMemoryStore, store_identity
 
 
 def _record(i: int, text: str = "hello") -> bytes:
@@ -102,7 +102,7 @@ class _Protocol:
 
 
 class _FakeCall:
-    """What journaling reads from a :class:`memtap.tap.Call`."""
+    """What journaling reads from a :class:`memtap.request.tap.Call`."""
 
     id = "call-1"
     attribution = Attribution(entity_id="alice", session_id="s1")

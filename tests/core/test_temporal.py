@@ -1,5 +1,5 @@
 """Time in recall (issue 17, item 3): time expressions in questions and facts as windows
-(:mod:`memtap.temporal`), facts of the time a question names ranked first, and the dates a
+(:mod:`memtap.longterm.temporal`), facts of the time a question names ranked first, and the dates a
 fact's relative words meant shown in the injected block."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import datetime as _dt
 import pytest
 
 import memtap
-from memtap.index import EntityIndex
-from memtap.model import Fact
-from memtap.recall_plugin import fact_line
-from memtap.storage import InMemoryStore
-from memtap.temporal import mentioned_window, query_window, resolved_note
+from memtap.longterm.index import EntityIndex
+from memtap.longterm.recall_injector import fact_line
+from memtap.longterm.temporal import mentioned_window, query_window, resolved_note
+from memtap.protocol.model import Fact
+from memtap.storage.store import InMemoryStore
 
 UTC = _dt.timezone.utc
 #: Wednesday 10 May 2023, 15:00 UTC: "now" in these tests.
@@ -200,7 +200,9 @@ def test_a_time_no_fact_is_of_is_ignored():
 
 def test_now_defaults_to_the_current_time(mem):
     today = mem.remember("I had ramen with Tom", entity_id="alice")
-    mem.remember("I had curry with Tom", entity_id="alice", at=memtap.model.utcnow() - _dt.timedelta(days=3))
+    mem.remember(
+        "I had curry with Tom", entity_id="alice", at=memtap.protocol.model.utcnow() - _dt.timedelta(days=3)
+    )
     assert recalled(mem, "what did I eat with Tom today?", now=None)[0] == today.id
 
 

@@ -240,7 +240,7 @@ def test_a_begin_that_raises_leaves_the_call_untracked(mem, form, caplog):
         raise RuntimeError("memtap bug")
 
     wrapper = tracked(originals(answer)[form], broken, outcome, what="kit")
-    with caplog.at_level(logging.ERROR, logger="memtap.tracked"):
+    with caplog.at_level(logging.ERROR, logger="memtap.adapters.tracked"):
         result = invoke(wrapper, form)
     assert result == ([answer] if STREAMED[form] else answer)
     assert "could not start tracking a kit call; it proceeds untracked" in caplog.text
@@ -254,7 +254,7 @@ def test_an_outcome_that_raises_leaves_the_result_as_the_sdk_returned_it(mem, fo
         raise RuntimeError("memtap bug")
 
     wrapper = tracked(originals(answer)[form], beginner(mem), broken, what="kit")
-    with caplog.at_level(logging.ERROR, logger="memtap.tracked"):
+    with caplog.at_level(logging.ERROR, logger="memtap.adapters.tracked"):
         result = invoke(wrapper, form)
     if form == "sync":
         assert result is answer

@@ -1,4 +1,4 @@
-"""Reading a transcript file into turns (memtap.transcript): the shapes accepted, the bad
+"""Reading a transcript file into turns (memtap.cli.transcript): the shapes accepted, the bad
 lines refused, and how messages pair into turns."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from memtap.model import Message
-from memtap.transcript import TranscriptError, read_transcript, turns_of
+from memtap.cli.transcript import TranscriptError, read_transcript, turns_of
+from memtap.protocol.model import Message
 
 UTC = _dt.timezone.utc
 MAY_8 = _dt.datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import memtap
-from memtap.cli import main
+from memtap.cli.main import main
 from memtap.testing.server import ScriptedModelServer
 
 #: The missing DuckDB file every store command is pointed at (under a missing directory).

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import memtap
-from memtap.cli import main
+from memtap.cli.main import main
 from memtap.testing.server import ScriptedModelServer
 
 NEEDS_PROXY = (
@@ -124,12 +124,20 @@ def test_proxy_without_memtap_proxy_says_what_to_install(tmp_path):
     env = {"MEMTAP_HOME": str(tmp_path / "home"), "MEMTAP_DISABLE_PLUGINS": "proxy", "PATH": ""}
     for args in (["proxy"], ["proxy", "--port", "8080", "--help"]):
         done = subprocess.run(
-            [sys.executable, "-m", "memtap.cli", *args], capture_output=True, text=True, env=env, timeout=60
+            [sys.executable, "-m", "memtap.cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
         )
         assert done.returncode == 1, (args, done.stdout, done.stderr)
         assert NEEDS_PROXY in done.stderr
     done = subprocess.run(
-        [sys.executable, "-m", "memtap.cli", "--help"], capture_output=True, text=True, env=env, timeout=60
+        [sys.executable, "-m", "memtap.cli", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "\n  proxy " in done.stdout, done.stdout
@@ -138,7 +146,11 @@ def test_proxy_without_memtap_proxy_says_what_to_install(tmp_path):
 def test_demo_shows_memory_carried_from_run_one_to_run_two(tmp_path):
     env = {"MEMTAP_HOME": str(tmp_path / "home"), "COLUMNS": "200", "PATH": ""}
     done = subprocess.run(
-        [sys.executable, "-m", "memtap.cli", "demo"], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "memtap.cli", "demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -171,7 +183,11 @@ def test_demo_reruns_do_not_pile_up_memories(tmp_path):
     env = {"MEMTAP_HOME": str(tmp_path / "home"), "COLUMNS": "200", "PATH": ""}
     for _ in range(3):
         done = subprocess.run(
-            [sys.executable, "-m", "memtap.cli", "demo"], capture_output=True, text=True, env=env, timeout=120
+            [sys.executable, "-m", "memtap.cli", "demo"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr
     run_3 = done.stdout.split("Run 3:", 1)[1]

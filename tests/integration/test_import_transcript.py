@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import memtap
-from memtap.cli import main
+from memtap.cli.main import main
 from memtap.testing.server import ScriptedModelServer
 
 UTC = _dt.timezone.utc
@@ -152,7 +152,7 @@ def test_memtap_import_of_an_export_still_works(tmp_path: Path, store: str) -> N
 def test_imported_turns_are_injected_with_their_dates(tmp_path: Path, store: str) -> None:
     """After an import, a registered client's call about that time gets the imported turn
     in its memory block, dated, with what "yesterday" meant (on the wire)."""
-    now = memtap.model.utcnow()
+    now = memtap.protocol.model.utcnow()
     two_days_ago = now - _dt.timedelta(days=2)
     records = [
         {

@@ -15,7 +15,7 @@ import sys
 import openai
 
 import memtap
-from memtap.storage import StoreError
+from memtap.storage.store import StoreError
 from memtap_duckdb.store import DuckDBStore
 from memtap_postgres.store import PostgresStore
 

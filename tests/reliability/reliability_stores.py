@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from memtap.model import Exchange, Fact, Message, SessionInfo
-from memtap.storage import Store, StoreError
+from memtap.protocol.model import Exchange, Fact, Message, SessionInfo
+from memtap.storage.store import Store, StoreError
 
 
 class FaultyStore:

@@ -176,7 +176,7 @@ def test_corrupted_spool_file_skips_only_the_bad_records(
     segment.write_bytes(
         lines[0] + garbage + lines[1] + b'{"v": 1, "no id": true}\n' + lines[2] + lines[3][:40]
     )
-    with caplog.at_level(logging.WARNING, logger="memtap.spool"):
+    with caplog.at_level(logging.WARNING, logger="memtap.capture.spool"):
         again = memtap.Memory(
             DuckDBStore(tmp_path / "m.duckdb"), plugins=[memtap_openai], entry_points=False, spool=spool_dir
         )

@@ -18,7 +18,7 @@ from reliability_support import API_KEY, BACKENDS
 
 import memtap
 import memtap_openai
-from memtap.spool import Spool
+from memtap.capture.spool import Spool
 from memtap.testing.server import ScriptedModelServer
 from memtap_duckdb.store import DuckDBStore
 
@@ -143,7 +143,7 @@ def test_spool_bound_drops_the_oldest_counted_and_logged(
     spool = Spool(tmp_path / "spool", max_bytes=8_000, segment_bytes=2_000)
     mem = memtap.Memory(store, plugins=[memtap_openai], entry_points=False, spool=spool)
     client = _client(mem, server)
-    with caplog.at_level(logging.WARNING, logger="memtap.spool"):
+    with caplog.at_level(logging.WARNING, logger="memtap.capture.spool"):
         for i in range(60):
             _ask(client, f"message number {i}")
     dropped = spool.stats.dropped

@@ -16,7 +16,8 @@ from reliability_support import API_KEY, total
 
 import memtap
 import memtap_openai
-from memtap import hookimpl, spool
+from memtap import hookimpl
+from memtap.capture import spool
 from memtap.testing.server import ScriptedModelServer
 from memtap_duckdb.store import DuckDBStore
 

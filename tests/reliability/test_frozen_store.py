@@ -27,7 +27,7 @@ from reliability_support import API_KEY, pg_base_url, with_schema
 import memtap
 import memtap_openai
 import memtap_postgres
-from memtap.model import Message
+from memtap.protocol.model import Message
 from memtap.testing.server import ScriptedModelServer
 from memtap.testing.tcpfaults import TcpForwarder
 
@@ -232,7 +232,7 @@ def test_a_statement_on_a_frozen_connection_ends_at_its_deadline(
 ) -> None:
     """Without a client-side deadline a thread reading a frozen connection waits until the
     network heals (forever, for a paused server): the store cuts it, and recovers after."""
-    from memtap.storage import StoreError
+    from memtap.storage.store import StoreError
     from memtap_postgres.settings import WATCHDOG_GRACE
     from memtap_postgres.store import PostgresStore
 

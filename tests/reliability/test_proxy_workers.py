@@ -22,7 +22,7 @@ import pytest
 import memtap
 from memtap.testing.server import ScriptedModelServer
 
-START = "from memtap.cli import main; main()"
+START = "from memtap.cli.main import main; main()"
 #: Seconds a change takes to reach the other workers at most (docs/quickstart.md).
 FEED_DELAY = 2.0
 

@@ -15,7 +15,7 @@ import pytest
 import memtap
 import memtap_duckdb
 import memtap_openai
-from memtap import tap as tap_module
+from memtap.request import tap as tap_module
 from memtap.testing.server import Reply, ScriptedModelServer
 
 

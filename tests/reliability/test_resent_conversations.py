@@ -16,7 +16,7 @@ import pytest
 from reliability_support import API_KEY
 
 import memtap
-from memtap.blocks import OPEN_TAG
+from memtap.formats.blocks import OPEN_TAG
 from memtap.testing.server import ScriptedModelServer
 
 TURNS = 150

@@ -122,7 +122,7 @@ def _store_files_text(url: str) -> str:
 def _export(url: str) -> str:
     from click.testing import CliRunner
 
-    from memtap.cli import main
+    from memtap.cli.main import main
 
     result = CliRunner().invoke(main, ["export", "--store", url, "-o", "-"], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -98,7 +98,7 @@ def test_a_rotated_password_and_host_alias_replay_the_spool(
 
 
 def _startup_messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
-    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "memtap.spool"]
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "memtap.capture.spool"]
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_start_up_tells_a_crash_from_a_close_with_the_store_down(
 ) -> None:
     url, home = f"duckdb:///{tmp_path / 'm.duckdb'}", tmp_path / "home"
     _run_child(url, server, home, ending)
-    with caplog.at_level(logging.INFO, logger="memtap.spool"):
+    with caplog.at_level(logging.INFO, logger="memtap.capture.spool"):
         _replayed(url, home, monkeypatch)
     ((found_level, message),) = _startup_messages(caplog)
     assert found_level == level
@@ -138,7 +138,7 @@ def test_start_up_after_a_clean_stop_says_nothing(
     with memtap.Memory(url) as mem:
         client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key="sk-x", max_retries=0))
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-    with caplog.at_level(logging.INFO, logger="memtap.spool"), memtap.Memory(url):
+    with caplog.at_level(logging.INFO, logger="memtap.capture.spool"), memtap.Memory(url):
         pass
     assert _startup_messages(caplog) == []
 

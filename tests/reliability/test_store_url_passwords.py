@@ -24,7 +24,7 @@ from reliability_support import API_KEY
 
 import memtap
 import memtap_openai
-from memtap.cli import main
+from memtap.cli.main import main
 from memtap.testing.server import ScriptedModelServer
 
 PASSWORDS = ("hunter2XY", "s3cretPW77")

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from reliability_support import BACKENDS, pg_base_url, with_schema
 
 import memtap
-from memtap.cli import main
-from memtap.model import Attribution, Exchange, Message, ToolCall, Usage
+from memtap.cli.main import main
+from memtap.protocol.model import Attribution, Exchange, Message, ToolCall, Usage
 from memtap.testing.storage_suite import make_exchange, make_fact
 
 

@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
-from ._version import __version__
-from .errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
-from .history import HistoryBudget
-from .hookspecs import hookimpl
-from .memorize import LiteLLMPort
-from .memory import Memory
-from .model import (
+from memtap._version import __version__
+from memtap.errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
+from memtap.history.injector import HistoryBudget
+from memtap.hookspecs import hookimpl
+from memtap.longterm.memorize import LiteLLMPort
+from memtap.longterm.recall_injector import RecallBudget
+from memtap.memory import Memory
+from memtap.protocol.model import (
     Attribution,
     Exchange,
     Fact,
@@ -27,8 +28,7 @@ from .model import (
     ToolCall,
     Usage,
 )
-from .recall_plugin import RecallBudget
-from .redact import guard_loggers as _guard_loggers
+from memtap.redact import guard_loggers as _guard_loggers
 
 _guard_loggers()  # no secret in memtap's log records (plugins' loggers: when a Memory starts)
 
@@ -52,3 +52,8 @@ __all__ = [
     "__version__",
     "hookimpl",
 ]
+
+
+def __dir__() -> list[str]:
+    """``dir(memtap)`` lists the public API, not the rooms its import loaded."""
+    return sorted(__all__)

@@ -1,6 +1,6 @@
 """Core's own default behaviour, registered as plugins through the same hooks as any other.
 
-- ``payload``: formats a raw call into an :class:`~memtap.model.Exchange` through its
+- ``payload``: formats a raw call into an :class:`~memtap.protocol.model.Exchange` through its
   wire protocol (last resort, so a provider plugin may format its own calls).
 - ``redact``: a wrapper around every formatter that removes secrets from what is stored
   (the detectors live in :mod:`memtap.redact`).
@@ -8,7 +8,7 @@
 - ``memory-store``: answers ``memory://`` with the in-process reference store.
 - ``litellm-embedder``: answers the embedder spec ``litellm:<model>`` (remote embeddings).
 - ``history``: injects the session's earlier turns (:class:`HistoryPlugin`).
-- ``recall``: injects the entity's recalled facts (:class:`~memtap.recall_plugin.RecallPlugin`).
+- ``recall``: injects the entity's recalled facts (:class:`~memtap.longterm.recall_injector.RecallPlugin`).
 
 Every built-in is built here: :func:`builtin_plugins` (the stateless ones, in every plugin
 manager) and :func:`memory_plugins` (the injectors bound to one Memory's state).
@@ -21,18 +21,15 @@ from typing import Any
 
 import pluggy
 
-from .conversation import HistoryBudget, HistoryPlan, cached_plan
-from .embedder import Embedder
-from .history import SessionHistories, request_budget
-from .hookspecs import hookimpl
-from .litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
-from .model import AGENT_KEY, Exchange, ExchangeStatus, new_id
-from .recall import RecallEngine
-from .recall_plugin import RecallBudget, RecallPlugin
-from .redact import REDACTED, redact_exchange, redact_fact, redact_text
-from .scaffolding import own_view
-from .storage import InMemoryStore, Store
-from .wire import (
+from memtap.history.conversation import HistoryBudget, HistoryPlan, cached_plan
+from memtap.history.injector import SessionHistories, request_budget
+from memtap.hookspecs import hookimpl
+from memtap.longterm.litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
+from memtap.longterm.recall import RecallEngine
+from memtap.longterm.recall_injector import RecallBudget, RecallPlugin
+from memtap.protocol.embedder import Embedder
+from memtap.protocol.model import AGENT_KEY, Exchange, ExchangeStatus, new_id
+from memtap.protocol.wire import (
     HistoryInjection,
     InjectionRequest,
     RawExchange,
@@ -40,6 +37,9 @@ from .wire import (
     StreamAccumulator,
     WireProtocol,
 )
+from memtap.redact import REDACTED, redact_exchange, redact_fact, redact_text
+from memtap.request.scaffolding import own_view
+from memtap.storage.store import InMemoryStore, Store
 
 __all__ = [
     "AGENT_KEY",
@@ -131,7 +131,7 @@ class AccumulatorPlugin:
 
 
 class MemoryStorePlugin:
-    """Answers ``memory://`` store URLs with :class:`~memtap.storage.InMemoryStore`."""
+    """Answers ``memory://`` store URLs with :class:`~memtap.storage.store.InMemoryStore`."""
 
     @hookimpl
     def memtap_open_store(self, url: str) -> Store | None:

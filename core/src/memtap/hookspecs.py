@@ -29,11 +29,10 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from .anchors import AgentProfile
-    from .embedder import Embedder
-    from .model import Exchange
-    from .storage import Store
-    from .wire import (
+    from memtap.protocol.anchors import AgentProfile
+    from memtap.protocol.embedder import Embedder
+    from memtap.protocol.model import Exchange
+    from memtap.protocol.wire import (
         ClientAdapter,
         Injection,
         InjectionRequest,
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
         StreamAccumulator,
         WireProtocol,
     )
+    from memtap.storage.store import Store
 
 PROJECT_NAME = "memtap"
 
@@ -84,8 +84,8 @@ def memtap_request_injections(request: InjectionRequest) -> Sequence[Injection] 
     """Contribute what should be injected into one outgoing request.
 
     ``request`` carries the attribution, the protocol and the request's own messages. Return
-    :class:`memtap.wire.HistoryInjection` (earlier turns to put in front of the messages) or
-    :class:`memtap.wire.SystemBlock` items (text for the place the provider reads system
+    :class:`memtap.protocol.wire.HistoryInjection` (earlier turns to put in front of the messages) or
+    :class:`memtap.protocol.wire.SystemBlock` items (text for the place the provider reads system
     text), or ``None``. Runs on the request path: be fast; anything slow must have a deadline.
     Core's built-in ``history`` plugin (earlier turns of the session) and ``recall`` plugin
     (the entity's recalled facts, a ``memory`` system block) implement this hook.
@@ -115,7 +115,7 @@ def memtap_stream_accumulator(protocol: WireProtocol) -> StreamAccumulator | Non
 @hookspec(firstresult=True)
 def memtap_format_exchange(raw: RawExchange) -> Exchange | None:
     """Turn one raw call (request body as sent by the app, response data, injection record,
-    attribution, timings) into the canonical :class:`memtap.model.Exchange`.
+    attribution, timings) into the canonical :class:`memtap.protocol.model.Exchange`.
 
     Core's default implementation reads the body through ``raw.protocol``. Wrappers
     (``@hookimpl(wrapper=True)``) may change the result: core's ``redact`` plugin removes
@@ -150,12 +150,12 @@ def memtap_store_schemes() -> Sequence[str]:
 
 @hookspec
 def memtap_agent_profiles() -> Sequence[AgentProfile]:
-    """Return the agent profiles this plugin knows (:class:`memtap.anchors.AgentProfile`).
+    """Return the agent profiles this plugin knows (:class:`memtap.protocol.anchors.AgentProfile`).
 
     A profile recognises one agent (Claude Code, Codex, ...) by name (the proxy's URL
     prefix, ``/claude-code/...``) or by its system prompt's fingerprint, splits that prompt
     into segments that join back byte for byte, and resolves semantic slots (``"memory"``,
-    ``"skills"``...) to segments, so :func:`memtap.anchors.place` can put a block where that
+    ``"skills"``...) to segments, so :func:`memtap.protocol.anchors.place` can put a block where that
     agent keeps such content. Profiles of all plugins are tried in registration order.
     """
 
@@ -172,7 +172,7 @@ def memtap_embedder(spec: str) -> Embedder | None:
     ``spec`` comes from ``memtap.Memory(embedder=...)`` or ``$MEMTAP_EMBEDDER``:
     ``"default"`` (answer it only with a local embedder that needs no configuration),
     a plugin's own name (``"minilm"``) or ``"<plugin>:<model>"`` (``"litellm:text-embedding-3-small"``).
-    The embedder (:class:`memtap.embedding.Embedder`) has a ``name`` identifying its vector
+    The embedder (:class:`memtap.longterm.embedding.Embedder`) has a ``name`` identifying its vector
     space and ``embed(texts)`` returning one vector per text; build it cheaply and load
     models on first use. It is called from background threads, and once per recall for the
     query (under a deadline).

@@ -15,21 +15,24 @@ from typing import Any, TypeVar
 
 import attrs
 
-from .anchors import AgentProfile
-from .builtins import memory_plugins
-from .capture import CapturedCall, CaptureWriter
-from .changes import CacheFollower
-from .content import given_messages
-from .durability import SpoolOption, open_spool, replay_orphans
-from .embedding import Embedder, EmbedderOption, resolve_embedder
-from .errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
-from .history import HistoryBudget, SessionHistories
-from .index import CONTEXT_KEY
-from .known_sessions import KnownSessions
-from .longterm import LongTermMemory
-from .memorize import LLMOption, resolve_llm
-from .memory_tool import ToolFormat
-from .model import (
+from memtap.builtins import memory_plugins
+from memtap.capture.durability import SpoolOption, open_spool, replay_orphans
+from memtap.capture.private import make_private
+from memtap.capture.writer import CapturedCall, CaptureWriter
+from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
+from memtap.formats.content import given_messages
+from memtap.history.injector import HistoryBudget, SessionHistories
+from memtap.history.known_sessions import KnownSessions
+from memtap.longterm.embedding import Embedder, EmbedderOption, resolve_embedder
+from memtap.longterm.facts import LongTermMemory
+from memtap.longterm.index import CONTEXT_KEY
+from memtap.longterm.memorize import LLMOption, resolve_llm
+from memtap.longterm.recall import RecallStats
+from memtap.longterm.recall_injector import RecallBudget
+from memtap.longterm.remember_tool import ToolFormat
+from memtap.plugins import PluginManager, make_plugin_manager, wire_protocols
+from memtap.protocol.anchors import AgentProfile
+from memtap.protocol.model import (
     DEFAULT_ENTITY_ID,
     DEFAULT_SESSION_ID,
     Attribution,
@@ -41,15 +44,12 @@ from .model import (
     aware,
     utcnow,
 )
-from .plugins import PluginManager, make_plugin_manager, wire_protocols
-from .private import make_private
-from .recall import RecallStats
-from .recall_plugin import RecallBudget
-from .redact import guard_loggers, redact_exchange, redact_url
-from .scope import AttributionScopes
-from .storage import Store, exchange_messages
-from .tap import Tap
-from .wire import WireProtocol
+from memtap.protocol.wire import WireProtocol
+from memtap.redact import guard_loggers, redact_exchange, redact_url
+from memtap.request.scope import AttributionScopes
+from memtap.request.tap import Tap
+from memtap.storage.changes import CacheFollower
+from memtap.storage.store import Store, exchange_messages
 
 log = logging.getLogger("memtap")
 
@@ -113,7 +113,7 @@ class Memory:
     """Long-term memory for LLM calls.
 
     ``store`` is a store URL (``duckdb:///path``, ``duckdb:///:memory:``,
-    ``postgresql://...``, ``memory://``) or a :class:`~memtap.storage.Store`; by default
+    ``postgresql://...``, ``memory://``) or a :class:`~memtap.storage.store.Store`; by default
     ``$MEMTAP_STORE``, else a DuckDB file under ``$MEMTAP_HOME``. Calls made outside any
     :meth:`scope` are attributed to ``entity_id``/``session_id`` (``"default"`` both).
     ``history`` bounds the injected conversation history.
@@ -125,7 +125,7 @@ class Memory:
     ``False`` turns it off, a path puts it there.
 
     Facts (:meth:`remember`, :meth:`recall`) are found by words and by meaning: ``embedder``
-    is an :class:`~memtap.embedding.Embedder`, a spec (``"minilm"``,
+    is an :class:`~memtap.longterm.embedding.Embedder`, a spec (``"minilm"``,
     ``"litellm:<model>"``), ``False`` for none, or ``None`` for ``$MEMTAP_EMBEDDER`` else
     the installed local default. ``recall`` bounds the facts injected into each call
     (:class:`RecallBudget`; ``k=0`` turns injection off). ``llm`` is the port memorize uses
@@ -258,7 +258,7 @@ class Memory:
         return redact_url(self.store.url)
 
     def _follow_store_changes(self) -> None:
-        """On a store with a change feed (``watch_changes``: :mod:`memtap.changes`), keep
+        """On a store with a change feed (``watch_changes``: :mod:`memtap.storage.changes`), keep
         the caches current with what other processes write: recall indexes and session
         histories are read again in the background, an entity forgotten elsewhere is
         dropped from every cache at once."""
@@ -416,7 +416,7 @@ class Memory:
 
     def agent_profiles(self) -> list[AgentProfile]:
         """The agent profiles of the loaded plugins (hook ``memtap_agent_profiles``), in the
-        order they are tried (:func:`memtap.anchors.detect_profile`); the ones this
+        order they are tried (:func:`memtap.protocol.anchors.detect_profile`); the ones this
         Memory's calls use."""
         return list(self.tap.profiles)
 
@@ -603,7 +603,7 @@ class Memory:
         self, args: Mapping[str, Any] | str, *, entity_id: str | None = None, process_id: str | None = None
     ) -> Fact:
         """Store what the agent's ``remember`` call asked (arguments as a mapping or JSON
-        text), for the current scope's entity. Raises :class:`memtap.memory_tool.MemoryToolError`
+        text), for the current scope's entity. Raises :class:`memtap.longterm.remember_tool.MemoryToolError`
         (a ``ValueError``) with a message for the agent when the arguments are invalid."""
         attribution = self.current_attribution()
         return self.longterm.handle_tool(

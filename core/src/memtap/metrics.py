@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import telemetry
+from memtap import telemetry
 
 
 class _Counters:

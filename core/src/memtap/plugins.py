@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import attrs
 import pluggy
 
-from . import hookspecs
-from ._version import __version__
-from .builtins import builtin_plugins
+from memtap import hookspecs
+from memtap._version import __version__
+from memtap.builtins import builtin_plugins
 
 if TYPE_CHECKING:
-    from .anchors import AgentProfile
-    from .wire import WireProtocol
+    from memtap.protocol.anchors import AgentProfile
+    from memtap.protocol.wire import WireProtocol
 
 ENTRY_POINT_GROUP = "memtap"
 DISABLE_ENV = "MEMTAP_DISABLE_PLUGINS"
@@ -132,7 +132,7 @@ def wire_protocols(hook: pluggy.HookRelay) -> dict[str, WireProtocol]:
 
 def agent_profiles(hook: pluggy.HookRelay) -> list[AgentProfile]:
     """Every plugin's agent profiles (``memtap_agent_profiles``), in hook order (the order
-    :func:`memtap.anchors.detect_profile` tries them in)."""
+    :func:`memtap.protocol.anchors.detect_profile` tries them in)."""
     return [p for group in hook.memtap_agent_profiles() for p in group or ()]
 
 

@@ -57,7 +57,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import attrs
 
-from .model import Exchange, Fact, Message
+from memtap.protocol.model import Exchange, Fact, Message
 
 __all__ = [
     "DETECTORS",

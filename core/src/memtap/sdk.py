@@ -54,8 +54,13 @@ plugin that wants the short name imports it ``as`` that name.
 
 from __future__ import annotations
 
-from memtap.anchors import AgentProfile, Segment, detect_profile
-from memtap.anthropic_format import (
+from memtap.adapters.patches import Patches
+from memtap.adapters.stainless import StainlessInstaller, Target
+from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
+from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
+from memtap.capture.private import create_private_file, make_private, private_dir
+from memtap.errors import MemtapError, StoreError, UnsupportedClientError
+from memtap.formats.anthropic_messages import (
     THINKING_TYPES,
     AnthropicFormatProtocol,
     MessagesStreamAccumulator,
@@ -63,16 +68,16 @@ from memtap.anthropic_format import (
     read_messages_request,
     read_messages_response,
 )
-from memtap.anthropic_format import is_tail_turn as is_anthropic_tail_turn
-from memtap.anthropic_format import read_message as read_anthropic_message
-from memtap.anthropic_format import read_usage as read_anthropic_usage
-from memtap.anthropic_format import tool_arguments as anthropic_tool_arguments
-from memtap.anthropic_format import uses_prompt_cache as anthropic_uses_prompt_cache
-from memtap.anthropic_format import write_history as write_anthropic_history
-from memtap.background import lower_priority, wait_for_quiet
-from memtap.blocks import render_blocks
-from memtap.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
-from memtap.chat_format import (
+from memtap.formats.anthropic_messages import is_tail_turn as is_anthropic_tail_turn
+from memtap.formats.anthropic_messages import read_message as read_anthropic_message
+from memtap.formats.anthropic_messages import read_usage as read_anthropic_usage
+from memtap.formats.anthropic_messages import tool_arguments as anthropic_tool_arguments
+from memtap.formats.anthropic_messages import uses_prompt_cache as anthropic_uses_prompt_cache
+from memtap.formats.anthropic_messages import write_history as write_anthropic_history
+from memtap.formats.blocks import render_blocks
+from memtap.formats.content import content_text
+from memtap.formats.layout import MessageCodec, layout_messages, leading_count
+from memtap.formats.openai_chat import (
     CHAT_CODEC,
     SYSTEM_ROLES,
     ChatCodec,
@@ -82,18 +87,27 @@ from memtap.chat_format import (
     read_chat_request,
     read_chat_response,
 )
-from memtap.chat_format import is_hidden_usage_event as is_hidden_chat_usage_event
-from memtap.chat_format import read_message as read_chat_message
-from memtap.chat_format import read_usage as read_chat_usage
-from memtap.chat_format import request_stream_usage as chat_request_stream_usage
-from memtap.chat_format import write_message as write_chat_message
-from memtap.content import content_text
-from memtap.embedder import Embedder
-from memtap.errors import MemtapError, StoreError, UnsupportedClientError
+from memtap.formats.openai_chat import is_hidden_usage_event as is_hidden_chat_usage_event
+from memtap.formats.openai_chat import read_message as read_chat_message
+from memtap.formats.openai_chat import read_usage as read_chat_usage
+from memtap.formats.openai_chat import request_stream_usage as chat_request_stream_usage
+from memtap.formats.openai_chat import write_message as write_chat_message
+from memtap.formats.placement import (
+    arrange,
+    content_texts,
+    inject_blocks,
+    last_index,
+    marks,
+    regroup,
+    with_system,
+    with_tail,
+    with_texts,
+)
 from memtap.hookspecs import hookimpl
-from memtap.layout import MessageCodec, layout_messages, leading_count
 from memtap.memory import STORE_ENV
-from memtap.model import (
+from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
+from memtap.protocol.embedder import Embedder
+from memtap.protocol.model import (
     Attribution,
     Exchange,
     ExchangeStatus,
@@ -106,36 +120,7 @@ from memtap.model import (
     Usage,
     utcnow,
 )
-from memtap.patches import Patches
-from memtap.placement import (
-    arrange,
-    content_texts,
-    inject_blocks,
-    last_index,
-    marks,
-    regroup,
-    with_system,
-    with_tail,
-    with_texts,
-)
-from memtap.private import create_private_file, make_private, private_dir
-from memtap.redact import redact_text, redact_url
-from memtap.rejection import VALIDATION_STATUSES
-from memtap.scaffolding import TaggedScaffolding, own_view
-from memtap.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
-from memtap.sqlrows import columns as sql_columns
-from memtap.sqlrows import exchange as sql_exchange
-from memtap.sqlrows import fact as sql_fact
-from memtap.sqlrows import message as sql_message
-from memtap.sqlrows import session_rows as sql_session_rows
-from memtap.sqlrows import unique as sql_unique
-from memtap.sqlrows import utc as sql_utc
-from memtap.stainless import StainlessInstaller, Target
-from memtap.storage import DUCKDB_SCHEME, SessionWatchers, Store, duckdb_path, exchange_messages
-from memtap.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
-from memtap.tap import Call, Tap, active_call
-from memtap.tracked import Attempt, Begin, Outcome, tracked
-from memtap.wire import (
+from memtap.protocol.wire import (
     ClientAdapter,
     HistoryInjection,
     Injection,
@@ -149,6 +134,21 @@ from memtap.wire import (
     TapPort,
     WireProtocol,
 )
+from memtap.redact import redact_text, redact_url
+from memtap.request.rejection import VALIDATION_STATUSES
+from memtap.request.scaffolding import TaggedScaffolding, own_view
+from memtap.request.tap import Call, Tap, active_call
+from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
+from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
+from memtap.storage.sqlrows import columns as sql_columns
+from memtap.storage.sqlrows import exchange as sql_exchange
+from memtap.storage.sqlrows import fact as sql_fact
+from memtap.storage.sqlrows import message as sql_message
+from memtap.storage.sqlrows import session_rows as sql_session_rows
+from memtap.storage.sqlrows import unique as sql_unique
+from memtap.storage.sqlrows import utc as sql_utc
+from memtap.storage.store import DUCKDB_SCHEME, SessionWatchers, Store, duckdb_path, exchange_messages
+from memtap.workers.background import lower_priority, wait_for_quiet
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
     # agent scaffolding

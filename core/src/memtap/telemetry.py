@@ -17,9 +17,9 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from ._version import __version__
-from .model import Exchange, Message
-from .redact import redact_text
+from memtap._version import __version__
+from memtap.protocol.model import Exchange, Message
+from memtap.redact import redact_text
 
 TRACER_NAME = "memtap"
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -4,7 +4,7 @@ import pytest
 from lc_support import RecordingChatModel
 
 import memtap
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 

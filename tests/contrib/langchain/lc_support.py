@@ -12,7 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from memtap.storage import InMemoryStore, StoreError
+from memtap.storage.store import InMemoryStore, StoreError
 from memtap_langchain import MemoryMiddleware
 
 

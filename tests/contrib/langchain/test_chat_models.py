@@ -11,8 +11,8 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
 import memtap
-from memtap.blocks import OPEN_TAG
-from memtap.storage import InMemoryStore
+from memtap.formats.blocks import OPEN_TAG
+from memtap.storage.store import InMemoryStore
 from memtap_langchain import MemoryMiddleware
 
 

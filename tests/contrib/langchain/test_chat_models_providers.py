@@ -27,7 +27,7 @@ import memtap_google
 import memtap_langchain.plugin
 import memtap_litellm
 import memtap_openai
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 
 PLUGINS = [memtap_openai, memtap_anthropic, memtap_google, memtap_litellm, memtap_langchain.plugin]
 

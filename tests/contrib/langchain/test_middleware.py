@@ -8,7 +8,7 @@ from langchain_core.messages import HumanMessage
 from lc_support import BrokenStore, Ctx, agent_for, ask, system_text
 
 import memtap
-from memtap.blocks import OPEN_TAG
+from memtap.formats.blocks import OPEN_TAG
 
 
 def test_recalled_facts_reach_the_model_call_but_never_the_state(mem, model):

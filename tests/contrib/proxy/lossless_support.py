@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any
 
-from memtap.model import Message
-from memtap.wire import HistoryInjection, InjectionPlan, SystemBlock
+from memtap.protocol.model import Message
+from memtap.protocol.wire import HistoryInjection, InjectionPlan, SystemBlock
 
 MARK = "INJECTED-HISTORY"
 

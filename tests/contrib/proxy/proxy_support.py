@@ -9,7 +9,7 @@ import pytest
 
 import memtap
 import memtap_openai
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 
 HAS_ANTHROPIC = (
     importlib.util.find_spec("memtap_anthropic") is not None

@@ -23,8 +23,8 @@ from proxy_support import make_memory, needs_anthropic, settle
 import memtap
 import memtap_agents
 from memtap import hookimpl
+from memtap.protocol.wire import SystemBlock
 from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
-from memtap.wire import SystemBlock
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
 GOLDEN = Path(__file__).parent / "golden"

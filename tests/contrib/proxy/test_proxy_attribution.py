@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memtap.model import Message
-from memtap.wire import RequestView
+from memtap.protocol.model import Message
+from memtap.protocol.wire import RequestView
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, GENERIC
 from memtap_proxy.attribution import DERIVED_PREFIX, attribute, derived_session
 

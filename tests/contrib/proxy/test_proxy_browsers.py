@@ -245,7 +245,7 @@ def test_allowed_values_are_normalised_and_checked() -> None:
 def test_cli_flags_and_environment() -> None:
     from click.testing import CliRunner
 
-    from memtap.cli import main
+    from memtap.cli.main import main
 
     runner = CliRunner()
     result = runner.invoke(main, ["proxy", "--allow-origin", "*", "--store", "memory://"])

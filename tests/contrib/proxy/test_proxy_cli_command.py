@@ -10,7 +10,7 @@ import sys
 from click.testing import CliRunner
 
 import memtap_proxy.plugin
-from memtap.cli import MemtapGroup, main
+from memtap.cli.main import MemtapGroup, main
 from memtap.plugins import make_plugin_manager
 from memtap_proxy.cli import proxy
 

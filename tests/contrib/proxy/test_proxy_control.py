@@ -102,7 +102,7 @@ def test_bind_rules() -> None:
 def test_cli_refuses_a_public_address_without_token() -> None:
     from click.testing import CliRunner
 
-    from memtap.cli import main
+    from memtap.cli.main import main
 
     result = CliRunner().invoke(main, ["proxy", "--host", "0.0.0.0", "--store", "memory://"])
     assert result.exit_code != 0 and "--token" in result.output

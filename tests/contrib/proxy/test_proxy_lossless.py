@@ -16,9 +16,9 @@ from proxy_support import HAS_ANTHROPIC, make_memory, provider_plugins
 
 import memtap_agents
 from memtap import HistoryBudget, hookimpl
-from memtap.anchors import INJECTION_POINTS, RELATIONS, SLOTS
+from memtap.protocol.anchors import INJECTION_POINTS, RELATIONS, SLOTS
+from memtap.protocol.wire import CACHE_STRATEGIES, InjectionPlan, SystemBlock
 from memtap.testing.server import ScriptedModelServer
-from memtap.wire import CACHE_STRATEGIES, InjectionPlan, SystemBlock
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 from memtap_proxy.app import dump_body, edited_body
 from memtap_proxy.splice import splice

@@ -16,7 +16,7 @@ from memtap_proxy.upstream import (
     Origin,
     UpstreamConnectError,
     UpstreamPool,
-    route_from_environment,
+    egress_from_environment,
 )
 
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
@@ -88,15 +88,15 @@ def test_a_refused_connect_is_a_connect_error_naming_the_status(monkeypatch: pyt
 def test_no_proxy_loopback_and_trust_env_go_direct(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.corp:3128")
-    via = route_from_environment(Origin.parse("https://api.openai.com"))
+    via = egress_from_environment(Origin.parse("https://api.openai.com"))
     assert via.proxy == Origin.parse("http://proxy.corp:3128") and via.tunnel and via.auth is None
-    plain = route_from_environment(Origin.parse("http://api.openai.com"))
+    plain = egress_from_environment(Origin.parse("http://api.openai.com"))
     assert plain.proxy is not None and not plain.tunnel
     for local in ("http://127.0.0.1:8080", "https://localhost", "http://[::1]:9000"):
-        assert route_from_environment(Origin.parse(local)) is DIRECT
+        assert egress_from_environment(Origin.parse(local)) is DIRECT
     monkeypatch.setenv("NO_PROXY", ".openai.com,internal.corp")
-    assert route_from_environment(Origin.parse("https://api.openai.com")) is DIRECT
-    assert route_from_environment(Origin.parse("https://api.anthropic.com")).proxy is not None
+    assert egress_from_environment(Origin.parse("https://api.openai.com")) is DIRECT
+    assert egress_from_environment(Origin.parse("https://api.anthropic.com")).proxy is not None
     assert UpstreamPool(trust_env=False)._route(Origin.parse("https://api.anthropic.com")) is DIRECT
 
 
@@ -127,12 +127,12 @@ def test_proxy_urls_with_ipv6_hosts_ports_in_no_proxy_and_unreadable_credentials
 ) -> None:
     target = Origin.parse("https://api.example.test")
     monkeypatch.setenv("HTTPS_PROXY", "http://u:p@[fd00::1]:3128")
-    route = route_from_environment(target)
+    route = egress_from_environment(target)
     assert route.proxy == Origin.parse("http://[fd00::1]:3128") and route.auth == b"Basic dTpw"
     monkeypatch.setenv("NO_PROXY", "api.example.test:443")
-    assert route_from_environment(target) is DIRECT
+    assert egress_from_environment(target) is DIRECT
     monkeypatch.delenv("NO_PROXY")
     monkeypatch.setenv("HTTPS_PROXY", "http://alice:s3cr/et@proxy.corp:3128")  # "/" not %-encoded
     with pytest.raises(ValueError, match="%-encoded") as info:
-        route_from_environment(target)
+        egress_from_environment(target)
     assert "s3cr" not in str(info.value) and "alice" not in str(info.value)

@@ -18,8 +18,8 @@ from proxy_support import HAS_ANTHROPIC, make_memory, needs_anthropic
 
 import memtap_agents
 from memtap import HistoryBudget, hookimpl
-from memtap.blocks import OPEN_TAG
-from memtap.wire import SystemBlock
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.wire import SystemBlock
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
 BREAKPOINT = b'"cache_control":{"type":"ephemeral"}'

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from proxy_support import HAS_ANTHROPIC, provider_plugins
 
 import memtap
-from memtap.cli import main as memtap_cli
+from memtap.cli.main import main as memtap_cli
 from memtap.testing.secrets import CONTEXTS, corpus_text, leaks, send_openai_chat_calls
 from memtap.testing.server import ScriptedModelServer
 from memtap_duckdb.store import DuckDBStore

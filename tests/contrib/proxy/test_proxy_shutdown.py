@@ -25,7 +25,7 @@ from proxy_support import API_KEY
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer
 
-START = "from memtap.cli import main; main()"
+START = "from memtap.cli.main import main; main()"
 
 
 def free_port() -> int:

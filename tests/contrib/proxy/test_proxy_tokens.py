@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from proxy_support import API_KEY, needs_anthropic
 
 import memtap
-from memtap.model import Message
+from memtap.protocol.model import Message
 from memtap.testing.server import ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 from memtap_proxy import tokens as tokens_module
@@ -294,7 +294,7 @@ def test_an_unreadable_or_shared_tokens_file(tmp_path, caplog) -> None:
 
 
 def test_cli_reports_a_bad_tokens_file_and_binds_with_tokens(tmp_path) -> None:
-    from memtap.cli import main
+    from memtap.cli.main import main
 
     bad = tokens_file(tmp_path, f"{ACME} a:* b\n")
     result = CliRunner().invoke(main, ["proxy", "--tokens", str(bad), "--store", "memory://"])

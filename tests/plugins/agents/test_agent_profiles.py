@@ -10,8 +10,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import memtap_agents
-from memtap.anchors import INJECTION_POINTS, Anchor, detect_profile, place, place_texts, rebuild
 from memtap.plugins import make_plugin_manager
+from memtap.protocol.anchors import INJECTION_POINTS, Anchor, detect_profile, place, place_texts, rebuild
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC
 
 CLAUDE_PROMPT = (

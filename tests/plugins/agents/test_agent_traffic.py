@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from memtap.model import Message
-from memtap.scaffolding import TaggedScaffolding, own_messages
+from memtap.protocol.model import Message
+from memtap.request.scaffolding import TaggedScaffolding, own_messages
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC
 from memtap_agents.traffic import claude_code_session, codex_session
 

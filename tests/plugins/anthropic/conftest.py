@@ -7,7 +7,7 @@ import pytest
 
 import memtap
 import memtap_anthropic
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 API_KEY = "sk-ant-test-0123456789abcdefghijklmnop"

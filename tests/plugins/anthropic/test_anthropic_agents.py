@@ -12,10 +12,10 @@ import anthropic
 import memtap
 import memtap_anthropic
 from memtap import hookimpl
-from memtap.anchors import Segment
-from memtap.blocks import OPEN_TAG
-from memtap.scaffolding import TaggedScaffolding
-from memtap.wire import SystemBlock
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.anchors import Segment
+from memtap.protocol.wire import SystemBlock
+from memtap.request.scaffolding import TaggedScaffolding
 
 API_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 ENVIRONMENT = {

@@ -11,12 +11,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memtap.anthropic_format import write_message
-from memtap.conversation import HistoryBudget, leading_results, plan_history
-from memtap.model import Message
+from memtap.formats.anthropic_messages import write_message
+from memtap.history.conversation import HistoryBudget, leading_results, plan_history
+from memtap.protocol.model import Message
+from memtap.protocol.wire import InjectionPlan
 from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_anthropic_messages
-from memtap.wire import InjectionPlan
 from memtap_anthropic.messages import AnthropicMessagesProtocol
 
 PROTOCOL = AnthropicMessagesProtocol()

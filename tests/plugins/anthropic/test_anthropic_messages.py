@@ -12,10 +12,10 @@ import pytest
 import memtap
 import memtap_anthropic
 from memtap import hookimpl
-from memtap.blocks import OPEN_TAG
-from memtap.model import Attribution, Exchange, Message, ToolCall
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.model import Attribution, Exchange, Message, ToolCall
+from memtap.protocol.wire import SystemBlock
 from memtap.testing.server import Reply, ToolCallSpec
-from memtap.wire import SystemBlock
 
 API_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 

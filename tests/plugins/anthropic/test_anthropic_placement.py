@@ -13,9 +13,9 @@ import pytest
 import memtap
 import memtap_anthropic
 from memtap import hookimpl
-from memtap.anchors import Segment
-from memtap.blocks import OPEN_TAG
-from memtap.wire import SystemBlock
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.anchors import Segment
+from memtap.protocol.wire import SystemBlock
 
 API_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 PROMPT = "You are Acme Agent.\n# Memory\nNotes live here.\n# Rules\nBe kind.\n"

@@ -7,7 +7,7 @@ from bedrock_server import BedrockServer
 
 import memtap
 import memtap_bedrock
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import json
 import pytest
 from bedrock_server import make_bedrock
 
-from memtap.model import Attribution, Exchange, Message, ToolCall
+from memtap.protocol.model import Attribution, Exchange, Message, ToolCall
 from memtap.testing import anthropic_turn as turn
 from memtap.testing.server import Reply
 from memtap.testing.validation import check_anthropic_messages

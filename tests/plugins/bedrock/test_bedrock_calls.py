@@ -16,9 +16,9 @@ from botocore.stub import Stubber
 
 import memtap
 import memtap_bedrock
-from memtap.blocks import OPEN_TAG
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.wire import SystemBlock
 from memtap.testing.server import Reply, ToolCallSpec
-from memtap.wire import SystemBlock
 
 
 def text_message(role, text):
@@ -326,7 +326,9 @@ def test_credentials_are_never_stored(mem, bedrock_server, store):
     with mem.scope(session_id="creds"):
         client.converse(modelId=MODEL, messages=[text_message("user", "hi")])
     assert mem.flush(10)
-    dumped = json.dumps([memtap.model.converter.unstructure(e) for e in store.exchanges()], default=str)
+    dumped = json.dumps(
+        [memtap.protocol.model.converter.unstructure(e) for e in store.exchanges()], default=str
+    )
     assert ACCESS_KEY not in dumped and SECRET_KEY not in dumped
     assert ACCESS_KEY in bedrock_server.requests[-1].headers["authorization"]
 

@@ -17,7 +17,7 @@ import pytest
 
 import memtap_duckdb
 from memtap import hookspecs
-from memtap.storage import Store, StoreError
+from memtap.storage.store import Store, StoreError
 from memtap.testing.storage_suite import (
     PERSISTENCE,
     StoreComplianceSuite,

@@ -8,7 +8,7 @@ from google.genai import types
 
 import memtap
 import memtap_google
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 API_KEY = "AIzaSyTest0123456789abcdefghijklmnopqrs"

@@ -14,10 +14,10 @@ from google.genai import errors, types
 import memtap
 import memtap_google
 from memtap import hookimpl
-from memtap.blocks import OPEN_TAG
-from memtap.model import Attribution, Exchange, Message, ToolCall
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.model import Attribution, Exchange, Message, ToolCall
+from memtap.protocol.wire import InjectionPlan, SystemBlock
 from memtap.testing.server import Reply, ToolCallSpec
-from memtap.wire import InjectionPlan, SystemBlock
 
 MODEL = "gemini-x"
 

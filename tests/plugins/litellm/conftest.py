@@ -13,7 +13,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 import memtap
 import memtap_litellm
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 

@@ -15,9 +15,9 @@ import pytest
 
 import memtap
 import memtap_litellm
-from memtap.blocks import OPEN_TAG
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.wire import SystemBlock
 from memtap.testing.server import Reply
-from memtap.wire import SystemBlock
 
 KEY = "sk-test-0123456789abcdefghijklmnop"
 
@@ -218,7 +218,9 @@ def test_api_key_is_never_stored(mem, server, store):
             model="openai/m", messages=[user("hi")], api_base=server.openai_base_url, api_key=KEY
         )
     assert mem.flush(10)
-    dumped = json.dumps([memtap.model.converter.unstructure(e) for e in store.exchanges()], default=str)
+    dumped = json.dumps(
+        [memtap.protocol.model.converter.unstructure(e) for e in store.exchanges()], default=str
+    )
     assert KEY not in dumped and server.requests[-1].headers["authorization"].endswith(KEY)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import memtap
-from memtap.model import Attribution, Exchange, Message
-from memtap.storage import InMemoryStore
+from memtap.protocol.model import Attribution, Exchange, Message
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import Reply
 
 

@@ -12,9 +12,9 @@ import pytest
 
 import memtap
 import memtap_minilm
-from memtap.embedding import resolve_embedder
+from memtap.longterm.embedding import resolve_embedder
 from memtap.plugins import make_plugin_manager
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap_minilm.embedder import DIM, MODEL_NAME, MiniLMEmbedder, model_path, tokenizer_path
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import memtap
 import memtap_minilm
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing import paraphrases
 from memtap_minilm import quick
 from memtap_minilm.embedder import DIM, MiniLMEmbedder

@@ -17,10 +17,10 @@ import pytest
 
 import memtap
 import memtap_openai
-from memtap import known_sessions
-from memtap.known_sessions import KnownSessions
-from memtap.model import Message
-from memtap.storage import InMemoryStore
+from memtap.history import known_sessions
+from memtap.history.known_sessions import KnownSessions
+from memtap.protocol.model import Message
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 from memtap.testing.storage_suite import make_exchange
 
@@ -129,7 +129,7 @@ def test_a_session_another_process_created_reaches_the_next_call(server: Scripte
     _seed(store, "later", "I moved to Lisbon")
     _ask(mem, client, server, "later")  # may go without it: the session looked new
     deadline = time.monotonic() + 5
-    while not mem.histories.get(memtap.model.Attribution(entity_id="e", session_id="later")):
+    while not mem.histories.get(memtap.protocol.model.Attribution(entity_id="e", session_id="later")):
         assert time.monotonic() < deadline, "the background read never filled the session"
         time.sleep(0.01)
     assert "I moved to Lisbon" in _ask(mem, client, server, "later")

@@ -12,11 +12,11 @@ from openai_support import API_KEY
 import memtap
 import memtap_openai
 from memtap import hookimpl
-from memtap.anchors import Segment
-from memtap.model import Attribution
-from memtap.scaffolding import TaggedScaffolding
-from memtap.spool import Spool, encode_record
-from memtap.storage import InMemoryStore
+from memtap.capture.spool import Spool, encode_record
+from memtap.protocol.anchors import Segment
+from memtap.protocol.model import Attribution
+from memtap.request.scaffolding import TaggedScaffolding
+from memtap.storage.store import InMemoryStore
 
 ENVIRONMENT = "<environment_context>\n  <cwd>/p</cwd>\n</environment_context>"
 

@@ -8,7 +8,7 @@ import pytest
 from openai_support import API_KEY, user
 
 import memtap
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import Reply, ToolCallSpec
 
 

@@ -15,7 +15,7 @@ from openai_support import API_KEY, user
 import memtap
 import memtap_openai
 from memtap import hookimpl
-from memtap.storage import InMemoryStore, StoreError
+from memtap.storage.store import InMemoryStore, StoreError
 from memtap.testing.server import Reply
 
 
@@ -61,7 +61,7 @@ def test_store_down_never_fails_the_call_and_nothing_is_lost(flaky, flaky_mem, s
             reply = client.chat.completions.create(model="m", messages=[user(f"m{i}")])
             assert reply.choices[0].message.content == f"You said: m{i}"
     assert flaky_mem.flush(timeout=0.3) is False
-    errors = [r for r in caplog.records if r.name == "memtap.capture" and r.levelname == "ERROR"]
+    errors = [r for r in caplog.records if r.name == "memtap.capture.writer" and r.levelname == "ERROR"]
     assert len(errors) == 1, "the outage is logged once, not per retry"
     flaky.down = False
     assert flaky_mem.flush(timeout=10)
@@ -154,7 +154,7 @@ def test_no_api_key_reaches_the_store_or_the_spans(client, mem, store, memtap_sp
             extra_headers={"Authorization": f"Bearer {API_KEY}", "x-api-key": API_KEY},
         )
     mem.flush()
-    dumped = json.dumps([memtap.model.to_dict(e) for e in store.exchanges()])
+    dumped = json.dumps([memtap.protocol.model.to_dict(e) for e in store.exchanges()])
     spans = json.dumps([dict(s.attributes or {}) for s in memtap_spans.get_finished_spans()])
     for text in (dumped, spans):
         assert API_KEY not in text
@@ -178,7 +178,7 @@ def test_spans_follow_the_gen_ai_conventions(client, mem, server, memtap_spans):
     assert tuple(attrs["gen_ai.response.finish_reasons"]) == ("stop",)
     assert attrs["gen_ai.conversation.id"] == "traced"
     assert "gen_ai.input.messages" not in attrs, "content only when the env var allows it"
-    for child in ("memtap.inject", "memtap.capture"):
+    for child in ("memtap.inject", "memtap.capture.writer"):
         assert spans[child].parent.span_id == call.context.span_id
 
 

@@ -8,8 +8,8 @@ import openai
 
 import memtap
 import memtap_openai
-from memtap.capture import CapturedCall
-from memtap.storage import InMemoryStore
+from memtap.capture.writer import CapturedCall
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 

@@ -12,7 +12,7 @@ import memtap
 import memtap_openai
 from memtap import hookimpl
 from memtap.plugins import make_plugin_manager
-from memtap.wire import ClientAdapter, WireProtocol
+from memtap.protocol.wire import ClientAdapter, WireProtocol
 
 
 def test_memtap_match_client_recognises_sync_and_async_clients_only():

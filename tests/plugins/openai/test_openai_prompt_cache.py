@@ -14,8 +14,8 @@ from openai_support import API_KEY, user
 import memtap
 import memtap_openai
 from memtap import HistoryBudget, hookimpl
-from memtap.blocks import OPEN_TAG
-from memtap.wire import SystemBlock
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.wire import SystemBlock
 
 
 class Blocks:

@@ -11,7 +11,7 @@ from openai_support import API_KEY
 
 import memtap
 import memtap_openai
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 

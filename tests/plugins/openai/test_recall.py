@@ -13,9 +13,9 @@ from openai_support import API_KEY, user
 
 import memtap
 import memtap_openai
-from memtap.blocks import CLOSE_TAG, OPEN_TAG
-from memtap.recall_plugin import RecallBudget
-from memtap.storage import InMemoryStore
+from memtap.formats.blocks import CLOSE_TAG, OPEN_TAG
+from memtap.longterm.recall_injector import RecallBudget
+from memtap.storage.store import InMemoryStore
 from memtap.testing.server import Reply
 
 

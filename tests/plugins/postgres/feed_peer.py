@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 import memtap
-from memtap.model import Attribution
+from memtap.protocol.model import Attribution
 
 #: The recall deadline of a request path.
 DEADLINE = 0.05

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from memtap.changes import EVERYTHING, StoreChange
+from memtap.storage.changes import EVERYTHING, StoreChange
 from memtap.testing.storage_suite import eventually
 
 PEER = Path(__file__).with_name("feed_peer.py")

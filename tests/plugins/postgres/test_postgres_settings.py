@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from memtap.storage import StoreError
+from memtap.storage.store import StoreError
 from memtap_postgres.store import PostgresStore
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import memtap_postgres
 from memtap import hookspecs
-from memtap.storage import Store, StoreError
+from memtap.storage.store import Store, StoreError
 from memtap.testing.storage_suite import StoreComplianceSuite, make_exchange, make_fact
 from memtap_postgres.urls import redact_url, split_schema
 
@@ -124,7 +124,7 @@ def test_schema_has_tsvector_columns_and_gin_indexes(pg_url: str) -> None:
 
 
 def test_nul_characters_do_not_poison_a_batch(pg_url: str) -> None:
-    from memtap.model import Message
+    from memtap.protocol.model import Message
     from memtap_postgres.store import PostgresStore
 
     store = PostgresStore(pg_url)

@@ -7,7 +7,7 @@ from xai_server import XaiServer
 
 import memtap
 import memtap_xai
-from memtap.storage import InMemoryStore
+from memtap.storage.store import InMemoryStore
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,9 @@ from xai_server import API_KEY, make_xai
 
 import memtap
 import memtap_xai
-from memtap.blocks import OPEN_TAG
+from memtap.formats.blocks import OPEN_TAG
+from memtap.protocol.wire import SystemBlock
 from memtap.testing.server import Reply, ToolCallSpec
-from memtap.wire import SystemBlock
 
 MODEL = "grok-test"
 
@@ -162,7 +162,9 @@ def test_api_key_is_never_stored(mem, xai_server, store):
     with mem.scope(session_id="key"):
         client.chat.create(model=MODEL, messages=[user("hi")]).sample()
     assert mem.flush(10)
-    dumped = json.dumps([memtap.model.converter.unstructure(e) for e in store.exchanges()], default=str)
+    dumped = json.dumps(
+        [memtap.protocol.model.converter.unstructure(e) for e in store.exchanges()], default=str
+    )
     assert API_KEY not in dumped and xai_server.metadata[-1]["authorization"] == f"Bearer {API_KEY}"
 
 

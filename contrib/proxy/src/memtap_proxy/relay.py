@@ -2,7 +2,7 @@
 
 :class:`StreamRelay` is an ASGI response that forwards an SSE stream chunk by chunk (each
 chunk is sent as soon as it arrives: no buffering), feeds the stream's events to the
-:class:`~memtap.tap.Call`, and reports the end exactly once: finished, cut by the client
+:class:`~memtap.request.tap.Call`, and reports the end exactly once: finished, cut by the client
 (``partial``), or failed upstream (``error``; the client's connection is then closed
 without the stream's terminator, as the upstream's failure would have done).
 """

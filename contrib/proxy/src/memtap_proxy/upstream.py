@@ -101,7 +101,7 @@ class Origin:
 
 
 @attrs.frozen
-class Route:
+class Egress:
     """How connections to an origin are made: directly (``proxy`` is ``None``), or through
     the forward proxy ``proxy``: by a ``CONNECT`` tunnel (``tunnel``, for ``https://``
     origins) or by absolute-form requests (``http://`` ones); ``auth`` is the
@@ -112,10 +112,10 @@ class Route:
     auth: bytes | None = None
 
 
-DIRECT = Route()
+DIRECT = Egress()
 
 
-def route_from_environment(origin: Origin) -> Route:
+def egress_from_environment(origin: Origin) -> Egress:
     """The route the environment's proxy variables give ``origin`` (standard library rules:
     lower-case names first, ``NO_PROXY`` honoured); loopback origins always go direct.
     Raises ``ValueError`` for a proxy this client cannot use (only ``http://`` proxies)."""
@@ -150,7 +150,7 @@ def route_from_environment(origin: Origin) -> Route:
         user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         auth = b"Basic " + base64.b64encode(user_pass.encode("utf-8"))
     proxy = Origin.parse(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
-    return Route(proxy, tunnel=origin.scheme == "https", auth=auth)
+    return Egress(proxy, tunnel=origin.scheme == "https", auth=auth)
 
 
 def default_ssl_context() -> ssl.SSLContext:
@@ -447,9 +447,9 @@ class UpstreamPool:
     max_idle: int = 64
     keepalive_expiry: float = 5.0
     ssl_context: ssl.SSLContext | None = None
-    #: Read the outbound proxy from the environment (:func:`route_from_environment`).
+    #: Read the outbound proxy from the environment (:func:`egress_from_environment`).
     trust_env: bool = True
-    _routes: dict[Origin, Route] = attrs.field(init=False, factory=dict)
+    _routes: dict[Origin, Egress] = attrs.field(init=False, factory=dict)
     _idle: defaultdict[Origin, list[_Connection]] = attrs.field(init=False, factory=lambda: defaultdict(list))
     _origins: dict[str, Origin] = attrs.field(init=False, factory=dict)
     _slots: asyncio.Semaphore | None = attrs.field(init=False, default=None)
@@ -517,11 +517,11 @@ class UpstreamPool:
             origin = self._origins[base] = Origin.parse(base)
         return origin, target.encode("latin-1")
 
-    def _route(self, origin: Origin) -> Route:
+    def _route(self, origin: Origin) -> Egress:
         route = self._routes.get(origin)
         if route is None:
             try:
-                route = route_from_environment(origin) if self.trust_env else DIRECT
+                route = egress_from_environment(origin) if self.trust_env else DIRECT
             except ValueError as exc:
                 raise UpstreamConnectError(str(exc)) from None
             self._routes[origin] = route
@@ -577,7 +577,7 @@ class UpstreamPool:
         except OSError as exc:  # refused, unreachable, DNS, TLS (ssl.SSLError is an OSError)
             raise UpstreamConnectError(f"cannot connect to {where.host}:{where.port}: {exc}") from exc
 
-    async def _open(self, origin: Origin, route: Route) -> _Connection:
+    async def _open(self, origin: Origin, route: Egress) -> _Connection:
         loop = asyncio.get_running_loop()
         context: ssl.SSLContext | None = None
         if origin.scheme == "https":

@@ -1,7 +1,7 @@
 """One Claude turn in the Anthropic Messages format, and exactly how memtap stores it.
 
 Every transport that carries Anthropic Messages bodies (the anthropic SDK, Bedrock's
-``invoke_model``, the proxy...) reads them with one codec (:mod:`memtap.anthropic_format`),
+``invoke_model``, the proxy...) reads them with one codec (:mod:`memtap.formats.anthropic_messages`),
 so this turn must be stored as :data:`STORED` whichever way it travelled. The request holds
 an earlier assistant message with everything that was once read differently: a signed
 ``thinking`` block, an answer split over two text blocks, a ``tool_use`` with non-ASCII
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model import Message, ToolCall, Usage
+from memtap.protocol.model import Message, ToolCall, Usage
 
 __all__ = [
     "MODEL",

@@ -35,11 +35,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ..memory import Memory
-from ..model import Exchange, Message
-from ..storage import InMemoryStore, StoreError
-from ..wire import WireProtocol
-from .server import Reply, ScriptedModelServer, ToolCallSpec
+from memtap.memory import Memory
+from memtap.protocol.model import Exchange, Message
+from memtap.protocol.wire import WireProtocol
+from memtap.storage.store import InMemoryStore, StoreError
+from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 
 #: Everything the suite checks; a driver removes what its SDK does not support.
 ALL_CAPABILITIES = frozenset({"stream", "async", "tools", "usage", "break"})

@@ -22,9 +22,9 @@ import pytest
 # The shared suites' plain asserts report their operands only when pytest rewrites them.
 pytest.register_assert_rewrite("memtap.testing.storage_suite", "memtap.testing.conformance")
 
-from ..plugins import PluginManager, make_plugin_manager  # noqa: E402
-from ..storage import InMemoryStore  # noqa: E402
-from .server import ScriptedModelServer  # noqa: E402
+from memtap.plugins import PluginManager, make_plugin_manager  # noqa: E402
+from memtap.storage.store import InMemoryStore  # noqa: E402
+from memtap.testing.server import ScriptedModelServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +84,7 @@ def memtap_spans() -> Any:
 @pytest.fixture
 def memtap_spool_writes(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """Every byte written to a spool file during the test, in order."""
-    from .. import spool
+    from memtap.capture import spool
 
     written: list[bytes] = []
     real = spool._write

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .server import Reply, ScriptedModelServer, ToolCallSpec
+from memtap.testing.server import Reply, ScriptedModelServer, ToolCallSpec
 
 __all__ = [
     "CONTEXTS",

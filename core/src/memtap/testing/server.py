@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
 from typing import Any, ClassVar
 
-from .validation import Rejection, check_request
+from memtap.testing.validation import Rejection, check_request
 
 __all__ = ["RecordedRequest", "Reply", "ScriptedModelServer", "ToolCallSpec"]
 

@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model import Message, ToolCall
+from memtap.protocol.model import Message, ToolCall
 
 __all__ = ["Round", "SessionScript"]
 

@@ -1,7 +1,7 @@
 """The compliance suite every memtap storage backend runs.
 
 Subclass :class:`StoreComplianceSuite` in a test module and provide a ``store`` fixture; the
-inherited ``test_*`` methods check every :class:`memtap.storage.Store` method and semantic::
+inherited ``test_*`` methods check every :class:`memtap.storage.store.Store` method and semantic::
 
     import pytest
     from memtap.testing.storage_suite import StoreComplianceSuite
@@ -41,8 +41,8 @@ from urllib.parse import urlsplit
 import attrs
 import pytest
 
-from memtap.model import Attribution, Exchange, Fact, Message, ToolCall, Usage
-from memtap.storage import Store, StoreError
+from memtap.protocol.model import Attribution, Exchange, Fact, Message, ToolCall, Usage
+from memtap.storage.store import Store, StoreError
 
 #: Facts: ``add_facts`` / ``facts`` and superseding.
 FACTS = "facts"
@@ -127,7 +127,7 @@ def _ids(exchanges: Any) -> list[str]:
 
 
 class StoreComplianceSuite:
-    """Tests every :class:`memtap.storage.Store` backend must pass.
+    """Tests every :class:`memtap.storage.store.Store` backend must pass.
 
     Subclasses provide the ``store`` fixture (a fresh, empty, open store) and, when they
     declare :data:`PERSISTENCE`, a ``reopen_store`` fixture: a callable that closes the store
@@ -651,7 +651,7 @@ class StoreComplianceSuite:
         watch = getattr(store, "watch_changes", None)
         if watch is None:
             pytest.skip("backend has no watch_changes (optional: a change feed between processes)")
-        from memtap.changes import EVERYTHING, StoreChange
+        from memtap.storage.changes import EVERYTHING, StoreChange
 
         assert getattr(store, "watch_sessions", None) is None, "watch_sessions says no other process writes"
         peer: Store = request.getfixturevalue("peer_store")

@@ -61,14 +61,14 @@ def write_message(m: Message) -> dict[str, Any]:
 
 
 def read_usage(u: Mapping[str, Any] | None) -> Usage:
-    """Acme's usage object as :class:`memtap.model.Usage`."""
+    """Acme's usage object as :class:`memtap.Usage`."""
     if not u:
         return Usage()
     return Usage(input_tokens=u.get("prompt_tokens"), output_tokens=u.get("completion_tokens"))
 
 
 class AcmeCodec(MessageCodec):
-    """Acme's messages as ``memtap.layout`` needs them to place history and memory."""
+    """Acme's messages as ``memtap.sdk.layout_messages`` needs them to place history and memory."""
 
     def is_system_message(self, item: Any) -> bool:
         """An app's system message (the leading ones keep their place, first)."""
@@ -107,7 +107,7 @@ class AcmeChatProtocol:
 
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """A new body: the app's leading system messages, memory blocks, the history, then
-        the app's other messages. ``memtap.layout`` does the ordering, places blocks at a
+        the app's other messages. ``memtap.sdk.layout_messages`` does the ordering, places blocks at a
         known agent's slots, and keeps them out of a prompt-cached prefix (pass ``cached``
         when Acme requests say they use one). Nothing else changes."""
         out = dict(body)

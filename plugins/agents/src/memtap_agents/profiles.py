@@ -21,7 +21,7 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 class _Traffic:
     """What a profile knows of its agent's traffic (the optional part of
-    :class:`memtap.anchors.AgentProfile`): its scaffolding, where it names its session,
+    :class:`memtap.sdk.AgentProfile`): its scaffolding, where it names its session,
     and whether it resends its whole conversation every turn."""
 
     def __init__(

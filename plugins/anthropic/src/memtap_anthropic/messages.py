@@ -1,7 +1,7 @@
 """The Anthropic Messages wire protocol (``POST /v1/messages``), also used by ``beta.messages``.
 
 The format itself (reading requests, responses and streams, writing history, placing
-blocks) is core's :mod:`memtap.anthropic_format`, shared with Bedrock's Anthropic bodies so
+blocks) is core's :mod:`memtap.formats.anthropic_messages`, shared with Bedrock's Anthropic bodies so
 that a Claude turn is stored the same whichever way it travelled.
 """
 

@@ -4,7 +4,7 @@
 The body memtap reads is the parsed JSON plus the call's ``modelId`` (Bedrock puts the
 model in the URL; the adapter strips ``modelId`` again before re-serialising). Everything
 else is the Anthropic Messages format, read and written by core's
-:mod:`memtap.anthropic_format` exactly as for the anthropic SDK, so a Claude turn is stored
+:mod:`memtap.formats.anthropic_messages` exactly as for the anthropic SDK, so a Claude turn is stored
 the same through Bedrock as through Anthropic's API.
 """
 

@@ -1,6 +1,6 @@
 """Observing botocore ``EventStream`` objects without changing them.
 
-The stream keeps its type (:mod:`memtap.streamtap`): its class is swapped for a cached
+The stream keeps its type (:mod:`memtap.adapters.streamtap`): its class is swapped for a cached
 subclass whose ``__iter__`` reports each parsed event to the call and whose ``close``
 reports an early end. A ``for`` loop that breaks drops the generator, which reports a
 partial answer at once; a stream never iterated is reported when it is garbage-collected.

@@ -211,7 +211,7 @@ def _write_lock_for(path: str) -> threading.Lock:
 
 
 class DuckDBStore:
-    """A :class:`memtap.storage.Store` in one DuckDB database file, or in memory.
+    """A :class:`memtap.sdk.Store` in one DuckDB database file, or in memory.
 
     ``path`` is a file path (parent directories are created) or ``":memory:"``. Opening a
     file applies the schema migrations it lacks. Thread-safe; one process per file.

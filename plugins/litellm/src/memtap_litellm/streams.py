@@ -6,7 +6,7 @@ The stream keeps its type: its class is swapped for a cached subclass whose ``__
 Stainless streams do), so a ``break`` is reported as soon as the loop drops it: litellm's
 own background logging keeps the stream object alive for a while after the caller is done
 with it. A stream read with ``next()`` and abandoned is reported when it is
-garbage-collected (:mod:`memtap.streamtap`). The call is finalised exactly once whatever
+garbage-collected (:mod:`memtap.adapters.streamtap`). The call is finalised exactly once whatever
 happens first: the end, an error, ``close``, a ``break``, or collection.
 """
 

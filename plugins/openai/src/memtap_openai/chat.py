@@ -1,7 +1,7 @@
 """The OpenAI Chat Completions wire protocol (``POST /v1/chat/completions``).
 
 The message format itself (messages, usage, choices, stream chunks) is read and written by
-:mod:`memtap.chat_format`, shared with every protocol that speaks it; what is OpenAI's own
+:mod:`memtap.formats.openai_chat`, shared with every protocol that speaks it; what is OpenAI's own
 here is how a request says it relies on the prompt cache, and so where per-turn blocks go.
 """
 

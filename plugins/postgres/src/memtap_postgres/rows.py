@@ -1,5 +1,5 @@
 """Turning model objects into PostgreSQL rows for bulk inserts (reading rows back, and what
-else SQL backends share, is :mod:`memtap.sqlrows`, re-exported here)."""
+else SQL backends share, is :mod:`memtap.storage.sqlrows`, re-exported here)."""
 
 from __future__ import annotations
 

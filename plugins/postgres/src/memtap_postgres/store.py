@@ -104,7 +104,7 @@ WHERE facts.id = s.old_id AND facts.entity_id = s.entity_id AND facts.superseded
 
 
 class PostgresStore:
-    """A :class:`memtap.storage.Store` in a PostgreSQL database.
+    """A :class:`memtap.sdk.Store` in a PostgreSQL database.
 
     ``url`` is a libpq URI (``postgresql://user:password@host:port/dbname``), optionally with
     memtap's ``schema=NAME`` parameter. Opening connects once (so a wrong URL fails at once
@@ -196,14 +196,14 @@ class PostgresStore:
 
     def identity(self) -> str:
         """The cluster's system identifier, the database and the schema (see
-        :meth:`memtap.storage.Store.identity`): the same for every URL reaching them."""
+        :meth:`memtap.sdk.Store.identity`): the same for every URL reaching them."""
         return self._identity
 
     def watch_changes(self, fn: ChangeCallback) -> None:
         """Call ``fn(change)`` for every change another store object (another process)
         writes to this schema, within milliseconds of its commit, and with
         :data:`memtap.sdk.EVERYTHING` each time the feed (re)connects (see
-        :mod:`memtap.changes`). The first call starts the listener: one connection and
+        :mod:`memtap.storage.changes`). The first call starts the listener: one connection and
         one thread."""
         with self._close_lock:
             self._check()

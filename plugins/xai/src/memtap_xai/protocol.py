@@ -103,7 +103,7 @@ def read_usage(u: Any) -> Usage:
 
 
 class XaiCodec(MessageCodec):
-    """xAI messages for :func:`memtap.layout.layout_messages`."""
+    """xAI messages for :func:`memtap.formats.layout.layout_messages`."""
 
     def is_system_message(self, item: Any) -> bool:
         """A ``ROLE_SYSTEM`` / ``ROLE_DEVELOPER`` message."""

@@ -1,0 +1,320 @@
+"""The capture path: the request thread only enqueues; a background writer formats and
+stores, in batches, and keeps what the store refused until it can be written.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+import attrs
+
+from memtap.capture.spool import Segment, Spool
+from memtap.metrics import count
+from memtap.protocol.model import Exchange
+from memtap.workers.pending import PendingWork
+
+log = logging.getLogger("memtap.capture.writer")
+
+
+class CapturedCall:
+    """A finished call waiting to become an :class:`Exchange`.
+
+    Formatting is deferred (off the request path) and memoised: the writer and the history
+    cache may both ask, the work is done once.
+    """
+
+    __slots__ = ("_build", "_done", "_exchange", "_lock", "attribution", "replayed", "segment")
+
+    def __init__(
+        self,
+        build: Callable[[], Exchange | None],
+        attribution: object = None,
+        *,
+        segment: Segment | None = None,
+        replayed: bool = False,
+    ) -> None:
+        self._build = build
+        self._exchange: Exchange | None = None
+        self._done = False
+        self._lock = threading.Lock()
+        self.attribution = attribution
+        #: The spool segment journaling this call (``None``: not journaled).
+        self.segment = segment
+        #: Whether this call comes from a spool a previous process left.
+        self.replayed = replayed
+
+    def exchange(self) -> Exchange | None:
+        """The formatted exchange (``None`` if there is nothing to store or formatting
+        failed; a failure is logged). The work is done once, whoever asks first."""
+        if self._done:
+            return self._exchange
+        with self._lock:
+            if not self._done:
+                try:
+                    self._exchange = self._build()
+                except Exception:
+                    count("failed", reason="format")
+                    log.exception("memtap could not format a captured call; it is not stored")
+                finally:
+                    self._done = True
+        return self._exchange
+
+
+@attrs.define
+class CaptureStats:
+    """Counters of the capture path since the writer started."""
+
+    captured: int = 0
+    written: int = 0
+    unformatted: int = 0
+    dropped: int = 0
+    write_failures: int = 0
+
+
+_STOP = object()
+_FLUSH = object()
+
+
+class CaptureWriter:
+    """Writes captured calls to a store from one background thread.
+
+    ``write`` stores a batch (all or nothing). When it raises, the batch is kept in memory
+    (at most ``max_buffered`` exchanges; beyond that the oldest are dropped with a logged,
+    counted warning) and retried with exponential backoff; the error is logged once per
+    outage. ``on_written`` callbacks see every stored batch.
+
+    After the first call of a batch arrives the writer lingers up to ``linger`` seconds for
+    more (unless :meth:`flush` is waiting), so a store whose every statement has a fixed
+    cost (DuckDB: about a millisecond) is written in few, larger transactions.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[list[Exchange]], None],
+        *,
+        batch_size: int = 256,
+        max_buffered: int = 100_000,
+        retry_initial: float = 0.05,
+        retry_max: float = 5.0,
+        linger: float = 0.05,
+        spool: Spool | None = None,
+        format_in_caller: bool = False,
+    ) -> None:
+        self._write = write
+        #: The durable spool whose segments are released once their calls are stored.
+        self.spool = spool
+        self._batch_size = batch_size
+        self._max_buffered = max_buffered
+        self._retry_initial = retry_initial
+        self._retry_max = retry_max
+        self._linger = linger
+        #: Calls arrive formatted: the thread finishing a call formats it before queueing
+        #: it (:attr:`memtap.Memory.format_in_caller`), and the writer wakes once per batch,
+        #: not once per call, competing less for the GIL. Otherwise the writer formats each
+        #: call as soon as it is queued, so that the next call of its session finds it
+        #: formatted.
+        self.format_in_caller = format_in_caller
+        #: Set by :meth:`flush` and :meth:`close` to cut a linger short.
+        self._hurry = threading.Event()
+        self._flushing = 0
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._held: deque[tuple[Exchange, CapturedCall]] = deque()
+        self._pending = PendingWork()
+        self._flushing_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._closed = False
+        self.stats = CaptureStats()
+        self.on_written: list[Callable[[list[Exchange]], None]] = []
+
+    def submit(self, item: CapturedCall) -> None:
+        """Queue a finished call for storage (cheap; never blocks on the store)."""
+        if self._closed:
+            log.warning("memtap writer is closed; a captured call was not stored")
+            return
+        self._pending.add()
+        self.stats.captured += 1
+        self._queue.put(item)
+        if self._thread is None:
+            self._start()
+
+    def _start(self) -> None:
+        with self._thread_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="memtap-writer", daemon=True)
+                self._thread.start()
+
+    def _finish(self, n: int) -> None:
+        self._pending.done(n)
+
+    def flush(self, timeout: float | None = 10.0) -> bool:
+        """Wait until everything submitted so far is stored; ``False`` on timeout (for
+        example while the store is down: the calls stay queued and are retried)."""
+        if self._pending.count == 0:
+            return True
+        with self._flushing_lock:
+            self._flushing += 1
+        self._queue.put(_FLUSH)
+        self._hurry.set()
+        try:
+            return self._pending.wait(timeout)
+        finally:
+            with self._flushing_lock:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Flush, then stop the thread. Returns whether everything was stored."""
+        ok = self.flush(timeout)
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._hurry.set()
+            self._thread.join(timeout)
+        if not ok:
+            log.warning(
+                "memtap closed with %d captured call(s) not stored (store unavailable)",
+                self._pending.count,
+            )
+        return ok
+
+    def _take_batch(self, wait: float | None) -> tuple[list[CapturedCall], bool]:
+        """Wait up to ``wait`` (forever if ``None``) for a first item, then linger for more
+        (not while a flush is waiting). Returns the batch and whether to stop."""
+        try:
+            first = self._queue.get() if wait is None else self._queue.get(timeout=wait)
+        except queue.Empty:
+            return [], False
+        if first is _STOP:
+            return [], True
+        batch: list[CapturedCall] = []
+        ahead = not self.format_in_caller
+        if first is not _FLUSH:
+            batch.append(first)  # type: ignore[arg-type]
+            # Format now, while the request thread waits on the network: the next call of
+            # the same session then finds the exchange ready for its history.
+            if ahead:
+                batch[0].exchange()
+            elif not self._flushing and self._queue.empty():
+                # Linger without being woken by each call, then take what came (not when
+                # calls are already waiting: a backlog is written at once).
+                self._hurry.wait(self._linger)
+        self._hurry.clear()
+        deadline = time.monotonic() + self._linger
+        while len(batch) < self._batch_size:
+            lingering = ahead and batch and not self._flushing
+            timeout = deadline - time.monotonic() if lingering else 0.0
+            try:
+                item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            if item is not _FLUSH:
+                batch.append(item)  # type: ignore[arg-type]
+                if ahead:
+                    batch[-1].exchange()
+        return batch, False
+
+    def _run(self) -> None:
+        backoff = self._retry_initial
+        failing = False
+        while True:
+            batch, stop = self._take_batch(backoff if self._held else None)
+            self._count_taken(batch)
+            for item in batch:
+                ex = item.exchange()
+                if ex is None:
+                    self.stats.unformatted += 1
+                    self._release([item])
+                    self._finish(1)
+                else:
+                    self._held.append((ex, item))
+            self._drop_spool_dropped()
+            self._bound_held()
+            if self._held:
+                pending = list(self._held)
+                try:
+                    self._write([ex for ex, _ in pending])
+                except Exception as exc:
+                    self.stats.write_failures += 1
+                    count("failed", len(pending), reason="store_write")
+                    if not failing:
+                        log.error(
+                            "memtap could not store %d exchange(s): %s; they are kept and "
+                            "retried (the application's calls are not affected)",
+                            len(pending),
+                            exc,
+                        )
+                        failing = True
+                    backoff = min(self._retry_max, backoff * 2)
+                    if stop:
+                        return
+                    continue
+                if failing:
+                    log.warning("memtap storage is back; %d exchange(s) stored", len(pending))
+                    failing = False
+                backoff = self._retry_initial
+                self._held.clear()
+                self.stats.written += len(pending)
+                count("stored", len(pending))
+                count("replayed", sum(1 for _, item in pending if item.replayed))
+                self._release([item for _, item in pending])
+                stored = [ex for ex, _ in pending]
+                for callback in self.on_written:
+                    try:
+                        callback(stored)
+                    except Exception:
+                        log.exception("memtap on_written callback failed")
+                self._finish(len(pending))
+            if stop:
+                return
+
+    @staticmethod
+    def _count_taken(batch: list[CapturedCall]) -> None:
+        fresh = [item for item in batch if not item.replayed]
+        count("captured", len(fresh))
+        count("spooled", sum(1 for item in fresh if item.segment is not None))
+
+    def _release(self, items: list[CapturedCall]) -> None:
+        """Tell the spool these calls need no replay any more (stored, or given up)."""
+        if self.spool is not None:
+            segments = [item.segment for item in items if item.segment is not None]
+            if segments:
+                try:
+                    self.spool.done(segments)
+                except Exception:
+                    log.exception("memtap could not update its spool")
+
+    def _drop_spool_dropped(self) -> None:
+        """Forget held calls whose spool segment was dropped for the spool's bound (they
+        were counted and logged as dropped there)."""
+        if not self._held or self.spool is None:
+            return
+        kept = deque(entry for entry in self._held if not (entry[1].segment and entry[1].segment.dropped))
+        gone = len(self._held) - len(kept)
+        if gone:
+            self._held = kept
+            self.stats.dropped += gone
+            count("dropped", gone, reason="spool_bound")
+            self._finish(gone)
+
+    def _bound_held(self) -> None:
+        excess = len(self._held) - self._max_buffered
+        if excess > 0:
+            gone = [self._held.popleft()[1] for _ in range(excess)]
+            self._release(gone)
+            self.stats.dropped += excess
+            count("dropped", excess, reason="buffer_bound")
+            log.warning(
+                "memtap dropped the %d oldest unstored exchange(s): more than %d are waiting "
+                "for the store (%d dropped in all)",
+                excess,
+                self._max_buffered,
+                self.stats.dropped,
+            )
+            self._finish(excess)

@@ -1,0 +1,384 @@
+"""The ``memtap`` command line (click + rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from memtap import __version__
+from memtap.errors import MemtapError, StoreError, install_hint
+from memtap.memory import STORE_ENV, Memory, default_store_url
+from memtap.plugins import PluginLoadWarning, PluginManager, make_plugin_manager
+from memtap.protocol.model import to_dict
+from memtap.storage.store import StoreNotFoundError, require_existing_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+console = Console(highlight=False)
+
+
+def store_option(func: F) -> F:
+    """The ``--store URL`` option every store command takes (env ``MEMTAP_STORE``)."""
+    return click.option(
+        "--store",
+        "store_url",
+        envvar=STORE_ENV,
+        default=None,
+        metavar="URL",
+        help="Store URL (duckdb:///path, postgresql://..., memory://). "
+        "Default: $MEMTAP_STORE, else a DuckDB file under $MEMTAP_HOME.",
+    )(func)
+
+
+def store_url_for(store_url: str | None, *, create: bool) -> str:
+    """The store a command names (``--store``, else the default). A command that only reads
+    passes ``create=False``: a missing store is then an error, not a new empty store."""
+    url = store_url or default_store_url()
+    if not create:
+        try:
+            require_existing_store(url)
+        except StoreNotFoundError as exc:
+            hint = f"(or name an existing store with --store or ${STORE_ENV})"
+            raise click.ClickException(f"{exc} {hint}") from exc
+    return url
+
+
+def open_memory(store_url: str | None) -> Memory:
+    """Open an existing store for a CLI command (errors become one-line CLI errors in
+    :class:`MemtapGroup`)."""
+    return Memory(store_url_for(store_url, create=False))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+class MemtapGroup(click.Group):
+    """The ``memtap`` command group: core's commands, and those plugins add through the
+    ``memtap_cli_commands`` hook. memtap's own errors (store, URL, export format) from any
+    command end as one ``Error: ...`` line saying what to do, never as a traceback.
+
+    Plugins are loaded the first time the group lists its commands (``memtap --help``) or
+    is asked for one it does not have itself, so core's own commands start without them.
+    A plugin command named like one of core's is ignored (with a warning).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plugin_commands_added = False
+
+    def add_plugin_commands(self, pm: PluginManager | None = None) -> None:
+        """Let the plugins of ``pm`` (default: the installed ones) add their commands, once;
+        then add the ``proxy`` placeholder if no plugin provided ``proxy``."""
+        if self._plugin_commands_added:
+            return
+        self._plugin_commands_added = True
+        own = dict(self.commands)
+        try:
+            (pm or make_plugin_manager()).hook.memtap_cli_commands(cli=self)
+        except Exception as exc:
+            warnings.warn(
+                f"a memtap plugin failed to add its commands: {type(exc).__name__}: {exc}",
+                PluginLoadWarning,
+                stacklevel=2,
+            )
+        for name, command in own.items():
+            if self.commands.get(name) is not command:
+                warnings.warn(
+                    f"a memtap plugin's command {name!r} is ignored: memtap has its own {name!r}",
+                    PluginLoadWarning,
+                    stacklevel=2,
+                )
+                self.commands[name] = command
+        if "proxy" not in self.commands:
+            self.add_command(proxy_placeholder)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, turning memtap's errors (every one is a :class:`MemtapError`:
+        store, URL, export format...) into :class:`click.ClickException`."""
+        try:
+            return super().invoke(ctx)
+        except MemtapError as exc:
+            raise click.ClickException(_one_line(str(exc))) from exc
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, plugins' included."""
+        self.add_plugin_commands()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Core's command ``cmd_name``, else a plugin's (plugins are loaded for it)."""
+        if cmd_name not in self.commands:
+            self.add_plugin_commands()
+        return super().get_command(ctx, cmd_name)
+
+
+def titled_table(title: str) -> Table:
+    """A table whose title stays on one line when the terminal is wide enough (a table is
+    as wide as its columns, and rich wraps a longer title to that width)."""
+    return Table(title=title, min_width=min(len(title), console.width))
+
+
+@click.group(cls=MemtapGroup)
+@click.version_option(__version__, prog_name="memtap")
+def main() -> None:
+    """memtap: long-term memory for LLM applications, without changing their code."""
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins(as_json: bool) -> None:
+    """List loaded plugins: distribution, version and the hooks each implements."""
+    pm = make_plugin_manager()
+    infos = pm.describe()
+    if as_json:
+        click.echo(json.dumps([to_dict(i) for i in infos], indent=2))
+        return
+    table = Table(title="memtap plugins")
+    for col in ("name", "distribution", "version", "hooks"):
+        table.add_column(col)
+    for info in infos:
+        table.add_row(info.name, info.distribution or "-", info.version or "-", "\n".join(info.hooks))
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.option("--entity", default=None, help="Only this entity's sessions.")
+@click.option("--limit", default=50, show_default=True, help="How many sessions.")
+def sessions(store_url: str | None, entity: str | None, limit: int) -> None:
+    """List stored sessions, most recently active first."""
+    with open_memory(store_url) as mem:
+        rows = mem.sessions(entity_id=entity, limit=limit)
+    table = titled_table(f"sessions in {mem.url}")
+    for col in ("session", "entity", "process", "exchanges", "last active (UTC)"):
+        table.add_column(col)
+    for s in rows:
+        table.add_row(
+            s.session_id,
+            s.entity_id,
+            s.process_id or "-",
+            str(s.exchange_count),
+            s.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+        )
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.argument("session")
+@click.option("--entity", default=None, help="Only this entity's messages in the session.")
+def history(store_url: str | None, session: str, entity: str | None) -> None:
+    """Show a session's messages, oldest first."""
+    with open_memory(store_url) as mem:
+        messages = mem.history(session, entity_id=entity)
+    if not messages:
+        console.print(f"no messages in session {session!r}")
+        return
+    for m in messages:
+        console.print(m, soft_wrap=True)
+
+
+@main.command()
+@store_option
+def stats(store_url: str | None) -> None:
+    """Row counts of the store."""
+    with open_memory(store_url) as mem:
+        counts = mem.stats()
+    table = titled_table(f"store {mem.url}")
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, count in counts.items():
+        table.add_row(name, str(count))
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.option("--entity", required=True, help="Whose facts.")
+def facts(store_url: str | None, entity: str) -> None:
+    """List an entity's current facts, newest first."""
+    with open_memory(store_url) as mem:
+        rows = mem.facts(entity_id=entity)
+    table = titled_table(f"facts of {entity}")
+    table.add_column("created (UTC)")
+    table.add_column("fact")
+    for f in rows:
+        table.add_row(f.created_at.strftime("%Y-%m-%d %H:%M:%S"), f.text)
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.argument("query")
+@click.option("--entity", required=True, help="Whose facts to search.")
+@click.option("-k", default=5, show_default=True, help="How many facts.")
+def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
+    """Recall an entity's facts most relevant to QUERY, with scores."""
+    with open_memory(store_url) as mem:
+        rows = mem.recall(query, entity_id=entity, k=k)
+    table = titled_table(f"recall {query!r} for {entity}")
+    table.add_column("score", justify="right")
+    table.add_column("fact")
+    for s in rows:
+        table.add_row(f"{s.score:.3f}", s.text)
+    console.print(table)
+
+
+@main.command()
+@store_option
+@click.option("--entity", required=True, help="Whose data to delete.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def forget(store_url: str | None, entity: str, yes: bool) -> None:
+    """Delete everything stored for an entity (asks first, unless --yes)."""
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.ClickException(
+                f"not deleting the memory of entity {entity!r}: memtap cannot ask for confirmation "
+                "(stdin is not a terminal); pass --yes to delete without asking"
+            )
+        click.confirm(f"Delete all memory of entity {entity!r}?", abort=True)
+    with open_memory(store_url) as mem:
+        count = mem.forget(entity_id=entity)
+    console.print(f"deleted {count} record(s) of {entity!r}")
+
+
+@main.command()
+@store_option
+def demo(store_url: str | None) -> None:
+    """Run offline: a local scripted model, the real openai SDK, memory across two runs."""
+    from memtap.cli.demo import run_demo
+
+    run_demo(store_url, console)
+
+
+@click.command(
+    "proxy",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def proxy_placeholder(args: tuple[str, ...]) -> None:
+    """Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy)."""
+    # Only in the group when no plugin provides `proxy` (memtap-proxy does).
+    raise click.ClickException(f"memtap proxy needs the memtap-proxy package: {install_hint('memtap-proxy')}")
+
+
+def _open_store(store_url: str | None, *, create: bool = False) -> Any:
+    """The store a CLI command names, opened without a Memory (no capture machinery)."""
+    from memtap.memory import open_store
+
+    return open_store(store_url_for(store_url, create=create), make_plugin_manager())
+
+
+def _progress() -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=False,
+    )  # fmt: skip
+
+
+@main.command(name="export")
+@store_option
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The JSONL file to write ('-' for standard output).")  # fmt: skip
+def export_command(store_url: str | None, output: str) -> None:
+    """Export every exchange and fact of a store as JSONL (for `memtap import`)."""
+    from memtap.cli.transfer import write_export
+
+    store = _open_store(store_url)
+    try:
+        counts = store.stats()
+        try:
+            out = click.open_file(output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot write {output}: {exc.strerror or exc}; name a file in an existing writable directory"
+            ) from exc
+        with out, _progress() as bar:
+            task = bar.add_task("exporting", total=counts["exchanges"] + counts["facts"])
+            written = write_export(store, out, lambda n: bar.advance(task, n))
+    finally:
+        store.close()
+    Console(stderr=True).print(
+        f"exported {written['exchange']} exchange(s) and {written['fact']} fact(s)", soft_wrap=True
+    )
+
+
+@main.command(name="import")
+@store_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+def import_command(store_url: str | None, file: str) -> None:
+    """Import a JSONL export into a store (records already there are skipped)."""
+    from memtap.cli.transfer import ExportFormatError, import_records, read_records
+
+    store = _open_store(store_url, create=True)
+    try:
+        with click.open_file(file, "r", encoding="utf-8") as f:
+            lines = f.readlines()
+        before = store.stats()
+        with _progress() as bar:
+            task = bar.add_task("importing", total=max(len(lines) - 1, 0))
+            read = import_records(store, read_records(lines), lambda n: bar.advance(task, n))
+        after = store.stats()
+    except (StoreError, ExportFormatError) as exc:
+        raise click.ClickException(_one_line(f"{file}: {exc}")) from exc
+    finally:
+        store.close()
+    # Records already stored are skipped by the store: what is new is what the counts gained.
+    new = {"exchange": after["exchanges"] - before["exchanges"], "fact": after["facts"] - before["facts"]}
+    report = f"imported {new['exchange']} new exchange(s) and {new['fact']} new fact(s)"
+    present = {kind: max(read[kind] - new[kind], 0) for kind in new}
+    if any(present.values()):
+        report += f"; {present['exchange']} exchange(s) and {present['fact']} fact(s) were already present"
+    Console(stderr=True).print(report, soft_wrap=True)
+
+
+#: Bad lines of a transcript listed before the summary error (the rest are counted).
+SHOWN_PROBLEMS = 20
+
+
+@main.command(name="import-transcript")
+@store_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--entity", required=True, help="Whose memory the conversation becomes.")
+@click.option("--session", default=None,
+              help="Session of the messages that name none (default: import-<file name>).")  # fmt: skip
+def import_transcript_command(store_url: str | None, file: str, entity: str, session: str | None) -> None:
+    """Import a conversation transcript: JSONL, one message per line, e.g.
+    {"role": "user", "content": "...", "at": "2023-05-08T13:56:00Z"}. Roles user,
+    assistant, system, tool; the time as "at", "timestamp" or "created_at" (ISO 8601, or
+    seconds since 1970); optionally "session_id". Messages are paired into turns and
+    captured with their times; turns already imported are skipped."""
+    from memtap.cli.transcript import TranscriptError, import_turns, read_transcript, turns_of
+
+    name = "stdin" if file == "-" else Path(file).name
+    try:
+        with click.open_file(file, "r", encoding="utf-8") as f:
+            messages = read_transcript(f, name)
+    except UnicodeDecodeError as exc:
+        raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except TranscriptError as exc:
+        err = Console(stderr=True, highlight=False)
+        for number, problem in exc.problems[:SHOWN_PROBLEMS]:
+            err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
+        if len(exc.problems) > SHOWN_PROBLEMS:
+            err.print(f"... and {len(exc.problems) - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
+        raise click.ClickException(str(exc)) from exc
+    default_session = session or f"import-{Path(name).stem}"
+    turns = turns_of(messages, default_session)
+    with Memory(store_url_for(store_url, create=True)) as mem:
+        report = import_turns(mem, turns, entity_id=entity)
+    summary = f"imported {report.new} new turn(s) of {entity!r} in {report.sessions} session(s)"
+    if report.present:
+        summary += f"; {report.present} turn(s) were already present"
+    Console(stderr=True, highlight=False).print(summary, soft_wrap=True, markup=False)

@@ -1,0 +1,3 @@
+"""Wire formats, one codec each (OpenAI Chat Completions, Anthropic Messages) and what
+they share: content parts, rendering memtap's blocks, where injected items go (placement) and
+the layout of history in a chat-style message list."""

@@ -1,0 +1,2 @@
+"""Conversation history: what a session said before, what a request resends, and which
+sessions exist at all."""

@@ -1,0 +1,358 @@
+"""Conversation history: what a session said before, and how much of it to inject.
+
+The request path must not wait for the store on every call, so each :class:`memtap.Memory`
+keeps a bounded, in-process cache of recent session histories (:class:`SessionHistories`):
+read from the store once per session (plus any exchange still waiting to be written), then
+kept current as calls complete. Reads run in background threads; a call waits for its
+session's read a bounded time (none for a session the store does not have), so a slow or
+frozen store never holds a call up for longer. :mod:`memtap.history.conversation` decides what of
+it a request resends and what may be injected (:class:`HistoryBudget` picks what fits,
+never separating a tool call from its results). Core's built-in injector of it is
+:class:`memtap.builtins.HistoryPlugin`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+
+from memtap.history.conversation import (
+    CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD_TOKENS,
+    HistoryBudget,
+    approx_tokens,
+    overlap,
+    same_turn,
+    tool_units,
+)
+from memtap.history.known_sessions import KnownSessions
+from memtap.metrics import count
+from memtap.protocol.model import Attribution, Message
+from memtap.protocol.wire import InjectionRequest
+from memtap.workers.background import DaemonPool
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "HistoryBudget",
+    "SessionHistories",
+    "approx_tokens",
+    "overlap",
+    "same_turn",
+    "tool_units",
+]
+
+log = logging.getLogger("memtap.history.injector")
+
+
+class _Pending:
+    """Messages that will exist once a captured call is formatted (resolved lazily)."""
+
+    __slots__ = ("resolve",)
+
+    def __init__(self, resolve: Callable[[], Sequence[Message]]) -> None:
+        self.resolve = resolve
+
+
+#: Seconds before a session whose history could not be read is read again.
+RELOAD_AFTER_FAILURE = 5.0
+#: Seconds the first call of a session that has stored history waits for it to be read;
+#: past that the call goes on without it, and the read, finishing in the background, serves
+#: the session's next call.
+LOAD_DEADLINE = 0.25
+#: Threads reading histories (a frozen store may hold each of them until it answers).
+LOAD_WORKERS = 4
+
+_no_wait: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_history_no_wait", default=False)
+
+
+@contextmanager
+def without_waiting() -> Iterator[None]:
+    """Inside the block, :meth:`SessionHistories.get` never waits for a read (for a caller
+    that awaited :meth:`SessionHistories.preload` already: an event loop must not block)."""
+    token = _no_wait.set(True)
+    try:
+        yield
+    finally:
+        _no_wait.reset(token)
+
+
+class _Entry:
+    """One cached session: resolved messages, then calls not yet formatted.
+
+    ``resolving`` makes pending calls resolve one batch at a time, in order, so two
+    readers never append completed calls out of order. ``loaded`` is set once the store's
+    read of the session is over (or failed: ``reload_at`` is then when it is read again);
+    until ``wait_until`` (monotonic seconds) callers wait for it, later ones do not.
+    """
+
+    __slots__ = (
+        "again",
+        "future",
+        "loaded",
+        "messages",
+        "pending",
+        "reading",
+        "reload_at",
+        "resolving",
+        "wait_until",
+    )
+
+    def __init__(self) -> None:
+        #: A read of the session is under way; ``again``: read it once more after that one
+        #: (another process wrote to the session meanwhile: see :meth:`SessionHistories.refresh`).
+        self.reading = False
+        self.again = False
+        self.messages: list[Message] = []
+        self.pending: list[_Pending] = []
+        self.resolving = threading.Lock()
+        self.reload_at: float | None = None
+        self.loaded = threading.Event()
+        self.wait_until = 0.0
+        self.future: Future[None] | None = None
+
+
+class SessionHistories:
+    """A bounded LRU cache of session histories, keyed by (entity, session).
+
+    ``load`` reads a session from the store; ``max_messages`` bounds what is kept per
+    session and ``max_sessions`` how many sessions are kept.
+
+    Reads run in background threads and the request path waits for them at most
+    ``deadline`` seconds (fail open: the call goes on without history; the read still
+    completes and serves the next call). A session that ``known`` (:class:`KnownSessions`)
+    says the store does not have is not waited for at all: it is read in the background
+    only in case another process has just created it. A session is read once; a failed read
+    is retried in the background :data:`RELOAD_AFTER_FAILURE` seconds later.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[Attribution, int], list[Message]],
+        *,
+        max_sessions: int = 1024,
+        max_messages: int = 200,
+        deadline: float = LOAD_DEADLINE,
+        known: KnownSessions | None = None,
+    ) -> None:
+        self._load = load
+        self._max_sessions = max_sessions
+        self._max_messages = max_messages
+        #: Seconds a call waits for its session's first read (see the class docstring).
+        self.deadline = deadline
+        self._known = known
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+        self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
+
+    @staticmethod
+    def key(attribution: Attribution) -> tuple[str, str]:
+        """The cache key of a call's session: ``(entity_id, session_id)``."""
+        return (attribution.entity_id, attribution.session_id)
+
+    def get(self, attribution: Attribution) -> list[Message]:
+        """The session's recent messages, oldest first (do not modify the list). On the
+        session's first call, waits for its read up to :attr:`deadline` (not inside
+        :func:`without_waiting`)."""
+        key = (attribution.entity_id, attribution.session_id)
+        with self._lock:  # the fast path: a cached session, read already
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is None or entry.reload_at is not None:
+            entry = self._lookup(attribution)
+        if not entry.loaded.is_set() and not _no_wait.get():
+            remaining = entry.wait_until - time.monotonic()
+            if remaining > 0 and not entry.loaded.wait(remaining):
+                count("failed", reason="history_deadline")
+        if entry.pending:
+            with entry.resolving:
+                self._resolve(entry)
+        return entry.messages
+
+    async def preload(self, attribution: Attribution) -> None:
+        """Make sure the session is cached or being read, and await its read (in a
+        thread: the event loop is never blocked) up to :attr:`deadline`. A cached session
+        costs no await at all."""
+        entry = self._lookup(attribution)
+        future = entry.future
+        if entry.loaded.is_set() or future is None:
+            return
+        remaining = entry.wait_until - time.monotonic()
+        if remaining <= 0:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
+        except asyncio.TimeoutError:
+            count("failed", reason="history_deadline")
+
+    def _lookup(self, attribution: Attribution) -> _Entry:
+        """The session's entry; a new one (its read started) on a miss, its read started
+        again when a failed one is due for a retry."""
+        key = self.key(attribution)
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                if entry.reload_at is None or now < entry.reload_at or not entry.loaded.is_set():
+                    return entry
+                entry.reload_at = now + RELOAD_AFTER_FAILURE  # one retry at a time
+                entry.wait_until = now  # a retry is never waited for
+            else:
+                entry = self._entries[key] = _Entry()
+                while len(self._entries) > self._max_sessions:
+                    self._entries.popitem(last=False)
+                known = self._known.knows(key) if self._known is not None else None
+                if known is False and self._known is not None and self._known.exclusive:
+                    # Certainly new (no other process writes to the store): nothing to read.
+                    entry.loaded.set()
+                    return entry
+                # A session the store does not have is read only in case another process
+                # has just created it: nothing to wait for.
+                entry.wait_until = now if known is False else now + self.deadline
+            entry.loaded.clear()
+            if entry.reading:  # a refresh is reading it: that read serves
+                entry.again = True
+                return entry
+            entry.reading = True
+        self._start_read(attribution, entry)
+        return entry
+
+    def _start_read(self, attribution: Attribution, entry: _Entry) -> None:
+        try:
+            entry.future = self._readers.submit(self._fill, attribution, entry)
+        except RuntimeError:  # closed: no more reads
+            entry.reading = False
+            entry.loaded.set()
+
+    def refresh(self, entity_id: str | None = None, session_id: str | None = None) -> None:
+        """Read cached sessions again in the background, because another process wrote to
+        them: one session, an entity's, or all of them (no argument). Calls keep getting
+        the cached messages until the read is merged in; a read under way is followed by
+        another (it may have read the store before the write)."""
+        started: list[tuple[tuple[str, str], _Entry]] = []
+        with self._lock:
+            if entity_id is not None and session_id is not None:  # one session: no scan
+                found = self._entries.get((entity_id, session_id))
+                targets = [((entity_id, session_id), found)] if found is not None else []
+            else:
+                targets = [
+                    (key, entry)
+                    for key, entry in self._entries.items()
+                    if (entity_id is None or key[0] == entity_id)
+                    and (session_id is None or key[1] == session_id)
+                ]
+            for key, entry in targets:
+                if entry.reading:
+                    entry.again = True
+                else:
+                    entry.reading = True
+                    started.append((key, entry))
+        for (entity, session), entry in started:
+            self._start_read(Attribution(entity_id=entity, session_id=session), entry)
+
+    def _read(self, attribution: Attribution) -> list[Message] | None:
+        try:
+            return list(self._load(attribution, self._max_messages))
+        except Exception:
+            log.warning(
+                "could not read history of session %r; continuing without it (retried in %.0f s)",
+                attribution.session_id,
+                RELOAD_AFTER_FAILURE,
+                exc_info=True,
+            )
+            return None
+
+    def _fill(self, attribution: Attribution, entry: _Entry) -> None:
+        """Read the session into ``entry`` (a background thread), keeping what calls
+        appended meanwhile."""
+        try:
+            with self._lock:
+                if self._entries.get(self.key(attribution)) is not entry:
+                    return  # evicted or dropped before its turn came
+            loaded = self._read(attribution)
+            if loaded is None:
+                entry.reload_at = time.monotonic() + RELOAD_AFTER_FAILURE
+                return
+            if loaded and self._known is not None:
+                self._known.add(self.key(attribution))
+            self._merge(entry, loaded)
+            entry.reload_at = None
+        finally:
+            entry.loaded.set()
+            with self._lock:
+                again = entry.again and self._entries.get(self.key(attribution)) is entry
+                entry.again = False
+                entry.reading = again
+            if again:
+                self._start_read(attribution, entry)
+
+    def _merge(self, entry: _Entry, loaded: list[Message]) -> None:
+        """Put the stored ``loaded`` messages before those calls added to ``entry`` (the
+        same exchange, stored meanwhile, is kept once)."""
+        with entry.resolving:
+            self._resolve(entry)
+            with self._lock:
+                stored = {m.exchange_id for m in loaded if m.exchange_id}
+                newer = [m for m in entry.messages if m.exchange_id is None or m.exchange_id not in stored]
+                if len(loaded) >= self._max_messages and newer:
+                    # The read holds only the latest messages: a cached one older than all
+                    # of them fell out of that window (it is not a call still to be stored),
+                    # and kept it would follow them, out of order.
+                    first = loaded[0].created_at
+                    newer = [
+                        m for m in newer if m.created_at is None or first is None or m.created_at >= first
+                    ]
+                entry.messages = (loaded + newer)[-self._max_messages :]
+
+    def _resolve(self, entry: _Entry) -> None:
+        with self._lock:
+            pending, entry.pending = entry.pending, []
+        added: list[Message] = []
+        for item in pending:
+            try:
+                added.extend(item.resolve())
+            except Exception:
+                log.debug("pending exchange could not be read for history", exc_info=True)
+        with self._lock:
+            # Copy-on-write: a list handed out by get() is never changed under its reader.
+            entry.messages = (entry.messages + added)[-self._max_messages :]
+
+    def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
+        """Add a completed call's messages (resolved when first needed), if the session is
+        cached; otherwise the next read loads it from the store."""
+        key = self.key(attribution)
+        if self._known is not None:
+            self._known.add(key)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.pending.append(_Pending(resolve))
+
+    def drop(self, *, entity_id: str | None = None) -> None:
+        """Forget cached sessions (of one entity, or all)."""
+        with self._lock:
+            for key in [k for k in self._entries if entity_id is None or k[0] == entity_id]:
+                del self._entries[key]
+
+    def close(self) -> None:
+        """Stop the reader threads (a read in progress is abandoned)."""
+        self._readers.shutdown()
+
+
+#: The budget of a request no history may go into (:attr:`InjectionRequest.history` off):
+#: what it resends is still found, nothing is injected.
+NO_HISTORY = HistoryBudget(max_messages=0)
+
+
+def request_budget(request: InjectionRequest, budget: HistoryBudget) -> HistoryBudget:
+    """``budget``, or :data:`NO_HISTORY` for a request no history may go into."""
+    return budget if request.history else NO_HISTORY

@@ -1,0 +1,133 @@
+"""Long-term memory behind :class:`memtap.Memory`'s fact methods: remember, recall, the
+memorize worker and the ``remember`` agent tool, wired together (the recall injector over
+its engine is one of core's built-ins: :func:`memtap.builtins.memory_plugins`)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from memtap.longterm.index import HIDDEN_KINDS
+from memtap.longterm.memorize import LLM, AsyncLLM, Memorizer
+from memtap.longterm.recall import RecallEngine
+from memtap.longterm.recall_injector import _norm
+from memtap.longterm.remember_tool import MemoryToolError, ToolFormat, memory_tool, parse_tool_args
+from memtap.protocol.embedder import Embedder
+from memtap.protocol.model import Exchange, Fact, ScoredFact
+from memtap.redact import redact_fact, redact_text
+from memtap.storage.store import Store
+
+log = logging.getLogger("memtap.memory")
+
+
+class LongTermMemory:
+    """Facts of entities: stored, indexed, recalled, injected, learned."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        embedder: Embedder | None,
+        llm: LLM | AsyncLLM | None,
+        episodes: bool,
+    ) -> None:
+        self.store = store
+        self.engine = RecallEngine(store, embedder)
+        self.memorizer = Memorizer(store, self.engine, llm, episodes=episodes)
+
+    def warm_up(self) -> None:
+        """Start loading the embedder's model in the background (calls are coming)."""
+        self.engine.warm_up()
+
+    def on_written(self, exchanges: list[Exchange]) -> None:
+        """The capture writer stored ``exchanges``: memorize them in the background."""
+        self.memorizer.submit(exchanges)
+
+    def remember(self, fact: Fact) -> Fact:
+        """Store one fact, redacted, and index it (its vector follows in the background);
+        returns the fact as stored."""
+        fact = redact_fact(fact)
+        self.store.add_facts([fact])
+        self.engine.added([fact])
+        return fact
+
+    def recall(
+        self,
+        query: str,
+        *,
+        entity_id: str,
+        process_id: str | None,
+        k: int,
+        min_score: float,
+        deadline: float | None = None,
+        now: _dt.datetime | None = None,
+    ) -> list[ScoredFact]:
+        """Hybrid recall; without ``deadline`` everything needed is waited for, with one
+        (seconds) a cold entity gives ``[]`` (loaded in the background) and a late query
+        vector falls back to words only. ``now`` is when the question is asked (what
+        "yesterday" in it means)."""
+        if k <= 0 or not query.strip():
+            return []
+        found = self.engine.search(
+            query,
+            entity_id=entity_id,
+            process_id=process_id,
+            k=k,
+            min_score=min_score,
+            deadline=deadline,
+            now=now,
+        )
+        return found or []
+
+    def facts(self, *, entity_id: str, process_id: str | None = None) -> list[Fact]:
+        """Current facts, newest first (tombstones of deleted facts left out)."""
+        return [
+            f
+            for f in self.store.facts(entity_id=entity_id, process_id=process_id)
+            if f.kind not in HIDDEN_KINDS
+        ]
+
+    def tool(self, fmt: ToolFormat) -> dict[str, Any]:
+        """The ``remember`` tool definition."""
+        return memory_tool(fmt)
+
+    def handle_tool(self, args: Mapping[str, Any] | str, *, entity_id: str, process_id: str | None) -> Fact:
+        """Validate a ``remember`` tool call and store its fact (superseding the fact it
+        ``replaces``, when that text is a current fact; an already known text is not
+        stored twice)."""
+        parsed = parse_tool_args(args)
+        text = redact_text(parsed.fact)
+        current = {_norm(f.text): f for f in self.facts(entity_id=entity_id)}
+        same = current.get(_norm(text))
+        if same is not None:
+            return same
+        old = current.get(_norm(redact_text(parsed.replaces))) if parsed.replaces else None
+        if parsed.replaces and old is None:
+            log.info("memtap remember tool: %r replaces no current fact; storing it as new", text)
+        fact = Fact(
+            entity_id=entity_id,
+            process_id=process_id,
+            text=text,
+            supersedes=old.id if old is not None else None,
+            metadata={"source": "memory_tool"},
+        )
+        return self.remember(fact)
+
+    def forget(self, entity_id: str) -> None:
+        """Drop the entity's cached index (the store deletes the facts)."""
+        self.engine.forget(entity_id)
+
+    def flush(self, timeout: float | None) -> bool:
+        """Wait for memorize (facts stored). Embedding is not waited for: vectors are
+        derived data, made again when missing, and :meth:`recall` embeds what it lacks."""
+        return self.memorizer.flush(timeout)
+
+    def close(self, timeout: float | None) -> None:
+        """Finish background work and stop its threads."""
+        self.memorizer.close(timeout)
+        self.engine.close(timeout)
+
+
+__all__ = ["LongTermMemory", "MemoryToolError"]

@@ -1,0 +1,716 @@
+"""The in-process recall index of one entity: BM25 postings and a vector matrix, updated
+incrementally on every write (no rebuild), searched with hybrid fusion.
+
+numpy is imported when an index is first built, never by ``import memtap``.
+
+What is indexed: a fact's ``text`` and, with a lower weight, its ``metadata["context"]``
+(for an episode: the turns around it) and its date (:func:`date_text`), so that a short
+reply ("Yes, last Tuesday!") is still found by the words of the question it answered, and
+"in May" by when it was said. The vector is the embedding of :func:`embedding_text`.
+
+Fusion (chosen on held-out LOCOMO conversations, see ``benchmarks/locomo_recall.py``):
+each signal is turned into a [0, 1] score that keeps its absolute meaning (BM25 saturates
+as ``s / (s + bm25_half)``, cosine is rescaled from ``cos_floor`` .. 1), the two are mixed
+linearly, and recency breaks ties. Absolute scores make ``min_score`` meaningful: an
+unrelated query gets low scores rather than a re-normalised "best of the bad".
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from memtap.longterm.temporal import TimeWindow, mentioned_window
+from memtap.longterm.text import term_counts, terms
+from memtap.protocol.model import Fact
+
+#: Metadata key whose text is indexed (with a lower weight) alongside a fact's text.
+CONTEXT_KEY = "context"
+#: Fact kinds that are never recalled (a tombstone records a deletion).
+HIDDEN_KINDS = frozenset({"tombstone"})
+
+
+def date_text(fact: Fact) -> str:
+    """A fact's date as words ("8 May 2023"), indexed with it."""
+    at = fact.created_at
+    return f"{at.day} {at:%B} {at.year}"
+
+
+def embedding_text(fact: Fact) -> str:
+    """The text whose embedding represents ``fact`` (its own words, not the context: a
+    vector of several turns says less about each of them)."""
+    return fact.text
+
+
+@attrs.frozen
+class Fusion:
+    """How lexical and vector evidence are combined into one score in [0, 1]."""
+
+    #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
+    lexical_weight: float = 0.65
+    #: BM25 score that maps to 0.5 (saturation point).
+    bm25_half: float = 6.0
+    #: Cosine similarity that maps to 0 (MiniLM puts unrelated sentences around 0.1-0.2).
+    cos_floor: float = 0.2
+    #: BM25 parameters.
+    k1: float = 1.2
+    b: float = 0.75
+    #: Weight of a context term relative to a term of the fact's own text.
+    context_weight: float = 0.5
+    #: Weight of the terms of a fact's date (:func:`date_text`: day, month, year), so
+    #: "in May" or "2023" finds what was said then.
+    date_weight: float = 0.5
+    #: IDF is computed as if the entity had at least this many facts: with only a handful,
+    #: every term would look common and a clear match would score near zero.
+    idf_prior: int = 200
+    #: Weight of the recency tie-breaker (newest fact gets the full amount).
+    recency_weight: float = 0.01
+    #: Added to the score of a fact said in, or speaking of, the time a question names
+    #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
+    #: of other times that match the question about as well.
+    time_weight: float = 0.1
+
+
+class _Postings:
+    __slots__ = ("slots", "tf")
+
+    def __init__(self) -> None:
+        self.slots = array("i")
+        self.tf = array("f")
+
+
+def _np() -> Any:
+    import numpy
+
+    return numpy
+
+
+class EntityIndex:
+    """One entity's current facts, searchable by BM25 and by vector.
+
+    Not thread-safe by itself: :class:`memtap.longterm.recall.IndexCache` serialises writers and
+    lets readers search a consistent state under a lock.
+    """
+
+    #: Rows per matrix-vector product: small enough that OpenBLAS stays on one thread (its
+    #: threads, on a busy 2-core machine, turned a 0.3 ms product into 7 ms).
+    CHUNK_ROWS = 1024
+    #: Up to this many slots, :meth:`search` scores in plain Python (one product for the
+    #: vectors): numpy's fixed cost per operation (~1-3 µs, some forty of them) is most
+    #: of a search over a handful of facts, which is what most entities have.
+    SMALL_UP_TO = 48
+    #: From this many vectors on, search scans 256-bit sketches instead of the vectors
+    #: (see :meth:`_vector_scores`); below it the exact scan is cheap enough.
+    SKETCH_FROM = 4096
+    #: How many of the best sketch-estimated slots get their exact cosine.
+    SKETCH_RESCORE = 512
+
+    def __init__(self, fusion: Fusion | None = None) -> None:
+        np = _np()
+        self.fusion = fusion or Fusion()
+        self.facts: list[Fact | None] = []
+        self.slot_of: dict[str, int] = {}
+        self.postings: dict[str, _Postings] = {}
+        self.total_len = 0.0
+        self.alive_count = 0
+        #: Live facts that have a vector.
+        self.vector_count = 0
+        self.dim = 0
+        self.model: str | None = None
+        cap = 64
+        self._doclen = np.zeros(cap, np.float32)
+        self._alive = np.zeros(cap, bool)
+        self._has_vec = np.zeros(cap, bool)
+        self._created = np.zeros(cap, np.float64)
+        #: The span of time a fact's text speaks of (:func:`mentioned_window`), as
+        #: timestamps; NaN when it names none.
+        self._mention_start = np.full(cap, np.nan)
+        self._mention_end = np.full(cap, np.nan)
+        #: Oldest and newest ``created_at`` ever indexed (the recency scale).
+        self._created_range = (math.inf, -math.inf)
+        self._process = np.zeros(cap, np.int32)
+        self._process_codes: dict[str | None, int] = {None: 0}
+        self._vecs: Any = None
+        #: Sign sketches of the vectors, one row of slots per 64-bit word (contiguous per
+        #: word, so a scan is a few long vector operations).
+        self._sketch: Any = None
+
+    def __len__(self) -> int:
+        return self.alive_count
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _grow(self, need: int) -> None:
+        np = _np()
+        cap = len(self._alive)
+        if need <= cap:
+            return
+        new = max(need, cap * 2)
+        for name in (
+            "_doclen",
+            "_alive",
+            "_has_vec",
+            "_created",
+            "_process",
+            "_mention_start",
+            "_mention_end",
+        ):
+            old = getattr(self, name)
+            grown = np.full(new, np.nan if name.startswith("_mention") else 0, old.dtype)
+            grown[:cap] = old
+            setattr(self, name, grown)
+        if self._vecs is not None:
+            grown = np.zeros((new, self._vecs.shape[1]), np.float32)
+            grown[:cap] = self._vecs
+            self._vecs = grown
+            sketch = np.zeros((self._sketch.shape[0], new), np.uint64)
+            sketch[:, :cap] = self._sketch
+            self._sketch = sketch
+
+    def add(self, facts: Iterable[Fact], vectors: Mapping[str, Any] | None = None) -> None:
+        """Index ``facts`` (known ids and hidden kinds are skipped) with their vectors,
+        if given; a fact that supersedes an indexed one removes it."""
+        # A fact named twice (identical episodes of repeated requests share an id) takes
+        # one slot: a second would be a live duplicate the id map no longer reaches.
+        fresh: dict[str, Fact] = {}
+        for f in facts:
+            if f.id not in self.slot_of and f.kind not in HIDDEN_KINDS:
+                fresh.setdefault(f.id, f)
+        batch = list(fresh.values())
+        if not batch:
+            return
+        start = len(self.facts)
+        self._grow(start + len(batch))
+        w = self.fusion.context_weight
+        dw = self.fusion.date_weight
+        for offset, fact in enumerate(batch):
+            slot = start + offset
+            self.facts.append(fact)
+            self.slot_of[fact.id] = slot
+            counts: dict[str, float] = {t: float(n) for t, n in term_counts(fact.text).items()}
+            context = fact.metadata.get(CONTEXT_KEY)
+            if context:
+                for term, times in term_counts(context).items():
+                    counts[term] = counts.get(term, 0.0) + w * times
+            if dw:
+                for term, times in term_counts(date_text(fact)).items():
+                    counts[term] = counts.get(term, 0.0) + dw * times
+            length = float(sum(counts.values()))
+            for term, n in counts.items():
+                p = self.postings.get(term)
+                if p is None:
+                    p = self.postings[term] = _Postings()
+                p.slots.append(slot)
+                p.tf.append(n)
+            self._doclen[slot] = length
+            self.total_len += length
+            self._alive[slot] = True
+            created = fact.created_at.timestamp()
+            self._created[slot] = created
+            mentioned = mentioned_window(fact.text, fact.created_at)
+            if mentioned is not None:
+                self._mention_start[slot] = mentioned.start.timestamp()
+                self._mention_end[slot] = mentioned.end.timestamp()
+            self._created_range = (min(self._created_range[0], created), max(self._created_range[1], created))
+            code = self._process_codes.setdefault(fact.process_id, len(self._process_codes))
+            self._process[slot] = code
+            self.alive_count += 1
+        self.remove(f.supersedes for f in batch if f.supersedes)
+        if vectors:
+            self.set_vectors(vectors)
+
+    def remove(self, fact_ids: Iterable[str]) -> None:
+        """Stop recalling these facts (superseded, deleted)."""
+        for fact_id in fact_ids:
+            slot = self.slot_of.pop(fact_id, None)
+            if slot is None or not self._alive[slot]:
+                continue
+            self._alive[slot] = False
+            if self._has_vec[slot]:
+                self._has_vec[slot] = False
+                self.vector_count -= 1
+            self.facts[slot] = None
+            self.total_len -= float(self._doclen[slot])
+            self.alive_count -= 1
+
+    def set_vectors(self, vectors: Mapping[str, Any], model: str | None = None) -> None:
+        """Attach embeddings to indexed facts (unknown ids are ignored)."""
+        np = _np()
+        if model is not None and self.model not in (None, model):
+            self._drop_vectors()
+        if model is not None:
+            self.model = model
+        slots: list[int] = []
+        rows: list[Any] = []
+        for fact_id, vec in vectors.items():
+            slot = self.slot_of.get(fact_id)
+            if slot is None or vec is None:
+                continue
+            v = np.asarray(vec, dtype=np.float32).ravel()
+            if self._vecs is None:
+                self.dim = len(v)
+                self._vecs = np.zeros((len(self._alive), self.dim), np.float32)
+                self._sketch = np.zeros((sketch_words(), len(self._alive)), np.uint64)
+            if len(v) != self.dim:
+                continue
+            slots.append(slot)
+            rows.append(v)
+        if not slots:
+            return
+        block = np.stack(rows)
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        block /= np.where(norms > 0, norms, 1.0)
+        where = np.asarray(slots, dtype=np.intp)
+        self._vecs[where] = block
+        self._sketch[:, where] = sketch_of(block)
+        new = where[~self._has_vec[where]]
+        self._has_vec[new] = True
+        self.vector_count += len(np.unique(new))
+
+    def _drop_vectors(self) -> None:
+        self._vecs = None
+        self._sketch = None
+        self._has_vec[:] = False
+        self.vector_count = 0
+        self.dim = 0
+
+    @property
+    def unembedded(self) -> int:
+        """How many live facts have no vector yet."""
+        return self.alive_count - self.vector_count
+
+    def missing_vectors(self) -> list[Fact]:
+        """Indexed facts that have no vector yet."""
+        if not self.unembedded:
+            return []
+        return [f for f in self.facts if f is not None and not self._has_vec[self.slot_of[f.id]]]
+
+    def needs_compaction(self) -> bool:
+        """More dead slots than live ones (rebuild to reclaim memory and keep df exact)."""
+        return len(self.facts) > 1024 and self.alive_count < len(self.facts) // 2
+
+    def live_facts(self) -> list[Fact]:
+        """The indexed facts."""
+        return [f for f in self.facts if f is not None]
+
+    def vector_of(self, fact_id: str) -> Any:
+        """The stored (normalised) vector of a fact, or ``None``."""
+        slot = self.slot_of.get(fact_id)
+        if slot is None or self._vecs is None or not self._has_vec[slot]:
+            return None
+        return self._vecs[slot]
+
+    # -- search --------------------------------------------------------------------------
+
+    def bm25(self, query: str | Mapping[str, int]) -> Any:
+        """BM25 score of every slot for ``query`` (its text or its :func:`term_counts`);
+        0 where no term matches and for dead slots."""
+        return self._lexical(query, matches=False)[0]
+
+    def _lexical(self, query: str | Mapping[str, int], *, matches: bool) -> tuple[Any, Any]:
+        """:meth:`bm25`'s scores and, with ``matches``, the live slots sharing a term with
+        the query (sorted; else ``None``)."""
+        np = _np()
+        n = len(self.facts)
+        scores = np.zeros(n, np.float32)
+        none = np.zeros(0, np.intp) if matches else None
+        if not self.alive_count:
+            return scores, none
+        f = self.fusion
+        counts = term_counts(query) if isinstance(query, str) else query
+        avgdl = max(self.total_len / self.alive_count, 1e-6)
+        # The length norm k1 * (1 - b + b * len / avgdl), computed for the matching slots
+        # only: a pass over every slot would cost more than most postings.
+        base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
+        matched: list[Any] = []
+        postings = 0
+        for term, qtf in counts.items():
+            p = self.postings.get(term)
+            if p is None:
+                continue
+            slots = np.frombuffer(p.slots, dtype=np.int32)
+            tf = np.frombuffer(p.tf, dtype=np.float32)
+            df = len(slots)
+            idf = self._idf(df)
+            norm = self._doclen[slots] * per_len
+            norm += base
+            norm += tf
+            scores[slots] += (idf * qtf * (f.k1 + 1)) * tf / norm
+            if matches:
+                matched.append(slots)
+                postings += df
+        if self.alive_count < n:
+            scores[~self._alive[:n]] = 0  # postings keep the slots of removed facts
+        if not matched:
+            return scores, none
+        if len(matched) == 1 or postings * 4 < n:
+            # Few matches: merge the postings (a sort of what matched, not a pass over n;
+            # by hand, as np.unique's generality costs several times more here).
+            hit = matched[0]
+            if len(matched) > 1:
+                hit = np.concatenate(matched)
+                hit.sort()
+                first = np.empty(len(hit), bool)
+                first[0] = True
+                np.not_equal(hit[1:], hit[:-1], out=first[1:])
+                hit = hit[first]
+            if self.alive_count < n:
+                hit = hit[self._alive[hit]]
+            return scores, hit.astype(np.intp)
+        return scores, np.flatnonzero(scores)
+
+    def _idf(self, df: int) -> float:
+        """BM25's weight of a term that ``df`` indexed facts use."""
+        # At least 0: postings keep removed facts' slots, so df can exceed the live count,
+        # and a negative weight would make a match count against a fact.
+        n = max(self.alive_count, self.fusion.idf_prior)
+        return max(0.0, math.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+    def shared_terms(self, fact_id: str, query: str | Mapping[str, int]) -> tuple[int, float]:
+        """How many of the query's terms the fact is indexed under (its text, context or
+        date), and their share of the query's BM25 weight (0 to 1): how much of the
+        question its words alone answer."""
+        counts = term_counts(query) if isinstance(query, str) else query
+        slot = self.slot_of.get(fact_id)
+        shared, weight, total = 0, 0.0, 0.0
+        for term in counts:
+            p = self.postings.get(term)
+            idf = self._idf(len(p.slots) if p is not None else 0)
+            total += idf
+            # A fact's slot occurs once per term, and slots grow as facts are added:
+            # postings are sorted, so membership is a bisection.
+            if p is not None and slot is not None:
+                at = bisect.bisect_left(p.slots, slot)
+                if at < len(p.slots) and p.slots[at] == slot:
+                    shared += 1
+                    weight += idf
+        return shared, (weight / total if total else 0.0)
+
+    def unseen_terms(self, query: str | Mapping[str, int]) -> list[str]:
+        """The query's words that no indexed fact uses (words search cannot see). Terms
+        with digits (numbers, ids, dates) are left out: they have no paraphrase for a
+        vector to find."""
+        counts = term_counts(query) if isinstance(query, str) else query
+        return [t for t in counts if t not in self.postings and not any(c.isdigit() for c in t)]
+
+    def _unit_query(self, qvec: Any) -> Any:
+        """``qvec`` as a unit float32 vector, or ``None`` when no stored vector can be
+        compared with it (none stored, other dimension, zero vector)."""
+        np = _np()
+        if qvec is None or self._vecs is None or not self.vector_count:
+            return None
+        q = np.asarray(qvec, dtype=np.float32).ravel()
+        if len(q) != self.dim:
+            return None
+        qn = math.sqrt(float(q @ q))
+        return q / qn if qn else None
+
+    def _exact_cosines(self, q: Any, n: int) -> Any:
+        """Cosine of every slot with the unit vector ``q`` (``-1`` where there is no vector),
+        in products of :attr:`CHUNK_ROWS` rows."""
+        np = _np()
+        out = np.empty(n, np.float32)
+        step = self.CHUNK_ROWS
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            np.matmul(self._vecs[start:stop], q, out=out[start:stop])
+        if self.vector_count < n:
+            out[~self._has_vec[:n]] = -1.0
+        return out
+
+    def _sketch_candidates(self, q: Any, lex: Any, matched: Any, eligible: Any) -> tuple[Any, Any]:
+        """The slots worth ranking and their exact cosines, for an index of many vectors.
+
+        Reading every float32 vector is what costs (100k 384-d vectors are 150 MB: ~13 ms
+        of memory bandwidth here), so the scan reads 256-bit sign sketches instead
+        (random hyperplanes: the share of differing bits estimates the angle, 3 MB at
+        100k), fuses the estimates with the BM25 scores ``lex`` (non-zero at ``matched``)
+        as :meth:`search` will, and computes the exact cosine of the best
+        :attr:`SKETCH_RESCORE` slots. ``eligible`` is ``None`` when every slot is."""
+        np = _np()
+        n = len(self.facts)
+        f = self.fusion
+        distance = sketch_distances(self._sketch[:, :n], query_sketch(q))
+        rough = _vector_weight_of_distance(f)[distance]
+        if self.vector_count < n:
+            rough[~self._has_vec[:n]] = 0.0  # no vector: words only
+        if len(matched):
+            m = lex[matched]
+            rough[matched] += f.lexical_weight * (m / (m + f.bm25_half))
+        if eligible is not None:
+            rough[~eligible] = -1.0
+        take = min(self.SKETCH_RESCORE, n)
+        # Selecting the smallest of the negated scores: numpy's introselect takes ~25x
+        # longer for the largest when most scores tie at 0, as they do here.
+        best = np.argpartition(-rough, take - 1)[:take]
+        if eligible is not None:
+            best = best[eligible[best]]
+        cos = np.full(len(best), -1.0, np.float32)
+        known = self._has_vec[best]
+        cos[known] = self._vecs[best[known]] @ q
+        return best, cos
+
+    def _eligible(self, n: int, process_id: str | None, exclude: Sequence[str]) -> Any:
+        """Slots a search may return (live, of ``process_id`` or of no process, not
+        ``exclude``d), or ``None`` when that is every slot."""
+        np = _np()
+        eligible = None if self.alive_count == n else self._alive[:n].copy()
+        if process_id is not None and len(self._process_codes) > 1:
+            # Facts with no process belong to every process of the entity.
+            code = self._process_codes.get(process_id, -1)
+            mine = (self._process[:n] == code) | (self._process[:n] == 0)
+            eligible = mine if eligible is None else eligible & mine
+        slots = [s for s in (self.slot_of.get(fact_id) for fact_id in exclude) if s is not None]
+        if slots:
+            if eligible is None:
+                eligible = np.ones(n, bool)
+            eligible[slots] = False
+        return eligible
+
+    def in_window(self, window: TimeWindow) -> Any:
+        """Which slots hold a live fact said within ``window`` or whose text speaks of a
+        time that meets it (a boolean array over the slots)."""
+        n = len(self.facts)
+        start, end = window.start.timestamp(), window.end.timestamp()
+        created = self._created[:n]
+        inside = (created >= start) & (created < end)
+        # NaN (no time mentioned) compares false: those facts count by when they were said.
+        inside |= (self._mention_start[:n] < end) & (self._mention_end[:n] > start)
+        inside &= self._alive[:n]
+        return inside
+
+    def search(
+        self,
+        query: str | Mapping[str, int],
+        qvec: Any = None,
+        *,
+        k: int = 5,
+        process_id: str | None = None,
+        min_score: float = 0.0,
+        exclude: Sequence[str] = (),
+        window: TimeWindow | None = None,
+    ) -> list[tuple[Fact, float]]:
+        """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
+        its vector, if any, best first, with fused scores in [0, 1]; with
+        ``process_id``, only that process's facts and facts of no process. With
+        ``window`` (the time the question names), facts :meth:`in_window` get
+        :attr:`Fusion.time_weight` more, and are ranked even when nothing else matches.
+
+        Only slots that can score are ranked: with vectors, every slot (below
+        :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
+        sharing a word with the query; and the slots in ``window``."""
+        np = _np()
+        n = len(self.facts)
+        if not n or k <= 0 or not self.alive_count:
+            return []
+        if n <= self.SMALL_UP_TO:
+            return self._search_small(query, qvec, k, process_id, min_score, exclude, window)
+        f = self.fusion
+        q = self._unit_query(qvec)
+        exact = q is not None and self.vector_count < self.SKETCH_FROM
+        lex, matched = self._lexical(query, matches=not exact)
+        eligible = self._eligible(n, process_id, exclude)
+        cos = None
+        if q is None:
+            slots = matched
+            if eligible is not None:
+                slots = slots[eligible[slots]]
+        elif exact:
+            cos = self._exact_cosines(q, n)
+            if eligible is None:
+                slots = np.arange(n)
+            else:
+                slots = np.flatnonzero(eligible)
+                cos = cos[slots]
+        else:
+            slots, cos = self._sketch_candidates(q, lex, matched, eligible)
+        timely = None
+        if window is not None:
+            timely = self.in_window(window)
+            if eligible is not None:
+                timely &= eligible
+            if not exact or q is None:
+                # Facts of the time asked about are candidates even if nothing else matched.
+                extra = np.setdiff1d(np.flatnonzero(timely), slots, assume_unique=True)
+                if len(extra):
+                    slots = np.concatenate([slots, extra])
+                    if cos is not None:
+                        more = np.full(len(extra), -1.0, np.float32)
+                        known = self._has_vec[extra]
+                        more[known] = self._vecs[extra[known]] @ q
+                        cos = np.concatenate([cos, more])
+        fused = lex[slots]
+        fused /= fused + f.bm25_half
+        if cos is not None:
+            vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
+            fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+        if timely is not None:
+            fused[timely[slots]] += f.time_weight
+        keep = fused > 0
+        slots, fused = slots[keep], fused[keep]
+        if not len(slots):
+            return []
+        if f.recency_weight:
+            oldest, newest = self._created_range
+            span = (newest - oldest) or 1.0
+            fused += (self._created[slots] - oldest) * (f.recency_weight / span)
+        take = min(k, len(slots))
+        top = np.argpartition(-fused, take - 1)[:take]
+        top = top[np.argsort(-fused[top], kind="stable")]
+        out: list[tuple[Fact, float]] = []
+        facts = self.facts
+        for slot, value in zip(slots[top].tolist(), fused[top].tolist()):
+            score = min(1.0, value)
+            fact = facts[slot]
+            if fact is not None and score >= min_score:
+                out.append((fact, score))
+        return out
+
+    def _search_small(
+        self,
+        query: str | Mapping[str, int],
+        qvec: Any,
+        k: int,
+        process_id: str | None,
+        min_score: float,
+        exclude: Sequence[str],
+        window: TimeWindow | None = None,
+    ) -> list[tuple[Fact, float]]:
+        """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
+        scores (BM25, cosine, fusion, time, recency), computed per slot in Python."""
+        n = len(self.facts)
+        f = self.fusion
+        counts = term_counts(query) if isinstance(query, str) else query
+        alive = self._alive[:n].tolist()
+        doclen = self._doclen[:n].tolist()
+        avgdl = max(self.total_len / self.alive_count, 1e-6)
+        base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
+        lex = [0.0] * n
+        for term, qtf in counts.items():
+            p = self.postings.get(term)
+            if p is None:
+                continue
+            weight = self._idf(len(p.slots)) * qtf * (f.k1 + 1)
+            for slot, tf in zip(p.slots, p.tf):
+                lex[slot] += weight * tf / (doclen[slot] * per_len + base + tf)
+        q = self._unit_query(qvec)
+        cos: list[float] | None = None
+        if q is not None:
+            cos = (self._vecs[:n] @ q).tolist()
+            has_vec = self._has_vec[:n].tolist()
+        code = None
+        if process_id is not None and len(self._process_codes) > 1:
+            code = self._process_codes.get(process_id, -1)
+            process = self._process[:n].tolist()
+        excluded = {self.slot_of[i] for i in exclude if i in self.slot_of}
+        half, lw, floor = f.bm25_half, f.lexical_weight, f.cos_floor
+        oldest, newest = self._created_range
+        recency = f.recency_weight / ((newest - oldest) or 1.0) if f.recency_weight else 0.0
+        created = self._created[:n].tolist() if recency else None
+        timely = self.in_window(window).tolist() if window is not None else None
+        scored: list[tuple[float, int]] = []
+        for slot in range(n):
+            if not alive[slot] or slot in excluded or (code is not None and process[slot] not in (code, 0)):
+                continue
+            value = lex[slot] / (lex[slot] + half)
+            if cos is not None:
+                c = cos[slot] if has_vec[slot] else -1.0
+                value = lw * value + (1 - lw) * min(1.0, max(0.0, (c - floor) / (1 - floor)))
+            elif not value and not (timely is not None and timely[slot]):
+                continue  # a candidate shares a word with the query or is of its time
+            if timely is not None and timely[slot]:
+                value += f.time_weight
+            if value <= 0:
+                continue
+            if created is not None:
+                value += (created[slot] - oldest) * recency
+            scored.append((value, slot))
+        scored.sort(key=lambda pair: -pair[0])
+        out: list[tuple[Fact, float]] = []
+        facts = self.facts
+        for value, slot in scored[:k]:
+            score = min(1.0, value)
+            fact = facts[slot]
+            if fact is not None and score >= min_score:
+                out.append((fact, score))
+        return out
+
+
+#: Bits of a vector's sign sketch.
+SKETCH_BITS = 256
+_planes: dict[int, Any] = {}
+
+
+def sketch_words() -> int:
+    """64-bit words per sketch."""
+    return SKETCH_BITS // 64
+
+
+def _planes_for(dim: int) -> Any:
+    """The random hyperplanes of ``dim``-dimensional sketches (fixed per dimension, seeded,
+    so sketches made in different processes agree)."""
+    np = _np()
+    planes = _planes.get(dim)
+    if planes is None:
+        planes = np.random.default_rng(20_240_601).standard_normal((dim, SKETCH_BITS))
+        planes = _planes[dim] = planes.astype(np.float32)
+    return planes
+
+
+def sketch_of(rows: Any) -> Any:
+    """Sign sketches of ``rows`` (n x dim) as ``(words, n)`` uint64: bit i says which side
+    of random hyperplane i the vector is on."""
+    np = _np()
+    bits = np.packbits(rows @ _planes_for(rows.shape[1]) > 0, axis=1, bitorder="little")
+    words: Any = bits.view(np.uint64).T.copy()
+    return words
+
+
+def query_sketch(q: Any) -> Any:
+    """The sign sketch of one vector, as ``(words,)`` uint64 (what :func:`sketch_of` makes
+    for a single row)."""
+    np = _np()
+    return np.packbits(q @ _planes_for(len(q)) > 0, bitorder="little").view(np.uint64)
+
+
+def sketch_distances(sketches: Any, query: Any) -> Any:
+    """How many bits of each sketch (``(words, n)``) differ from ``query``'s (``(words,)``)."""
+    np = _np()
+    counts = np.bitwise_count(np.bitwise_xor(sketches, query[:, None]))
+    return counts.sum(axis=0, dtype=np.uint16)
+
+
+@functools.lru_cache(maxsize=1)
+def _cosine_of_distance() -> Any:
+    """The cosine each sketch distance stands for: with ``h`` of the bits differing, the
+    angle is about ``pi * h / bits`` (``h`` from 0 to all bits)."""
+    np = _np()
+    return np.cos(np.pi * np.arange(SKETCH_BITS + 1) / SKETCH_BITS)
+
+
+def sketch_cosines(sketches: Any, query: Any) -> Any:
+    """Estimated cosine of each sketched vector with the query's sketch (the estimate the
+    scan ranks by)."""
+    np = _np()
+    return _cosine_of_distance().astype(np.float32)[sketch_distances(sketches, query)]
+
+
+@functools.lru_cache(maxsize=16)
+def _vector_weight_of_distance(fusion: Fusion) -> Any:
+    """The vector part of the fused score, ``(1 - lexical_weight) * clip((cos - cos_floor)
+    / (1 - cos_floor))``, for each sketch distance (one table lookup per slot in the scan
+    instead of five passes)."""
+    np = _np()
+    score = np.clip((_cosine_of_distance() - fusion.cos_floor) / (1 - fusion.cos_floor), 0, 1)
+    return ((1 - fusion.lexical_weight) * score).astype(np.float32)
+
+
+def query_terms(query: str) -> list[str]:
+    """The lexical terms recall would look up for ``query`` (for diagnostics)."""
+    return terms(query)

@@ -1,0 +1,794 @@
+"""Recall: an LRU of per-entity indexes kept current on writes, background embedding of
+facts, and hybrid search with an optional deadline.
+
+Why in process: a store's own full-text index (DuckDB's FTS) must be rebuilt after every
+write, and vector search through SQL costs ~100 ms at 100k facts. Instead each
+:class:`memtap.Memory` keeps the indexes of recently used entities in memory
+(:class:`FactIndexes`): loaded once from the store (in the background on the request
+path), then updated incrementally by this process's writes. Facts written by another
+process appear at once on a store with a change feed (:mod:`memtap.storage.changes`: the entity's
+index is reloaded in the background, the old one serving meanwhile); on any store, when
+the entity's index is refreshed: ``refresh_after`` seconds after it
+was loaded, or later for a large entity (its reload may take at most ``refresh_share`` of
+the time: a 100k-fact entity that took 8 s to load is reloaded every ~13 minutes, not
+every minute), in the background while the stale index serves; or when it is evicted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import math
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import attrs
+
+from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
+from memtap.longterm.temporal import TimeWindow, query_window
+from memtap.longterm.text import term_counts
+from memtap.metrics import count
+from memtap.protocol.embedder import Embedder
+from memtap.protocol.model import Fact, ScoredFact, aware, utcnow
+from memtap.storage.store import Store
+from memtap.workers.background import DaemonPool, lower_priority
+from memtap.workers.pending import PendingWork
+
+log = logging.getLogger("memtap.longterm.recall")
+
+
+@attrs.define
+class RecallStats:
+    """Counters of recall since the Memory started (see :attr:`RecallEngine.stats`)."""
+
+    searches: int = 0
+    cold_skips: int = 0
+    lexical_only: int = 0
+    embed_timeouts: int = 0
+    embed_failures: int = 0
+    load_failures: int = 0
+    facts_embedded: int = 0
+    index_loads: int = 0
+    #: Searches that used the embedder's quick query vector.
+    quick_queries: int = 0
+    #: Of those, searches whose best hit was weak, so the full model was asked too.
+    escalations: int = 0
+    #: Request-path searches made without the full model because it was still loading.
+    model_loading: int = 0
+
+
+def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
+    """The entity's current facts with their stored vectors, oldest first; stores without
+    ``indexable_facts`` give facts only (vectors are then made again in the background)."""
+    reader = getattr(store, "indexable_facts", None)
+    if reader is not None:
+        return list(reader(entity_id=entity_id, model=model))
+    return [(f, None) for f in reversed(store.facts(entity_id=entity_id))]
+
+
+class _Entry:
+    __slots__ = (
+        "error",
+        "generation",
+        "index",
+        "load_seconds",
+        "loaded_at",
+        "loading",
+        "lock",
+        "pending",
+        "ready",
+        "reload",
+    )
+
+    def __init__(self, generation: int) -> None:
+        self.index: EntityIndex | None = None
+        self.loading = False
+        self.loaded_at = 0.0
+        #: How long the last load took (what a refresh will cost).
+        self.load_seconds = 0.0
+        self.pending: list[Callable[[EntityIndex], None]] = []
+        self.lock = threading.Lock()
+        self.ready = threading.Event()
+        self.generation = generation
+        self.error: BaseException | None = None
+        #: Load again when the load in progress is done (it may have read the store
+        #: before a change it was asked to pick up).
+        self.reload = False
+
+
+class FactIndexes:
+    """A bounded LRU of :class:`EntityIndex` objects, one per entity, loaded from ``store``.
+
+    ``model`` names the embedder whose stored vectors are loaded; ``on_unembedded``
+    receives the facts a loaded index has no vector for. An entry is reloaded (refreshed)
+    ``refresh_after`` seconds after its last load, or after ``load time / refresh_share``
+    seconds if that is longer, so that refreshing costs at most that share of a core.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        model: str | None,
+        fusion: Fusion | None = None,
+        max_entities: int = 256,
+        refresh_after: float | None = 60.0,
+        refresh_share: float = 0.01,
+        on_unembedded: Callable[[list[Fact]], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.fusion = fusion or Fusion()
+        self.max_entities = max_entities
+        self.refresh_after = refresh_after
+        self.refresh_share = refresh_share
+        self.on_unembedded = on_unembedded
+        self.stats = RecallStats()
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._generation = 0
+        # Daemon threads: a load stuck on a frozen store must not hang the process's exit.
+        self._loader = DaemonPool(1, "memtap-index")
+
+    def get(self, entity_id: str, *, wait: bool) -> _Entry | None:
+        """The entity's loaded entry. ``wait=False`` (the request path) starts a
+        background load and returns ``None`` when the entity is cold; ``wait=True`` loads
+        in this thread if needed. A stale entry is served while it is refreshed."""
+        with self._lock:
+            entry = self._entries.get(entity_id)
+            if entry is None:
+                self._generation += 1
+                entry = self._entries[entity_id] = _Entry(self._generation)
+                while len(self._entries) > self.max_entities:
+                    self._entries.popitem(last=False)
+            else:
+                self._entries.move_to_end(entity_id)
+            start = not entry.loading and (entry.index is None or self._stale(entry))
+            if start:
+                entry.loading = True
+                if entry.index is None:
+                    entry.ready.clear()
+        if start:
+            if wait and entry.index is None:
+                self._load(entity_id, entry)
+            else:
+                try:
+                    self._loader.submit(self._load, entity_id, entry)
+                except RuntimeError:  # shut down
+                    entry.loading = False
+                    return None
+        if entry.index is None and wait:
+            entry.ready.wait()
+            if entry.error is not None:
+                raise entry.error
+        return entry if entry.index is not None else None
+
+    def _stale(self, entry: _Entry) -> bool:
+        if self.refresh_after is None:
+            return False
+        interval = self.refresh_after
+        if self.refresh_share > 0:
+            interval = max(interval, entry.load_seconds / self.refresh_share)
+        return time.monotonic() - entry.loaded_at > interval
+
+    def _load(self, entity_id: str, entry: _Entry) -> None:
+        started = time.monotonic()
+        try:
+            rows = _indexable(self.store, entity_id, self.model)
+            index = EntityIndex(self.fusion)
+            vectors = {f.id: v for f, v in rows if v is not None}
+            index.add((f for f, _ in rows), None)
+            if vectors:
+                index.set_vectors(vectors, self.model)
+            with entry.lock:
+                for update in entry.pending:
+                    update(index)
+                entry.pending.clear()
+                entry.index = index
+                entry.loaded_at = time.monotonic()
+                entry.load_seconds = entry.loaded_at - started
+                entry.error = None
+            self.stats.index_loads += 1
+            missing = index.missing_vectors() if self.on_unembedded is not None else []
+            if missing and self.on_unembedded is not None:
+                self.on_unembedded(missing)
+        except BaseException as exc:
+            self.stats.load_failures += 1
+            count("failed", reason="recall_load")
+            entry.error = exc
+            log.warning("memtap could not load the facts of %r for recall: %s", entity_id, exc)
+            with self._lock:
+                if entry.index is None and self._entries.get(entity_id) is entry:
+                    del self._entries[entity_id]  # retried on the next call
+        finally:
+            with self._lock:
+                again = entry.reload and entry.index is not None and self._entries.get(entity_id) is entry
+                entry.reload = False
+                entry.loading = again
+            entry.ready.set()
+            if again:
+                self._submit(entity_id, entry)
+
+    def _submit(self, entity_id: str, entry: _Entry) -> None:
+        try:
+            self._loader.submit(self._load, entity_id, entry)
+        except RuntimeError:  # shut down
+            entry.loading = False
+
+    def refresh(self, entity_id: str | None = None) -> None:
+        """Reload the entity's cached index (every cached one without ``entity_id``) in
+        the background, because another process changed its facts: the current index
+        serves until the new one replaces it (a search never finds the entity cold), and a
+        load already under way is followed by another."""
+        started: list[tuple[str, _Entry]] = []
+        with self._lock:
+            if entity_id is None:
+                targets = list(self._entries.items())
+            else:
+                found = self._entries.get(entity_id)
+                targets = [(entity_id, found)] if found is not None else []
+            for key, entry in targets:
+                if entry.loading:
+                    entry.reload = True
+                elif entry.index is not None:
+                    entry.loading = True
+                    started.append((key, entry))
+        for key, entry in started:
+            self._submit(key, entry)
+
+    def update(self, entity_id: str, change: Callable[[EntityIndex], None]) -> None:
+        """Apply ``change`` to the entity's index if it is cached (and to the one being
+        loaded, once it is); an uncached entity reads the change from the store later."""
+        with self._lock:
+            entry = self._entries.get(entity_id)
+        if entry is None:
+            return
+        with entry.lock:
+            if entry.loading:
+                entry.pending.append(change)
+            if entry.index is not None:
+                change(entry.index)
+                if entry.index.needs_compaction():
+                    entry.loaded_at = -math.inf  # reloaded (compacted) in the background next time
+
+    def take_in(self, entity_id: str, fact_ids: Sequence[str]) -> None:
+        """Another process stored these facts of the entity: add them to its cached index
+        (read by id, in the background; an uncached entity reads them when it loads). A
+        store that cannot read facts by id (``indexable_facts_by_id``), or a change that
+        does not name them, reloads the entity instead (:meth:`refresh`)."""
+        reader = getattr(self.store, "indexable_facts_by_id", None)
+        if not fact_ids or reader is None:
+            self.refresh(entity_id)
+            return
+        with self._lock:
+            if entity_id not in self._entries:
+                return
+        try:
+            self._loader.submit(self._take_in, entity_id, list(fact_ids), reader)
+        except RuntimeError:  # shut down
+            pass
+
+    def _take_in(self, entity_id: str, fact_ids: list[str], reader: Callable[..., Any]) -> None:
+        try:
+            rows = list(reader(entity_id=entity_id, ids=fact_ids, model=self.model))
+        except Exception as exc:
+            log.warning(
+                "memtap could not read another process's new facts of %r (%s); reloading", entity_id, exc
+            )
+            self.refresh(entity_id)
+            return
+        facts = [f for f, _ in rows]
+        vectors = {f.id: v for f, v in rows if v is not None}
+        model = self.model
+
+        def change(index: EntityIndex) -> None:
+            index.add(facts)
+            if vectors:
+                index.set_vectors(vectors, model)
+
+        self.update(entity_id, change)
+        missing = [f for f in facts if f.id not in vectors and f.kind not in HIDDEN_KINDS]
+        if missing and self.on_unembedded is not None:
+            self.on_unembedded(missing)
+
+    def drop(self, entity_id: str | None = None) -> None:
+        """Forget cached indexes (of one entity, or all)."""
+        with self._lock:
+            for key in [k for k in self._entries if entity_id is None or k == entity_id]:
+                entry = self._entries.pop(key)
+                with entry.lock:
+                    entry.pending.clear()
+
+    def close(self) -> None:
+        """Stop the loader thread."""
+        self._loader.shutdown()
+
+
+class EmbeddingWorker:
+    """Embeds stored facts in the background, in batches; stores the vectors (when the
+    store can) and hands them to the indexes. A failing embedder is logged once per
+    outage and counted; the facts stay recallable lexically and are embedded again when
+    their index is next loaded."""
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: Store,
+        deliver: Callable[[str, dict[str, Any]], None],
+        stats: RecallStats,
+        *,
+        batch_size: int = 64,
+        skip: Callable[[Fact], bool] | None = None,
+    ) -> None:
+        self.embedder = embedder
+        self.store = store
+        self.deliver = deliver
+        self.stats = stats
+        self.batch_size = batch_size
+        self.skip = skip
+        self._queue: queue.SimpleQueue[Fact | None] = queue.SimpleQueue()
+        self._pending = PendingWork()
+        self._thread_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._failing = False
+
+    def submit(self, facts: Iterable[Fact]) -> None:
+        """Queue facts to embed."""
+        if self._closed:
+            return
+        for fact in facts:
+            self._pending.add()
+            self._queue.put(fact)
+        if self._thread is None:
+            with self._thread_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="memtap-embed", daemon=True)
+                    self._thread.start()
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until everything queued is embedded (or failed)."""
+        return self._pending.wait(timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Finish what is queued (up to ``timeout``), then stop: what is left is embedded
+        again when its entity's index is next loaded."""
+        self.flush(timeout)
+        self._closed = True
+        if self._thread is not None:
+            self._queue.put(None)
+            # An embedder still running at interpreter exit can abort the process.
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        lower_priority()
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < self.batch_size:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+            try:
+                if not self._closed:
+                    self._embed(batch)
+            finally:
+                self._pending.done(len(batch))
+
+    def _embed(self, batch: list[Fact]) -> None:
+        if self.skip is not None:
+            batch = [f for f in batch if not self.skip(f)]
+            if not batch:
+                return
+        try:
+            rows = self.embedder.embed([embedding_text(f) for f in batch])
+            vectors = {f.id: row for f, row in zip(batch, rows)}
+        except Exception as exc:
+            self.stats.embed_failures += 1
+            count("failed", reason="embed")
+            if not self._failing:
+                log.error(
+                    "memtap's embedder %r failed (%s); facts stay recallable by words",
+                    self.embedder.name,
+                    exc,
+                )
+                self._failing = True
+            return
+        self._failing = False
+        self.stats.facts_embedded += len(batch)
+        self.store_vectors(vectors)
+        by_entity: dict[str, dict[str, Any]] = {}
+        for f in batch:
+            by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
+        for entity_id, vecs in by_entity.items():
+            self.deliver(entity_id, vecs)
+
+    def store_vectors(self, vectors: Mapping[str, Any]) -> None:
+        """Persist vectors when the store can (failures are logged: memory still has them)."""
+        setter = getattr(self.store, "set_embeddings", None)
+        if setter is None or not vectors:
+            return
+        try:
+            setter(vectors, model=self.embedder.name)
+        except Exception:
+            log.warning("memtap could not store fact embeddings (kept in memory only)", exc_info=True)
+
+
+class QueryVectors:
+    """Query embeddings: the embedder's quick path when it has one (:meth:`quick`, in the
+    calling thread), and the full model with a deadline (:meth:`vector`: one worker
+    thread, an LRU of recent queries).
+
+    An embedder with a ``warm_up()`` method (loading its model) is warmed up in a
+    background thread (:meth:`warm_up`, started by the first search or by registering a
+    client): until that is done a query with a deadline does not wait for the model, which
+    would put its loading (a second or more) on the request path."""
+
+    def __init__(self, embedder: Embedder, *, cache_size: int = 512) -> None:
+        self.embedder = embedder
+        quick = getattr(embedder, "quick_query", None)
+        self._quick: Callable[[str], Any] | None = quick if callable(quick) else None
+        self._quick_failing = False
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        load = getattr(embedder, "warm_up", None)
+        self._load: Callable[[], Any] | None = load if callable(load) else None
+        self._warming: threading.Thread | None = None
+        #: Set when the warm-up has finished (successfully or not); set at once for an
+        #: embedder without ``warm_up``.
+        self.warmed = threading.Event()
+        self._warm_ok = self._load is None
+        if self._load is None:
+            self.warmed.set()
+
+    def warm_up(self, *, wait: bool = False, timeout: float | None = None) -> bool:
+        """Start loading the embedder's model in the background (once); with ``wait``,
+        wait for it (up to ``timeout``). ``True`` when the model is loaded."""
+        if not self.warmed.is_set() and self._warming is None:
+            with self._lock:
+                if self._warming is None:
+                    # Not a daemon: the interpreter waits for it at exit (the load is
+                    # bounded: a few seconds), because a native model left loading while
+                    # the process exits aborts it (onnxruntime: "terminate called").
+                    self._warming = threading.Thread(
+                        target=self._warm, name="memtap-embedder-warm-up", daemon=False
+                    )
+                    self._warming.start()
+        if wait:
+            self.warmed.wait(timeout)
+        return self.warmed.is_set() and self._warm_ok
+
+    def _warm(self) -> None:
+        # Normal priority: the loading is short, and a thread holding the GIL must not be
+        # the one the OS schedules last (the request threads would wait for it).
+        assert self._load is not None
+        try:
+            self._load()
+            self._warm_ok = True
+        except Exception as exc:
+            log.warning(
+                "memtap could not load the embedder %r (%s); recall uses words until it can",
+                self.embedder.name,
+                exc,
+            )
+        finally:
+            self.warmed.set()
+
+    @property
+    def loading(self) -> bool:
+        """Whether the embedder's model is being loaded (queries with a deadline then go
+        without it)."""
+        return not self.warmed.is_set()
+
+    def quick(self, text: str) -> Any:
+        """The embedder's quick vector for ``text``, or ``None`` (no quick path, not ready,
+        or failing: logged once)."""
+        if self._quick is None:
+            return None
+        try:
+            return self._quick(text)
+        except Exception as exc:
+            if not self._quick_failing:
+                log.warning("memtap's quick query embedding failed (%s); using the full model", exc)
+                self._quick_failing = True
+            return None
+
+    def vector(self, text: str, timeout: float | None) -> Any:
+        """The query's vector from the full model, or raise ``TimeoutError`` past
+        ``timeout`` seconds (without a timeout, a model still loading is waited for)."""
+        if timeout is None and self.loading:
+            self.warm_up(wait=True)
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        future: Future[Any] = self._pool.submit(self._embed, text)
+        try:
+            return future.result(timeout=timeout)
+        except FutureTimeout as exc:
+            # Not started yet: nobody will use it (under load, late queries would pile up
+            # and keep the embedder busy long after their calls went on).
+            future.cancel()
+            raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
+
+    def _embed(self, text: str) -> Any:
+        vec = self.embedder.embed([text])[0]
+        with self._lock:
+            self._cache[text] = vec
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vec
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Stop the worker thread (after the query it may be embedding) and wait for a
+        warm-up still loading the model (one left running at interpreter exit can abort the
+        process)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        warming = self._warming
+        if warming is not None:
+            warming.join(timeout)
+
+
+class RecallEngine:
+    """What a :class:`memtap.Memory` recalls with: indexes, embedder, background workers."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        *,
+        fusion: Fusion | None = None,
+        max_entities: int = 256,
+        refresh_after: float | None = 60.0,
+        escalate_below: float = 0.2,
+        escalate_shared: int = 2,
+        escalate_share: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        #: When a quick query vector's hits stand without the full model (:meth:`_words_carry`).
+        self.escalate_below = escalate_below
+        self.escalate_shared = escalate_shared
+        self.escalate_share = escalate_share
+        self.indexes = FactIndexes(
+            store,
+            model=embedder.name if embedder is not None else None,
+            fusion=fusion,
+            max_entities=max_entities,
+            refresh_after=refresh_after,
+            on_unembedded=self._embed_later if embedder is not None else None,
+        )
+        self.stats = self.indexes.stats
+        self.worker = (
+            EmbeddingWorker(embedder, store, self._deliver, self.stats, skip=self._has_vector)
+            if embedder is not None
+            else None
+        )
+        self.queries = QueryVectors(embedder) if embedder is not None else None
+
+    def warm_up(self) -> None:
+        """Start loading the embedder's model in the background, if it has one to load
+        (so that the first request does not find it cold)."""
+        if self.queries is not None:
+            self.queries.warm_up()
+
+    def _has_vector(self, fact: Fact) -> bool:
+        with self.indexes._lock:
+            entry = self.indexes._entries.get(fact.entity_id)
+        if entry is None or entry.index is None:
+            return False
+        with entry.lock:
+            return entry.index.vector_of(fact.id) is not None
+
+    def _embed_later(self, facts: list[Fact]) -> None:
+        if self.worker is not None:
+            self.worker.submit(facts)
+
+    def _deliver(self, entity_id: str, vectors: dict[str, Any]) -> None:
+        model = self.embedder.name if self.embedder is not None else None
+        self.indexes.update(entity_id, lambda index: index.set_vectors(vectors, model))
+
+    def added(self, facts: Sequence[Fact]) -> None:
+        """Facts were stored: index them where cached, embed them in the background."""
+        by_entity: dict[str, list[Fact]] = {}
+        for f in facts:
+            by_entity.setdefault(f.entity_id, []).append(f)
+        for entity_id, group in by_entity.items():
+            self.indexes.update(entity_id, lambda index, g=group: index.add(g))  # type: ignore[misc]
+            retired = [f.supersedes for f in group if f.supersedes]
+            if retired:
+                self.indexes.update(entity_id, lambda index, r=retired: index.remove(r))  # type: ignore[misc]
+        self._embed_later([f for f in facts if f.kind not in HIDDEN_KINDS])
+
+    def search(
+        self,
+        query: str,
+        *,
+        entity_id: str,
+        process_id: str | None = None,
+        k: int = 5,
+        min_score: float = 0.0,
+        deadline: float | None = None,
+        exclude: Sequence[str] = (),
+        now: _dt.datetime | None = None,
+    ) -> list[ScoredFact] | None:
+        """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
+        path) a cold index is loaded in the background and ``None`` returned, and a query
+        embedding later than the deadline falls back to lexical recall. Without one,
+        everything is waited for.
+
+        A time the question names ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`,
+        relative to ``now``, default the current time) ranks the facts of that time first
+        (:meth:`EntityIndex.search`'s ``window``); a relative expression is then left out
+        of the words and meaning searched for (a fact says "yesterday" of its own day).
+        A time no fact is of is ignored.
+
+        The query's vector comes from the embedder's quick path when it has one; unless
+        the words of the question found its hits (:meth:`_words_carry`), the full model
+        embeds the query and the search is made again with that vector."""
+        started = time.monotonic()
+        self.stats.searches += 1
+        entry = self.indexes.get(entity_id, wait=deadline is None)
+        if entry is None:
+            self.stats.cold_skips += 1
+            return None
+        if entry.index is not None and not len(entry.index):
+            return []  # nothing to recall: no query vector needed
+        if deadline is None and self.embedder is not None and entry.index is not None:
+            self._embed_missing(entity_id, entry)
+
+        window = self._window(query, entry, now)
+        if window is not None and window.relative:
+            query = window.cut_from(query)
+        counts = term_counts(query)
+
+        def search_with(qvec: Any, judge: bool = False) -> tuple[list[tuple[Fact, float]], bool] | None:
+            """The hits for ``qvec`` and, with ``judge``, whether the words of the question
+            found them (:meth:`_words_carry`)."""
+            with entry.lock:
+                index = entry.index
+                if index is None:
+                    return None
+                hits = index.search(
+                    counts,
+                    qvec,
+                    k=k,
+                    process_id=process_id,
+                    min_score=min_score,
+                    exclude=exclude,
+                    window=window,
+                )
+                return hits, judge and self._words_carry(index, counts, hits)
+
+        # A question that is only a time ("what happened yesterday?") has no meaning to embed.
+        only_time = window is not None and not counts
+        wanted = self.queries is not None and bool(query.strip()) and not only_time
+        if wanted and self.queries is not None:
+            self.queries.warm_up()  # once: loads the model in the background
+        quick = self.queries.quick(query) if self.queries is not None and wanted else None
+        if quick is not None:
+            self.stats.quick_queries += 1
+            found = search_with(quick, judge=True)
+            if found is None:
+                return None
+            hits, sure = found
+            if sure:
+                return [ScoredFact(fact=f, score=s) for f, s in hits]
+            self.stats.escalations += 1
+        qvec = self._full_vector(query, deadline, started) if wanted else None
+        if qvec is None:
+            qvec = quick  # the full model is late or failing: the quick answer stands
+        if qvec is None:
+            self.stats.lexical_only += 1
+        found = search_with(qvec)
+        return None if found is None else [ScoredFact(fact=f, score=s) for f, s in found[0]]
+
+    @staticmethod
+    def _window(query: str, entry: _Entry, now: _dt.datetime | None) -> TimeWindow | None:
+        """The time ``query`` names, if some fact of the entity is of that time."""
+        window = query_window(query, aware(now) if now is not None else utcnow())
+        if window is None:
+            return None
+        with entry.lock:
+            index = entry.index
+            return window if index is not None and bool(index.in_window(window).any()) else None
+
+    def _words_carry(
+        self, index: EntityIndex, counts: Mapping[str, int], hits: Sequence[tuple[Fact, float]]
+    ) -> bool:
+        """Whether ``hits``, found with a quick query vector, can stand without the full
+        model: the words of the question found them.
+
+        The quick vector bridges meaning weakly (on questions asked in other words than
+        their facts it finds the answer in the top 5 about 60% of the time where the full
+        model finds it 96%), so the words must carry the question: every query term occurs
+        in some fact, and the best hit is convincing (scores at least ``escalate_below``),
+        is indexed under at least ``escalate_shared`` of the query's terms and under at
+        least ``escalate_share`` of their BM25 weight. One shared word is not enough: "what
+        dog do I have?" finds "the neighbours' dog barks all night" by its one word, while
+        the answer is "I adopted a beagle". Anything else is where meaning must bridge:
+        the full model is asked (``benchmarks/paraphrase_recall.py``)."""
+        if not hits or hits[0][1] < self.escalate_below or index.unseen_terms(counts):
+            return False
+        shared, share = index.shared_terms(hits[0][0].id, counts)
+        return shared >= self.escalate_shared and share >= self.escalate_share
+
+    def _full_vector(self, query: str, deadline: float | None, started: float) -> Any:
+        """The query's vector from the full model within what is left of ``deadline``,
+        or ``None`` (late or failing: counted)."""
+        assert self.queries is not None
+        if deadline is not None and self.queries.loading:
+            self.stats.model_loading += 1  # words (and the quick vector) answer meanwhile
+            return None
+        remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
+        try:
+            return self.queries.vector(query, remaining)
+        except TimeoutError:
+            self.stats.embed_timeouts += 1
+        except Exception as exc:
+            self.stats.embed_failures += 1
+            count("failed", reason="embed_query")
+            log.warning("memtap could not embed a recall query (%s); recalling by words only", exc)
+        return None
+
+    def _embed_missing(self, entity_id: str, entry: Any) -> None:
+        """Without a deadline recall waits for vectors: embed what the background worker
+        has not done yet (in memory; the worker still stores its own)."""
+        with entry.lock:
+            missing = entry.index.missing_vectors() if entry.index is not None else []
+        if not missing or self.embedder is None:
+            return
+        try:
+            rows = self.embedder.embed([embedding_text(f) for f in missing])
+        except Exception as exc:
+            self.stats.embed_failures += 1
+            count("failed", reason="embed")
+            log.warning("memtap could not embed facts for recall (%s); recalling by words", exc)
+            return
+        vectors = {f.id: row for f, row in zip(missing, rows)}
+        self._deliver(entity_id, vectors)
+        if self.worker is not None:
+            self.worker.store_vectors(vectors)
+
+    def forget(self, entity_id: str) -> None:
+        """Drop the entity's cached index."""
+        self.indexes.drop(entity_id)
+
+    def refresh(self, entity_id: str | None = None) -> None:
+        """Another process changed the entity's facts (any entity's, without
+        ``entity_id``): reload its cached index in the background
+        (:meth:`FactIndexes.refresh`)."""
+        self.indexes.refresh(entity_id)
+
+    def take_in(self, entity_id: str, fact_ids: Sequence[str]) -> None:
+        """Another process stored these facts of the entity (``()``: some facts): add them
+        to its cached index, or reload it (:meth:`FactIndexes.take_in`)."""
+        self.indexes.take_in(entity_id, fact_ids)
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait for background embedding."""
+        return self.worker.flush(timeout) if self.worker is not None else True
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Finish background embedding, stop the threads."""
+        if self.worker is not None:
+            self.worker.close(timeout)
+        if self.queries is not None:
+            self.queries.close(timeout)
+        self.indexes.close()

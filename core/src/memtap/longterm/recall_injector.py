@@ -1,0 +1,153 @@
+"""Built-in injector of recalled facts: the entity's facts relevant to the latest user turn,
+as one ``memory`` system block, within a token budget and a deadline.
+
+Fail open: a cold index (loaded in the background meanwhile), a slow or failing embedder
+(lexical recall instead), or any error (nothing injected) never holds up or fails the
+call. Facts the injected history already carries are not repeated.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+
+import attrs
+
+from memtap.history.conversation import CHARS_PER_TOKEN, HistoryBudget, cached_plan
+from memtap.history.injector import SessionHistories, request_budget
+from memtap.hookspecs import hookimpl
+from memtap.longterm.recall import RecallEngine
+from memtap.longterm.temporal import resolved_note
+from memtap.protocol.model import Fact, Message
+from memtap.protocol.wire import InjectionRequest, SystemBlock
+
+log = logging.getLogger("memtap.longterm.recall")
+
+#: First line of the injected block (inside memtap's labelled, escaped memory element).
+HEADER = "Facts remembered from earlier conversations with this user (most relevant first):"
+_SPACES = re.compile(r"\s+")
+
+
+@attrs.frozen
+class RecallBudget:
+    """How recalled facts are injected: at most ``k`` facts and about ``max_tokens`` tokens
+    (characters / 4), only facts scoring at least ``min_score`` (0..1), found within
+    ``deadline`` seconds or not at all. ``k=0`` turns injection off."""
+
+    k: int = 6
+    max_tokens: int = 300
+    min_score: float = 0.05
+    deadline: float = 0.05
+
+    def __attrs_post_init__(self) -> None:
+        if self.k < 0 or self.max_tokens < 0 or self.deadline < 0:
+            raise ValueError("RecallBudget limits must be zero or positive")
+
+
+def _norm(text: str) -> str:
+    # A session's history messages are compared again on every call: short texts are
+    # cached (long ones, such as tool outputs, are not kept alive by the cache).
+    return _norm_short(text) if len(text) <= 2048 else _normalise(text)
+
+
+def _normalise(text: str) -> str:
+    return _SPACES.sub(" ", text).strip().lower()
+
+
+_norm_short = functools.lru_cache(maxsize=8192)(_normalise)
+
+
+def latest_user_text(messages: tuple[Message, ...]) -> str:
+    """The content of the last user message (the query recall answers)."""
+    for m in reversed(messages):
+        if m.role == "user" and m.content.strip():
+            return m.content
+    return ""
+
+
+def fact_line(fact: Fact) -> str:
+    """One fact as a single line of the block (line breaks flattened; ``render_blocks``
+    escapes the rest): its date, who said it, its text, and what a relative time in it
+    meant ("yesterday" in a fact of 8 May 2023 is 7 May: :func:`resolved_note`)."""
+    date = fact.created_at.date().isoformat()
+    said = ""
+    if fact.kind == "episode":
+        said = "you (the assistant) said: " if fact.metadata.get("role") == "assistant" else "the user said: "
+    note = resolved_note(fact.text, fact.created_at)
+    return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}" + (f" ({note})" if note else "")
+
+
+class RecallPlugin:
+    """Injects the call's entity's recalled facts as a ``memory`` block."""
+
+    def __init__(
+        self,
+        engine: RecallEngine,
+        histories: SessionHistories,
+        history_budget: HistoryBudget,
+        budget: RecallBudget,
+    ) -> None:
+        self.engine = engine
+        self.histories = histories
+        self.history_budget = history_budget
+        self.budget = budget
+
+    def _carried(self, request: InjectionRequest) -> tuple[set[str], set[str]]:
+        """Exchange ids and texts the request carries, with the history injected for it."""
+        own = request.request.messages
+        texts = {_norm(m.content) for m in own if m.content}
+        history = self.histories.get(request.attribution)
+        plan = cached_plan(history, own, request_budget(request, self.history_budget))
+        ids = {m.exchange_id for m in plan.messages if m.exchange_id} | plan.resent_exchange_ids
+        texts |= {_norm(m.content) for m in plan.messages if m.content}
+        return ids, texts
+
+    @hookimpl
+    def memtap_request_injections(self, request: InjectionRequest) -> list[SystemBlock]:
+        """Recall for the latest user turn and inject what fits the budget."""
+        budget = self.budget
+        if budget.k == 0 or budget.max_tokens == 0:
+            return []
+        query = latest_user_text(request.request.messages)
+        if not query:
+            return []
+        attribution = request.attribution
+        try:
+            hits = self.engine.search(
+                query,
+                entity_id=attribution.entity_id,
+                process_id=attribution.process_id,
+                k=budget.k * 2,
+                min_score=budget.min_score,
+                deadline=budget.deadline,
+            )
+            if not hits:
+                return []
+            ids, texts = self._carried(request)
+        except Exception:
+            log.warning("memtap recall failed; the call goes on without recalled facts", exc_info=True)
+            return []
+        lines: list[str] = []
+        line_ids: list[str] = []
+        used = len(HEADER) // CHARS_PER_TOKEN
+        for hit in hits:
+            fact = hit.fact
+            if (fact.source_exchange_id and fact.source_exchange_id in ids) or _norm(fact.text) in texts:
+                continue
+            line = fact_line(fact)
+            cost = 1 + len(line) // CHARS_PER_TOKEN
+            if used + cost > budget.max_tokens:
+                continue
+            lines.append(line)
+            line_ids.append(fact.id)
+            used += cost
+            if len(lines) >= budget.k:
+                break
+        if not lines:
+            return []
+        text = HEADER + "\n" + "\n".join(lines)
+        # Fact ids per line let a session's kept block leave out what it already holds.
+        ids_per_line = ("",) * len(HEADER.splitlines()) + tuple(line_ids)
+        block = SystemBlock(text=text, slot="memory", priority=50, cache="per_turn", source="recall")
+        return [attrs.evolve(block, fact_ids=ids_per_line)]

@@ -1,0 +1,595 @@
+"""The request path of one intercepted call, as provider adapters drive it.
+
+An adapter's patched method calls :meth:`Tap.begin` to get a :class:`Call`, runs the SDK's
+own method inside :meth:`Call.active`, and has the SDK's body-building step call
+:meth:`Call.prepare` (which injects). Then it reports the outcome: :meth:`Call.succeeded`,
+:meth:`Call.failed`, or for streams :meth:`Call.stream_item` per event and
+:meth:`Call.stream_finished` once. Everything after the response is deferred to the
+capture writer. Every step fails open: a memtap error is logged and the call goes on.
+:func:`memtap.adapters.tracked.tracked` drives these steps for an adapter's patched method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import enum
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from memtap import telemetry
+from memtap.builtins import stream_accumulator
+from memtap.capture.spool import RequestJournal, Spool, journal_call, journal_request, response_json
+from memtap.capture.writer import CapturedCall, CaptureWriter
+from memtap.history.injector import SessionHistories, without_waiting
+from memtap.metrics import count
+from memtap.plugins import agent_profiles
+from memtap.protocol.anchors import AgentProfile, detect_profile
+from memtap.protocol.model import Attribution, Exchange, Message, new_id, utcnow
+from memtap.protocol.wire import (
+    HistoryInjection,
+    InjectionPlan,
+    InjectionRequest,
+    RawExchange,
+    RequestView,
+    ResponseView,
+    SystemBlock,
+    WireProtocol,
+)
+from memtap.redact import redact_text
+from memtap.request.rejection import Classifier, describe, is_validation_rejection
+from memtap.request.scaffolding import own_view
+from memtap.request.scope import AttributionScopes, in_internal_call
+from memtap.request.sessionblocks import SessionBlocks
+from memtap.storage.store import exchange_messages
+from memtap.workers.background import call_ended, call_started
+
+if TYPE_CHECKING:
+    import pluggy
+
+log = logging.getLogger("memtap.request.tap")
+
+_active_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("memtap_active_call", default=None)
+
+JsonFn = Callable[[Any], Mapping[str, Any] | None]
+
+_UNTRACKED_REASONS: set[str] = set()
+#: Protocols whose provider has rejected a request memtap changed (logged once each).
+_REJECTED_PROTOCOLS: set[str] = set()
+
+T = TypeVar("T")
+
+
+def active_call() -> Call | None:
+    """The call whose SDK method is running in this context, if any."""
+    return _active_call.get()
+
+
+def merge_injections(injections: Sequence[Sequence[Any] | None]) -> InjectionPlan:
+    """Merge every injector's contribution into one plan (history in hook order, system
+    blocks by slot then priority)."""
+    history: list[Message] = []
+    blocks: list[SystemBlock] = []
+    present = 0
+    for contribution in injections:
+        for item in contribution or ():
+            if isinstance(item, HistoryInjection):
+                history.extend(item.messages)
+                present = max(present, item.already_present)
+            elif isinstance(item, SystemBlock):
+                blocks.append(item)
+    blocks.sort(key=lambda b: (b.slot, b.priority))
+    return InjectionPlan(history=history, system_blocks=blocks, already_present=present)
+
+
+class _Undetected(enum.Enum):
+    """The agent profile of a call is not known yet (``None`` is a known answer: no
+    profile recognises the request)."""
+
+    UNDETECTED = "undetected"
+
+
+UNDETECTED = _Undetected.UNDETECTED
+
+
+class Tap:
+    """The services a provider adapter needs from a :class:`memtap.Memory`."""
+
+    def __init__(
+        self,
+        *,
+        hook: pluggy.HookRelay,
+        scopes: AttributionScopes,
+        histories: SessionHistories,
+        writer: CaptureWriter,
+        register_client: Callable[[Any], Callable[[], None]] | None = None,
+        spool: Spool | None = None,
+        agent: str | None = None,
+        register_derived: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        self.hook = hook
+        #: The Memory's attribution (defaults and scopes) its calls get.
+        self.scopes = scopes
+        self.histories = histories
+        self.writer = writer
+        self._register_client = register_client
+        self._register_derived = register_derived
+        #: The durable spool every finished call is journaled to (``None``: not durable).
+        self.spool = spool
+        #: The agent profile named for every call (``None``: recognised by system prompt).
+        self.agent = agent
+        #: The ``session_init`` blocks kept per session.
+        self.session_blocks = SessionBlocks()
+        self._profiles: list[AgentProfile] | None = None
+
+    @property
+    def default_attribution(self) -> Attribution:
+        """The attribution of calls outside any scope."""
+        return self.scopes.default
+
+    @property
+    def profiles(self) -> list[AgentProfile]:
+        """The agent profiles of every plugin (``memtap_agent_profiles``), read once."""
+        if self._profiles is None:
+            self._profiles = agent_profiles(self.hook)
+        return self._profiles
+
+    def profile(self, name: str | None, system: str | None) -> AgentProfile | None:
+        """The profile named ``name`` (else :attr:`agent`), else the one whose fingerprint
+        ``system`` matches, else ``None``."""
+        profiles = self.profiles
+        if not profiles:
+            return None
+        return detect_profile(profiles, system, name=name or self.agent)
+
+    def register_client(self, client: Any) -> Callable[[], None]:
+        """Register another client with the same Memory (for adapters of objects that wrap
+        SDK clients, such as framework chat models); returns the function undoing it. A
+        client the application registered itself stays registered after the undo."""
+        if self._register_client is None:
+            raise RuntimeError("this Tap cannot register clients")
+        return self._register_client(client)
+
+    def register_derived(self, parent: Any, client: Any) -> None:
+        """Tap ``client``, which the registered ``parent`` just made (``with_options()``,
+        ``copy()``...), with the same Memory; it is held weakly and unregistered with its
+        parent. Adapters call this from their wrapper of the SDK's derivation method."""
+        if self._register_derived is not None:
+            self._register_derived(parent, client)
+
+    def begin(
+        self,
+        protocol: WireProtocol,
+        *,
+        fallback_body: Mapping[str, Any] | None = None,
+        attribution: Attribution | None = None,
+        agent: str | None = None,
+        profile: AgentProfile | _Undetected | None = UNDETECTED,
+        history: bool = True,
+    ) -> Call:
+        """Start one call in ``protocol``, attributed to the current scope, or to
+        ``attribution`` when the caller attributes each call itself (a server).
+
+        ``fallback_body`` is used for capture when the SDK never reached
+        :meth:`Call.prepare` (e.g. an SDK version whose internals moved). ``agent``,
+        ``profile`` and ``history`` are :class:`Call`'s.
+        """
+        return Call(
+            self,
+            protocol,
+            self.scopes.current() if attribution is None else attribution,
+            fallback_body,
+            agent=agent,
+            profile=profile,
+            history=history,
+        )
+
+
+class Call:
+    """One intercepted LLM call.
+
+    ``agent`` names the agent profile placing blocks in the system prompt (the proxy's URL
+    prefix); without it the tap's own, else the one recognised by the system prompt.
+    ``profile`` is that profile when the caller has already looked for it (the proxy:
+    once per request; ``None`` when none recognised the request), else found on first
+    use. ``history=False`` injects no history (the caller holds its whole
+    conversation: an agent that resends it every turn); what the request repeats of the
+    session is still recognised and not captured twice.
+    """
+
+    def __init__(
+        self,
+        tap: Tap,
+        protocol: WireProtocol,
+        attribution: Attribution,
+        fallback_body: Mapping[str, Any] | None,
+        *,
+        agent: str | None = None,
+        profile: AgentProfile | _Undetected | None = UNDETECTED,
+        history: bool = True,
+    ) -> None:
+        self.tap = tap
+        self.agent = agent
+        self._profile_known = profile is not UNDETECTED
+        self.profile: AgentProfile | None = None if isinstance(profile, _Undetected) else profile
+        self.history = history
+        #: The client instance the call was made through: the adapter sets it when the call
+        #: begins, and its body-building hook prepares only the calls of its own client.
+        self.owner: object | None = None
+        #: The model a request names in its URL rather than its body (Gemini), set by the
+        #: adapter so that capture records it.
+        self.url_model: str | None = None
+        #: What the adapter keeps for this call between the ``begin``, ``attempt`` and
+        #: ``outcome`` of its tracked method (:func:`memtap.adapters.tracked.tracked`), such as the
+        #: request in the SDK's own form, rebuilt around the body to send. memtap never
+        #: reads it.
+        self.adapter_state: Any = None
+        self.protocol = protocol
+        self.attribution = attribution
+        self.id = new_id()
+        self.started_at = utcnow()
+        self.app_body: Mapping[str, Any] | None = fallback_body
+        self.sent_body: Mapping[str, Any] | None = None
+        #: The app's request as injection read it (the agent's scaffolding left out).
+        self.request_view: RequestView | None = None
+        self.already_present = 0
+        self.injected_messages = 0
+        self.hide_usage_event = False
+        #: The request half of this call's spool record, made while the call is in flight.
+        self.journal: RequestJournal | None = None
+        #: Send the app's body unchanged from now on (the provider rejected memtap's).
+        self.plain = False
+        #: Whether the request was sent again without memtap's changes.
+        self.resent = False
+        self._stream_items: list[Any] = []
+        #: memtap's own LLM work (memorize): neither injected into nor captured.
+        self.internal = in_internal_call()
+        self._finished = threading.Lock()
+        call_started()  # ended by whichever of failed / untracked / _capture comes first
+        self.span = telemetry.tracer().start_span(
+            protocol.operation,
+            kind=SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": protocol.operation,
+                "gen_ai.provider.name": protocol.provider,
+                "gen_ai.conversation.id": attribution.session_id,
+            },
+        )
+
+    @contextmanager
+    def active(self) -> Iterator[Call]:
+        """Make this the active call while the SDK method runs (for :meth:`prepare`)."""
+        token = _active_call.set(self)
+        ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+        try:
+            yield self
+        finally:
+            otel_context.detach(ctx_token)
+            _active_call.reset(token)
+
+    # -- request -------------------------------------------------------------------------
+
+    def prepare(self, body: Mapping[str, Any], *, view: RequestView | None = None) -> Mapping[str, Any]:
+        """Given the body the SDK built from the app's arguments, return the body to send.
+
+        ``view`` is the protocol's reading of ``body`` when the caller has made it already,
+        with the agent's scaffolding left out (:func:`memtap.request.scaffolding.own_view` with
+        this call's profile). Called again with the same body on retries: the same result
+        is returned. After the provider rejected what memtap sent (:meth:`send`), the app's
+        body is returned as it is.
+        """
+        if self.plain:
+            self.app_body = self.sent_body = body
+            self.hide_usage_event = False
+            return body
+        if self.sent_body is not None and body is self.app_body:
+            return self.sent_body
+        self.app_body = body
+        if self.internal:
+            self.sent_body = body
+            return body
+        sent: Mapping[str, Any] = body
+        try:
+            sent = self._inject(body, view)
+        except Exception:
+            count("failed", reason="inject")
+            log.exception(
+                "memtap could not inject into a %s request; sending it unchanged", self.protocol.name
+            )
+            sent = body
+        self.sent_body = sent
+        self.journal = journal_request(self.tap.spool, self, body)
+        return sent
+
+    async def prepare_async(
+        self, body: Mapping[str, Any], *, view: RequestView | None = None
+    ) -> Mapping[str, Any]:
+        """:meth:`prepare` for a caller on an event loop: the session's history is read
+        in a thread and awaited (a bounded time), so the loop never blocks on the store."""
+        if self.internal or self.sent_body is not None:
+            return self.prepare(body, view=view)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): prepare's own bounded wait applies
+            return self.prepare(body, view=view)
+        try:
+            await self.tap.histories.preload(self.attribution)
+        except Exception:
+            log.exception("memtap could not preload a session's history; going on without waiting")
+        with without_waiting():
+            return self.prepare(body, view=view)
+
+    def _inject(self, body: Mapping[str, Any], given: RequestView | None) -> Mapping[str, Any]:
+        view = self.protocol.read_request(body) if given is None else given
+        if view.model:
+            self.span.update_name(f"{self.protocol.operation} {view.model}")
+            self.span.set_attribute("gen_ai.request.model", view.model)
+        with telemetry.tracer().start_as_current_span("memtap.inject") as span:
+            tap = self.tap
+            if not self._profile_known:
+                self.profile = tap.profile(self.agent, view.system)
+                self._profile_known = True
+            profile = self.profile
+            if profile is not None:
+                span.set_attribute("memtap.agent", profile.name)
+            request = InjectionRequest(
+                attribution=self.attribution,
+                protocol=self.protocol,
+                # The agent's scaffolding is not the user.
+                request=own_view(profile, view) if given is None else given,
+                agent=profile.name if profile is not None else None,
+                cached_sources=tap.session_blocks.sources(self.attribution),
+                history=self.history,
+            )
+            self.request_view = request.request
+            plan = merge_injections(tap.hook.memtap_request_injections(request=request))
+            plan = tap.session_blocks.apply(self.attribution, plan)
+            if profile is not None:
+                plan = attrs.evolve(plan, profile=profile)
+            self.already_present = plan.already_present
+            self.injected_messages = len(plan.history)
+            span.set_attribute("memtap.injected.messages", len(plan.history))
+            span.set_attribute("memtap.injected.blocks", len(plan.system_blocks))
+            sent = body if plan.empty else self.protocol.inject(body, plan)
+        if view.stream:
+            with_usage = self.protocol.request_stream_usage(sent)
+            if with_usage is not None:
+                sent = with_usage
+                self.hide_usage_event = True
+        return sent
+
+    # -- sending -------------------------------------------------------------------------
+
+    @property
+    def changed(self) -> bool:
+        """Whether memtap changed the body it sent (injected, or asked for stream usage)."""
+        return self.sent_body is not None and self.sent_body is not self.app_body
+
+    @property
+    def may_resend(self) -> bool:
+        """Whether a rejection of this call would be sent again (memtap changed the request,
+        and has not sent it again yet)."""
+        return self.changed and not self.resent and not self.internal
+
+    def resend_after(self, exc: BaseException, rejected: Classifier = is_validation_rejection) -> bool:
+        """Whether to send the request again as the application built it: the provider
+        rejected it as invalid (``rejected(exc)``: HTTP 400/422 by default) and memtap had
+        changed it, and it has not been sent again yet. If so, :meth:`prepare` returns the
+        app's own body from now on; the rejection is counted (``memtap.failures``, reason
+        ``rejected``) and logged once per protocol. Adapters whose request is not a single
+        call (a stream that fails on its first read) use this; others use :meth:`send`."""
+        try:
+            if not self.may_resend or not rejected(exc):
+                return False
+        except Exception:
+            log.debug("rejection classifier failed", exc_info=True)
+            return False
+        self.resent = self.plain = True
+        self.hide_usage_event = False  # the app's own request asks for what it asks for
+        count("failed", reason="rejected")
+        self.span.add_event("memtap.resent", {"memtap.request.rejection": describe(exc)})
+        self.span.set_attribute("memtap.resent", True)
+        name = self.protocol.name
+        if name not in _REJECTED_PROTOCOLS:
+            _REJECTED_PROTOCOLS.add(name)
+            log.warning(
+                "memtap: the provider rejected a request memtap had changed (%s, %s); it was "
+                "sent again as the application built it, without memory (logged once per "
+                "protocol; counted as memtap.failures reason=rejected)",
+                name,
+                describe(exc),
+            )
+        return True
+
+    def send(self, attempt: Callable[[], T], *, rejected: Classifier = is_validation_rejection) -> T:
+        """Run ``attempt()`` (the SDK's own call, which reaches :meth:`prepare`) as this call;
+        if the provider rejects what memtap changed, run it once more without memtap's
+        changes (:meth:`resend_after`). An error that is not retried is recorded with
+        :meth:`failed` and raised."""
+        with self.active():
+            try:
+                return attempt()
+            except BaseException as exc:
+                if not self.resend_after(exc, rejected):
+                    self.failed(exc)
+                    raise
+            # Outside the except block: the second attempt's error is not chained to the first.
+            try:
+                return attempt()
+            except BaseException as exc:
+                self.failed(exc)
+                raise
+
+    async def send_async(
+        self, attempt: Callable[[], Awaitable[T]], *, rejected: Classifier = is_validation_rejection
+    ) -> T:
+        """The async form of :meth:`send` (``attempt()`` returns a new awaitable each time)."""
+        with self.active():
+            try:
+                return await attempt()
+            except BaseException as exc:
+                if not self.resend_after(exc, rejected):
+                    self.failed(exc)
+                    raise
+            try:
+                return await attempt()
+            except BaseException as exc:
+                self.failed(exc)
+                raise
+
+    # -- outcome -------------------------------------------------------------------------
+
+    def succeeded(self, response: Any, to_json: JsonFn) -> None:
+        """A non-streamed call returned ``response``; capture it (converted later)."""
+        self._capture(
+            lambda: (to_json(response), None),
+            error=None,
+            partial=False,
+            journal=lambda: (response_json(response, to_json), None),
+        )
+
+    def failed(self, exc: BaseException) -> None:
+        """The call raised before a response: nothing is stored, the span records it."""
+        if not self._finished.acquire(blocking=False):
+            return
+        call_ended()
+        try:
+            telemetry.record_exception(self.span, exc)
+            self.span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            self.span.set_attribute("error.type", type(exc).__qualname__)
+            self.span.end()
+        except Exception:
+            log.debug("span error", exc_info=True)
+
+    @property
+    def stream_requested(self) -> bool:
+        """Whether the app's body asked for a streamed response."""
+        body = self.app_body
+        return bool(body is not None and body.get("stream"))
+
+    def untracked(self, reason: str) -> None:
+        """The call went through but its response cannot be captured: end the span and
+        log why (once per reason), store nothing."""
+        if not self._finished.acquire(blocking=False):
+            return
+        call_ended()
+        if reason not in _UNTRACKED_REASONS:
+            _UNTRACKED_REASONS.add(reason)
+            log.warning("memtap: %s", reason)
+        self.span.set_attribute("memtap.untracked", reason)
+        self.span.end()
+
+    def stream_item(self, item: Any) -> None:
+        """One streamed event passed to the caller (kept; read after the stream ends)."""
+        self._stream_items.append(item)
+
+    def stream_finished(
+        self, to_json: JsonFn, *, error: BaseException | None = None, partial: bool = False
+    ) -> None:
+        """The stream ended, was closed or abandoned early (``partial``), or failed
+        (``error``). Only the first report counts."""
+        items = self._stream_items
+
+        def accumulate() -> tuple[None, ResponseView]:
+            acc = stream_accumulator(self.tap.hook, self.protocol)
+            for item in items:
+                event = to_json(item)
+                if event is not None:
+                    acc.feed(event)
+            return None, acc.result()
+
+        message = redact_text(f"{type(error).__name__}: {error}") if error is not None else None
+        self._capture(
+            accumulate,
+            error=message,
+            partial=partial,
+            stream=True,
+            journal=lambda: (None, [t for t in (response_json(i, to_json) for i in items) if t is not None]),
+        )
+
+    def _capture_profile(self, body: Mapping[str, Any]) -> AgentProfile | None:
+        """The profile whose scaffolding the capture leaves out: the one injection used,
+        else (a call that never reached :meth:`prepare`) found as it would have been."""
+        if not self._profile_known and self.tap.profiles:
+            self.profile = self.tap.profile(self.agent, self.protocol.read_request(body).system)
+        self._profile_known = True
+        return self.profile
+
+    def _capture(
+        self,
+        read: Callable[[], tuple[Mapping[str, Any] | None, ResponseView | None]],
+        *,
+        error: str | None,
+        partial: bool,
+        stream: bool = False,
+        journal: Callable[[], tuple[str | None, list[str] | None]] | None = None,
+    ) -> None:
+        if not self._finished.acquire(blocking=False):
+            return
+        call_ended()
+        if self.internal:
+            self.span.end()
+            return
+        ended_at = utcnow()
+        ended_ns = time.time_ns()
+        body = self.app_body
+
+        def build() -> Exchange | None:
+            try:
+                if body is None:
+                    return None
+                response, stream_result = read()
+                raw = RawExchange(
+                    protocol=self.protocol,
+                    attribution=self.attribution,
+                    request_body=body,
+                    response=response,
+                    stream_result=stream_result,
+                    already_present=self.already_present,
+                    started_at=self.started_at,
+                    ended_at=ended_at,
+                    stream=stream,
+                    error=error,
+                    partial=partial,
+                    id=self.id,
+                    profile=self._capture_profile(body),
+                    request_view=self.request_view if body is self.app_body else None,
+                )
+                parent = trace.set_span_in_context(self.span)
+                with telemetry.tracer().start_as_current_span("memtap.capture.writer", context=parent):
+                    exchange: Exchange | None = self.tap.hook.memtap_format_exchange(raw=raw)
+                if exchange is not None:
+                    self.span.set_attributes(telemetry.exchange_attributes(exchange))
+                if error is not None:
+                    self.span.set_status(Status(StatusCode.ERROR, error))
+                return exchange
+            finally:
+                self.span.end(end_time=ended_ns)
+
+        item = CapturedCall(build, self.attribution)
+        if self.tap.spool is not None and journal is not None and body is not None:
+            # Durable before the call returns (a kill -9 right after loses nothing).
+            item.segment = journal_call(
+                self.tap.spool, self, body, ended_at, journal, error=error, partial=partial, stream=stream
+            )
+        if self.tap.writer.format_in_caller:
+            item.exchange()
+        try:
+            self.tap.histories.append(self.attribution, lambda: _messages(item))
+            self.tap.writer.submit(item)
+        except Exception:
+            log.exception("memtap could not queue a captured call")
+
+
+def _messages(item: CapturedCall) -> Sequence[Message]:
+    ex = item.exchange()
+    return exchange_messages(ex) if ex is not None else ()
