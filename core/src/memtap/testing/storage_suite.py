@@ -25,7 +25,14 @@ inherited ``test_*`` methods check every :class:`memtap.storage.store.Store` met
                 s.close()
 
 A backend that lacks something trims :attr:`StoreComplianceSuite.capabilities`; the tests that
-need it are then skipped with a reason naming the capability.
+need it are then left out of the subclass when it is defined (not collected, so never shown
+as skipped: a skipped storage test means something is wrong), and
+``test_offers_the_methods_it_declares`` checks that the store offers exactly the optional
+methods its capabilities say. A backend several processes write to (a server database)
+declares a change feed instead of ``watch_sessions``::
+
+    class TestServerStore(StoreComplianceSuite):
+        capabilities = CAPABILITIES - {WATCH_SESSIONS}   # has CHANGE_FEED
 """
 
 from __future__ import annotations
@@ -50,10 +57,20 @@ FACTS = "facts"
 CONCURRENT_WRITES = "concurrent_writes"
 #: Data survives closing and re-opening the store (needs a ``reopen_store`` fixture).
 PERSISTENCE = "persistence"
-#: Every capability the suite knows.
 #: Recall support: ``set_embeddings`` / ``indexable_facts`` (needs :data:`FACTS`).
 EMBEDDINGS = "embeddings"
-CAPABILITIES: frozenset[str] = frozenset({FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS})
+#: No other process writes to the store: it offers ``watch_sessions(fn)``.
+WATCH_SESSIONS = "watch_sessions"
+#: Other processes write to the store: it offers a change feed, ``watch_changes(fn)`` (and
+#: the suite subclass a ``peer_store`` fixture). Never together with :data:`WATCH_SESSIONS`.
+CHANGE_FEED = "change_feed"
+#: Every capability the suite knows.
+CAPABILITIES: frozenset[str] = frozenset(
+    {FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS, WATCH_SESSIONS, CHANGE_FEED}
+)
+#: What a backend is taken to support unless its suite says otherwise: everything but a
+#: change feed (a store one process writes to, as DuckDB's locked file or an in-memory one).
+DEFAULT_CAPABILITIES: frozenset[str] = CAPABILITIES - {CHANGE_FEED}
 
 #: A fixed point in time the suite's data is laid out from.
 T0 = _dt.datetime(2025, 1, 1, 12, 0, tzinfo=_dt.timezone.utc)
@@ -95,7 +112,8 @@ def make_fact(n: float, *, entity_id: str = "alice", **fields: Any) -> Fact:
 
 
 def requires(*capabilities: str) -> Callable[[_F], _F]:
-    """Mark a suite test as needing ``capabilities``; it is skipped for a backend without."""
+    """Mark a suite test as needing ``capabilities``; a suite subclass whose backend lacks
+    one does not have the test (it is not collected)."""
     unknown = set(capabilities) - CAPABILITIES
     if unknown:
         raise ValueError(f"unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
@@ -134,11 +152,36 @@ class StoreComplianceSuite:
     it is given and returns a new store opened on the same data (closed by the fixture).
     """
 
-    #: What the backend supports; remove a capability to skip the tests that need it.
-    capabilities: ClassVar[frozenset[str]] = CAPABILITIES
+    #: What the backend supports; remove a capability to leave out the tests that need it.
+    capabilities: ClassVar[frozenset[str]] = DEFAULT_CAPABILITIES
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Keep only the tests the subclass's :attr:`capabilities` allow: the others are
+        set to ``None`` on the subclass, so pytest does not collect them (chosen once,
+        when the class is defined, rather than skipped in every run)."""
+        super().__init_subclass__(**kwargs)
+        unknown = cls.capabilities - CAPABILITIES
+        if unknown:
+            raise ValueError(
+                f"{cls.__name__}: unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}"
+            )
+        if {WATCH_SESSIONS, CHANGE_FEED} <= cls.capabilities:
+            raise ValueError(
+                f"{cls.__name__} declares both {WATCH_SESSIONS!r} (no other process writes) and "
+                f"{CHANGE_FEED!r} (other processes write): choose one"
+            )
+        for name in dir(cls):
+            if not name.startswith("test"):
+                continue
+            test = next((k.__dict__[name] for k in cls.__mro__ if callable(k.__dict__.get(name))), None)
+            if test is None:
+                continue
+            needed: frozenset[str] = getattr(test, _REQUIRES, frozenset())
+            setattr(cls, name, None if needed - cls.capabilities else test)
 
     @pytest.fixture(autouse=True)
     def _memtap_capability_gate(self, request: pytest.FixtureRequest) -> None:
+        # Only for capabilities changed after the class was defined (see __init_subclass__).
         # Autouse fixtures run before `store`, so a skipped test never opens a store.
         needed: frozenset[str] = getattr(request.function, _REQUIRES, frozenset())
         missing = sorted(needed - self.capabilities)
@@ -630,27 +673,43 @@ class StoreComplianceSuite:
         store.forget(entity_id="bob")
         assert sorted(store.session_keys()) == [("alice", "s1"), ("alice", "s2")]
 
+    def test_offers_the_methods_it_declares(self, store: Store) -> None:
+        """The store offers ``watch_sessions`` exactly when its suite declares
+        :data:`WATCH_SESSIONS` and ``watch_changes`` exactly when it declares
+        :data:`CHANGE_FEED` (the tests of what it does not declare are left out)."""
+        offers = {
+            WATCH_SESSIONS: getattr(store, "watch_sessions", None) is not None,
+            CHANGE_FEED: getattr(store, "watch_changes", None) is not None,
+        }
+        for capability, offered in offers.items():
+            declared = capability in self.capabilities
+            assert offered == declared, (
+                f"{type(store).__name__} {'offers' if offered else 'does not offer'} "
+                f"{'watch_sessions' if capability == WATCH_SESSIONS else 'watch_changes'}: "
+                f"{'add' if offered else 'remove'} {capability!r} in {type(self).__name__}.capabilities"
+            )
+
+    @requires(WATCH_SESSIONS)
     def test_watch_sessions_reports_every_exchange_written(self, store: Store) -> None:
         """A store offering watch_sessions() (one only this process writes) reports the
-        session of every exchange written through it. (Optional: skipped without it.)"""
+        session of every exchange written through it."""
         watch = getattr(store, "watch_sessions", None)
-        if watch is None:
-            pytest.skip("backend has no watch_sessions (optional: other processes may write to it)")
+        assert watch is not None, "declares watch_sessions but the store has none"
         seen: list[tuple[str, str]] = []
         watch(lambda entity_id, session_id: seen.append((entity_id, session_id)))
         store.write_exchanges([make_exchange(1), make_exchange(2, session_id="s2", entity_id="bob")])
         assert sorted(set(seen)) == [("alice", "s1"), ("bob", "s2")]
 
+    @requires(CHANGE_FEED)
     def test_watch_changes_reports_other_store_objects_writes(
         self, store: Store, request: pytest.FixtureRequest
     ) -> None:
         """A store offering watch_changes() (a change feed: other processes write to it)
         reports, soon after they commit, the changes written through another store object
         on the same data (the ``peer_store`` fixture), not its own; never together with
-        watch_sessions(), which says no other process writes. (Optional: skipped without it.)"""
+        watch_sessions(), which says no other process writes."""
         watch = getattr(store, "watch_changes", None)
-        if watch is None:
-            pytest.skip("backend has no watch_changes (optional: a change feed between processes)")
+        assert watch is not None, "declares a change feed but the store has no watch_changes"
         from memtap.storage.changes import EVERYTHING, StoreChange
 
         assert getattr(store, "watch_sessions", None) is None, "watch_sessions says no other process writes"

@@ -1,5 +1,6 @@
 """The PostgreSQL schema as an ordered list of named migrations (the same tables, columns and
-migration names as the DuckDB backend, plus full-text search columns).
+migration names as the DuckDB backend, plus full-text search columns and, where the server
+has pgvector, a ``vector`` column: ``0003_pgvector_column`` is PostgreSQL's own).
 
 Each migration is applied once per schema and recorded in ``memtap_migrations``. Opening runs
 every pending migration in one transaction that first takes a transaction-scoped advisory
@@ -10,6 +11,7 @@ never edit or reorder one that has shipped.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,8 @@ from memtap.sdk import utcnow
 
 if TYPE_CHECKING:
     import psycopg
+
+log = logging.getLogger("memtap.postgres")
 
 #: Text-search configuration of the ``tsv`` columns (English stemming: "dogs" finds "dog").
 TS_CONFIG = "english"
@@ -116,18 +120,34 @@ _INITIAL = Migration(
 )
 
 
+def vector_schema(conn: psycopg.Connection) -> str | None:
+    """The quoted name of the schema the ``vector`` extension is installed in (its type and
+    operators are found there, whatever the connection's ``search_path``), or ``None``."""
+    row = conn.execute(
+        "SELECT quote_ident(n.nspname) FROM pg_extension e"
+        " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    ).fetchone()
+    return str(row[0]) if row else None
+
+
 def _pgvector(conn: psycopg.Connection) -> None:
     """Add a pgvector copy of each vector when the server has the extension (and this user
     may create it); otherwise nothing: the ``REAL[]`` column is the documented fallback
-    (vectors are scored in process by memtap's recall index either way)."""
+    (vectors are scored in process by memtap's recall index either way).
+
+    The type is named with the extension's schema: a store with ``schema=NAME`` searches
+    only its own schema, and the extension is often installed in another (``public``)."""
     available = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     if not available:
         return
     try:
         with conn.transaction():  # a savepoint: no privilege to create it is not an error
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            conn.execute("ALTER TABLE fact_embeddings ADD COLUMN vec vector")
+            schema = vector_schema(conn)
+            if schema is not None:
+                conn.execute(f"ALTER TABLE fact_embeddings ADD COLUMN IF NOT EXISTS vec {schema}.vector")  # type: ignore[arg-type]
     except Exception:  # psycopg.Error, imported lazily
+        log.warning("the vector extension is available but could not be used", exc_info=True)
         return
 
 
@@ -150,8 +170,12 @@ _EMBEDDINGS = Migration(
     run=_pgvector,
 )
 
+# Stores opened before the type was schema-qualified, with the extension in another schema
+# than theirs, have no ``vec`` column: add it (a no-op where 0002 added it).
+_PGVECTOR = Migration("0003_pgvector_column", run=_pgvector)
+
 #: Every migration, in the order it must be applied.
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS)
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS, _PGVECTOR)
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS memtap_migrations (

@@ -175,8 +175,13 @@ class PostgresStore:
             name="memtap",
         )
         self._pool.open(wait=False)
-        #: Whether fact vectors are also kept in a pgvector ``vector`` column.
-        self.pgvector = self._has_pgvector()
+        #: The (quoted) schema of the ``vector`` extension when this store keeps its vectors
+        #: in a pgvector column too, else ``None``.
+        self._vector_schema = self._pgvector_schema()
+        #: Whether fact vectors are also kept in a pgvector ``vector`` column (with an HNSW
+        #: index per dimension), so that :meth:`nearest_facts` searches on the server.
+        self.pgvector = self._vector_schema is not None
+        self._hnsw_dims: set[int] = set()
 
     def _read_identity(self, conn: psycopg.Connection) -> str:
         """What this database is, whatever URL reached it: the cluster's system identifier
@@ -227,13 +232,15 @@ class PostgresStore:
         with self._watchdog.watch(conn, self.settings.connect_timeout, "checking a pooled connection"):
             psycopg_pool.ConnectionPool.check_connection(conn)
 
-    def _has_pgvector(self) -> bool:
+    def _pgvector_schema(self) -> str | None:
         rows = self._read(
             "inspecting the schema",
-            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
-            " AND table_name = 'fact_embeddings' AND column_name = 'vec'",
+            "SELECT quote_ident(n.nspname) FROM information_schema.columns c, pg_extension e"
+            " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+            " AND c.table_schema = current_schema() AND c.table_name = 'fact_embeddings'"
+            " AND c.column_name = 'vec'",
         )
-        return bool(rows)
+        return str(rows[0][0]) if rows else None
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._safe_url!r})"
@@ -355,30 +362,101 @@ class PostgresStore:
     def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
         """Attach vectors to stored facts by id (replacing earlier ones), recording the
         embedder ``model``; unknown ids are ignored. Vectors are kept as ``REAL[]`` and,
-        when the server has pgvector, in a ``vector`` column as well."""
+        when the server has pgvector, in a ``vector`` column as well (the first vectors of
+        a new dimension create its HNSW index)."""
         self._check()
-        params = [
-            {"id": fact_id, "v": [float(x) for x in vector], "m": model}
-            for fact_id, vector in embeddings.items()
-        ]
-        if not params:
+        ids: list[str] = []
+        texts: list[str] = []
+        dims: set[int] = set()
+        for fact_id, vector in embeddings.items():
+            values = [float(x) for x in vector]
+            ids.append(fact_id)
+            # One array literal per vector, parsed by the server: one statement for the
+            # batch (a statement per vector costs a round trip each).
+            texts.append("{" + ",".join(map(repr, values)) + "}")
+            dims.add(len(values))
+        if not ids:
             return
         vec_col, vec_val, vec_set = ("", "", "")
-        if self.pgvector:
-            vec_col, vec_val, vec_set = (", vec", ", %(v)s::real[]::vector", ", vec = excluded.vec")
+        if self._vector_schema is not None:
+            vec_col, vec_set = ", vec", ", vec = excluded.vec"
+            vec_val = f", u.v::{self._vector_schema}.vector"
         sql = f"""
             INSERT INTO fact_embeddings (fact_id, entity_id, model, dim, vector{vec_col})
-            SELECT f.id, f.entity_id, %(m)s, cardinality(%(v)s::real[]), %(v)s::real[]{vec_val}
-            FROM facts f WHERE f.id = %(id)s
+            SELECT f.id, f.entity_id, %s, cardinality(u.v), u.v{vec_val}
+            FROM (SELECT id, v::real[] AS v FROM unnest(%s::text[], %s::text[]) AS t(id, v)) u
+            JOIN facts f ON f.id = u.id
             ON CONFLICT (fact_id) DO UPDATE SET model = excluded.model, dim = excluded.dim,
                 vector = excluded.vector{vec_set}
         """
 
         def work(conn: psycopg.Connection) -> None:
-            with conn.cursor() as cur:
-                cur.executemany(sql, params)  # type: ignore[arg-type]
+            conn.execute(sql, [model, ids, texts])  # type: ignore[arg-type]
 
         self._write("storing embeddings", work)
+        if self._vector_schema is not None:
+            for dim in dims - self._hnsw_dims:
+                self._ensure_hnsw(dim)
+
+    def _ensure_hnsw(self, dim: int) -> None:
+        """Create the HNSW index (cosine distance) of the vectors of ``dim`` dimensions: an
+        index over ``vec::vector(dim)`` for the rows of that ``dim`` (pgvector indexes only
+        a column of one dimension; a store may hold vectors of several embedders)."""
+        if dim <= 0:
+            return
+        vs = self._vector_schema
+        sql = (
+            f"CREATE INDEX IF NOT EXISTS fact_embeddings_vec_hnsw_{dim} ON fact_embeddings"
+            f" USING hnsw ((vec::{vs}.vector({dim})) {vs}.vector_cosine_ops) WHERE dim = {dim}"
+        )
+        try:
+            with self._connection("creating a vector index") as conn:
+                conn.execute(sql)  # type: ignore[arg-type]  # our own SQL, dim an int
+        except StoreError as e:
+            # Two processes creating it at once: the loser finds the name taken.
+            if not isinstance(e.__cause__, (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable)):
+                log.warning("no HNSW index for %d-dimensional vectors: %s", dim, e)
+                return
+        self._hnsw_dims.add(dim)
+
+    def _nearest_query(
+        self, *, entity_id: str, vector: Sequence[float], k: int, model: str
+    ) -> tuple[str, list[Any]]:
+        """The SQL and parameters of :meth:`nearest_facts` (ordered by the indexed
+        expression, so that the planner can walk the HNSW index)."""
+        vs, dim = self._vector_schema, len(vector)
+        select = ", ".join(f"f.{c.strip()}" for c in R.FACT_SELECT.split(","))
+        distance = f"e.vec::{vs}.vector({dim}) OPERATOR({vs}.<=>) %s::real[]::{vs}.vector({dim})"
+        sql = (
+            f"SELECT {select}, 1 - ({distance}) FROM fact_embeddings e JOIN facts f ON f.id = e.fact_id"
+            f" WHERE e.dim = {dim} AND e.entity_id = %s AND e.model = %s AND f.entity_id = e.entity_id"
+            f" AND f.superseded_by IS NULL ORDER BY {distance} LIMIT %s"
+        )
+        q = [float(x) for x in vector]
+        return sql, [q, entity_id, model, q, max(int(k), 0)]
+
+    def nearest_facts(
+        self, *, entity_id: str, vector: Sequence[float], k: int, model: str
+    ) -> list[tuple[Fact, float]]:
+        """The entity's ``k`` current facts whose vectors (made by ``model``) are nearest to
+        ``vector``, best first, each with its cosine similarity: searched on the server with
+        the HNSW index (pgvector's iterative scan keeps finding rows when the entity's are
+        few among many), so an entity too large to hold in memory can still be searched.
+        Raises :class:`NotImplementedError` when the store has no pgvector column
+        (:attr:`pgvector` is false)."""
+        if self._vector_schema is None:
+            self._check()
+            raise NotImplementedError(
+                "this PostgreSQL store has no pgvector column (no `vector` on the server)"
+            )
+        if k <= 0 or not vector:
+            self._check()
+            return []
+        sql, params = self._nearest_query(entity_id=entity_id, vector=vector, k=k, model=model)
+        with self._connection("searching vectors") as conn, conn.transaction():
+            conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+            found = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        return [(R.fact(row[:-1]), float(row[-1])) for row in found]
 
     def indexable_facts(
         self, *, entity_id: str, model: str | None = None
