@@ -31,6 +31,7 @@ nox.options.sessions = [
     "reliability",
     "integration",
     "agents",
+    "ui",
     "docs",
     "demo",
     "packaging",
@@ -54,8 +55,12 @@ PLUGINS = _packages("plugins")
 CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
 #: What the meta-distribution `memtap` installs.
 DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"], PLUGINS["minilm"]]
-#: Local plugins a contrib package's tests use besides the defaults.
-CONTRIB_PLUGINS = {"proxy": ["anthropic", "agents"], "langchain": ["anthropic", "google", "litellm"]}
+#: Local plugins (and contrib packages) a contrib package's tests use besides the defaults.
+CONTRIB_PLUGINS = {
+    "proxy": ["anthropic", "agents"],
+    "langchain": ["anthropic", "google", "litellm"],
+    "ui": ["proxy"],
+}
 #: What every test session installs (tests/core talk to the scripted server with httpx).
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24", "httpx>=0.27"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
@@ -98,9 +103,10 @@ def tests(session: nox.Session, package: str) -> None:
     else:
         # A contrib package lists what its tests drive in its `test` extra (local plugins
         # among them are installed from their folders).
-        local = [PLUGINS[p] for p in CONTRIB_PLUGINS.get(package, ()) if p in PLUGINS]
+        local = [PLUGINS.get(p) or CONTRIB[p] for p in CONTRIB_PLUGINS.get(package, ())]
         session.install(CORE, *DEFAULTS, *local, f"{CONTRIB[package]}[test]", *TEST_DEPS)
-        session.run(*PYTEST, f"tests/contrib/{package}", *session.posargs)
+        # Tests that drive a real browser run in their own session (`nox -s ui`).
+        session.run(*PYTEST, f"tests/contrib/{package}", "-m", "not browser", *session.posargs)
 
 
 #: The PostgreSQL server the postgres tests use. Unset: a throwaway server is started for
@@ -285,13 +291,56 @@ def agents(session: nox.Session) -> None:
     across sessions, `mem:` commands, the documented recipes."""
     folder = _agents_bin(session)
     local = [PLUGINS[p] for p in ("openai", "anthropic", "agents", "duckdb")]
-    session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", *TEST_DEPS)
+    # memtap-mcp: the agents start `memtap mcp` in docs/mcp.md's recipes.
+    session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", CONTRIB["mcp"], *TEST_DEPS)
     session.run(*PYTEST, "tests/agents", *session.posargs, env={"MEMTAP_AGENTS_BIN": str(folder)})
 
 
+def _chromium(session: nox.Session) -> str:
+    """The system's Chromium (Debian's ``chromium`` package), installed with apt-get when it
+    is missing (Playwright drives it; no browser is downloaded)."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        apt = shutil.which("apt-get")
+        if apt is None or os.geteuid() != 0:
+            session.error(
+                "Chromium is not installed: the ui session drives the system's headless Chromium. "
+                "Install it (`sudo apt-get install chromium` on Debian) and run it again."
+            )
+        env = {"DEBIAN_FRONTEND": "noninteractive"}
+        session.run(apt, "update", "-q", external=True, env=env)
+        session.run(apt, "install", "-y", "-q", "--no-install-recommends", "chromium", external=True, env=env)
+        found = shutil.which("chromium")
+        if found is None:
+            session.error("apt-get installed chromium, but there is no `chromium` command")
+    return found
+
+
+@nox.session
+def ui(session: nox.Session) -> None:
+    """The memory browser (memtap-ui) in real headless Chromium through Playwright: every
+    page, hostile text, forgetting through the form, a cross-origin form. Screenshots of the
+    main pages go to $MEMTAP_UI_SCREENSHOTS when set (e.g. docs/images)."""
+    chromium = _chromium(session)
+    local = [CONTRIB[p] for p in CONTRIB_PLUGINS["ui"]]
+    session.install(*DEFAULTS, *local, f"{CONTRIB['ui']}[test]", *TEST_DEPS)
+    env = {"MEMTAP_CHROMIUM": chromium}
+    shots = os.environ.get("MEMTAP_UI_SCREENSHOTS")
+    if shots:
+        env["MEMTAP_UI_SCREENSHOTS"] = str(Path(shots).resolve())
+    session.run(*PYTEST, "tests/contrib/ui", "-m", "browser", *session.posargs, env=env)
+
+
 #: What the docs' code uses beyond the defaults: the PostgreSQL store the quick start moves a
-#: store to, the LangChain page's integration and its model, and the block reader.
-DOCS_DEPS = [POSTGRES_TESTING, CONTRIB["langchain"], "langchain-openai>=1.0", "markdown-it-py>=3"]
+#: store to, the LangChain page's integration and its model, the memory browser, and the block
+#: reader.
+DOCS_DEPS = [
+    POSTGRES_TESTING,
+    CONTRIB["langchain"],
+    CONTRIB["ui"],
+    "langchain-openai>=1.0",
+    "markdown-it-py>=3",
+]
 
 
 @nox.session

@@ -280,3 +280,38 @@ def test_a_secret_a_stream_cut_into_pieces_is_redacted(size: int):
     joined = "".join(json.loads(e)["delta"]["text"] for e in out[:-1])
     assert joined == f"here it is: {REDACTED} and more"
     assert key not in "".join(out) and out[-1] == f"not json {REDACTED}"
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])
+def test_the_record_of_what_was_injected_holds_no_secret(secret: FakeSecret):
+    """``Exchange.injected`` (memtap explain) is redacted like the messages: a secret in an
+    injected history turn (text or tool arguments), in a block's text, or in a recalled or
+    left-out fact's text, in every context, is not in the stored record."""
+    from memtap.capture.explanation import Considered, RecallNote, injected_blocks
+    from memtap.protocol.model import Fact, Message, ToolCall, injected_to_json
+    from memtap.protocol.wire import InjectionPlan, SystemBlock
+
+    leaks = []
+    for context in contexts_for(secret):
+        text = context.wrap(secret.text)
+        fact = Fact(entity_id="alice", text=f"my note: {text}")
+        plan = InjectionPlan(
+            history=[
+                Message("user", text, exchange_id="e1"),
+                Message("assistant", "", tool_calls=[ToolCall("c1", "login", json.dumps({"a": text}))]),
+            ],
+            system_blocks=[
+                SystemBlock(
+                    text=f"Facts:\n- {text}",
+                    source="recall",
+                    note=RecallNote(
+                        (Considered(fact, 0.5, {"words": 0.5}), Considered(fact, 0.01, {}, "threshold"))
+                    ),
+                ),
+                SystemBlock(text=f"rules {text}", source="rules"),
+            ],
+        )
+        out = json.dumps(injected_to_json(injected_blocks(plan)), ensure_ascii=False)
+        if leaked(secret, out):
+            leaks.append((context.name, out[:200]))
+    assert leaks == []

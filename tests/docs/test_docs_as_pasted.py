@@ -41,6 +41,7 @@ POSTGRES_ENV = "MEMTAP_TEST_POSTGRES_URL"
 RECIPE_TESTS = [
     ROOT / "tests" / "contrib" / "proxy" / "test_proxy_recipes.py",
     ROOT / "tests" / "agents" / "test_recipes.py",
+    ROOT / "tests" / "agents" / "test_mcp_recipes.py",  # docs/mcp.md's
 ]
 #: The default recall budget's min_score: what scores under it is not injected.
 MIN_SCORE = memtap.RecallBudget().min_score
@@ -88,7 +89,7 @@ def test_a_block_not_run_says_why_and_still_parses(block: Block) -> None:
 @pytest.mark.parametrize("block", [b for b in every_block() if b.marker == "recipe"], ids=lambda b: b.label)
 def test_a_recipe_block_is_run_by_the_recipe_tests(block: Block) -> None:
     name, _, part = block.note.partition("/")
-    assert rel(block.page) == "docs/proxy.md" and part, block.label
+    assert rel(block.page) in {"docs/proxy.md", "docs/mcp.md"} and part, block.label
     assert any(f'"{name}"' in test.read_text() for test in RECIPE_TESTS), (
         f"{block.label}: no recipe test runs recipe {name!r}"
     )
@@ -271,7 +272,17 @@ def check_langchain(run: PageRun) -> None:
     assert "I live in Kyoto" in said
 
 
+def check_explain(run: PageRun) -> None:
+    recalled = _printed(run, "recall: 0 turn(s), 1 fact(s)")
+    scored = re.search(r"^  (\d\.\d\d) Alice is allergic to peanuts \(words [\d.]+, vector ", recalled, re.M)
+    assert scored and float(scored[1]) >= MIN_SCORE, recalled
+    assert "history: 2 turn(s), 0 fact(s)" in recalled  # the first call's turns, injected
+    assert "calls of session dinner" in _printed(run, "calls of session dinner")
+    assert re.search(r"\['[0-9a-f]{32}'\]", _printed(run, "']")), "the JSON names the injected fact by id"
+
+
 CHECKS: dict[str, Callable[[PageRun], None]] = {
+    "docs/explain.md": check_explain,
     "README.md": check_readme,
     "docs/quickstart.md": check_quickstart,
     "docs/integrations/langchain.md": check_langchain,

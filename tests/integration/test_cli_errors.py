@@ -28,6 +28,7 @@ READERS = {
     "recall": ["where?", "--entity", "alice"],
     "export": ["-o", "-"],
     "forget": ["--entity", "alice", "--yes"],
+    "explain": ["no-such-exchange"],
 }
 
 
@@ -66,6 +67,14 @@ def bad_invocations(tmp: Path) -> dict[str, list[list[str]]]:
     cases["demo"] = [["--store", "nosuch://x"], ["--store", "duckdb://x"]]
     cases["plugins"] = [["--no-such-option"]]
     cases["proxy"] = [["--port", "not-a-port"]]
+    cases["mcp"] = [["--port", "not-a-port"]]
+    cases["ui"] = [["--port", "not-a-port"], ["--host", "0.0.0.0", "--store", filled(tmp)]]  # no --token
+    cases["explain"] += [
+        ["no-such-exchange", "--store", filled(tmp)],  # an unknown id
+        ["--store", filled(tmp)],  # neither an id nor --session
+        ["no-such-exchange", "--last", "--store", filled(tmp)],
+        ["--session", "no-such-session", "--last", "--store", filled(tmp)],
+    ]
     return cases
 
 

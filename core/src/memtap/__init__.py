@@ -21,7 +21,10 @@ from memtap.memory import Memory
 from memtap.protocol.model import (
     Attribution,
     Exchange,
+    ExplainedFact,
+    Explanation,
     Fact,
+    InjectedBlock,
     Message,
     ScoredFact,
     SessionInfo,
@@ -35,8 +38,11 @@ _guard_loggers()  # no secret in memtap's log records (plugins' loggers: when a 
 __all__ = [
     "Attribution",
     "Exchange",
+    "ExplainedFact",
+    "Explanation",
     "Fact",
     "HistoryBudget",
+    "InjectedBlock",
     "LiteLLMPort",
     "Memory",
     "MemtapError",

@@ -17,6 +17,7 @@ import attrs
 
 from memtap.builtins import memory_plugins
 from memtap.capture.durability import SpoolOption, open_spool, replay_orphans
+from memtap.capture.explanation import explain as explain_exchange
 from memtap.capture.private import make_private
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
@@ -25,7 +26,7 @@ from memtap.history.injector import HistoryBudget, SessionHistories
 from memtap.history.known_sessions import KnownSessions
 from memtap.longterm.embedding import Embedder, EmbedderOption, resolve_embedder
 from memtap.longterm.facts import LongTermMemory
-from memtap.longterm.index import CONTEXT_KEY
+from memtap.longterm.index import CONTEXT_KEY, TOMBSTONE
 from memtap.longterm.memorize import LLMOption, resolve_llm
 from memtap.longterm.recall import RecallStats
 from memtap.longterm.recall_injector import RecallBudget
@@ -37,6 +38,7 @@ from memtap.protocol.model import (
     DEFAULT_SESSION_ID,
     Attribution,
     Exchange,
+    Explanation,
     Fact,
     Message,
     ScoredFact,
@@ -463,6 +465,24 @@ class Memory:
         self.flush()
         return self.store.sessions(entity_id=entity_id, limit=limit)
 
+    def exchanges(self, *, session_id: str | None = None, entity_id: str | None = None) -> list[Exchange]:
+        """Stored exchanges (captured calls), oldest first, each with its id and what memtap
+        injected into it (``Exchange.injected``); filtered by session and entity (pending
+        writes are flushed first). Without filters: every exchange of the store."""
+        self.flush()
+        return list(self.store.exchanges(entity_id=entity_id, session_id=session_id))
+
+    def explain(self, exchange_id: str) -> Explanation | None:
+        """Why the model saw what it saw in one captured call: the exchange and each block
+        memtap injected into it (the history turns; the recalled facts with their score and
+        score parts, and the facts recall considered but left out, with the reason), or
+        ``None`` when no exchange has that id. Pending writes are flushed first.
+
+        An exchange captured before this was recorded (or into which nothing was injected)
+        has an explanation without blocks."""
+        self.flush()
+        return explain_exchange(self.store, exchange_id)
+
     def capture(
         self,
         input: Sequence[Message | Mapping[str, Any]] | str,
@@ -612,17 +632,42 @@ class Memory:
             process_id=process_id if process_id is not None else attribution.process_id,
         )
 
-    def forget(self, *, entity_id: str) -> int:
+    def forget(self, *, entity_id: str, fact_id: str | None = None) -> int:
         """Delete all of an entity's data (sessions, exchanges, messages, facts); returns
-        how many exchanges and facts were deleted."""
+        how many exchanges and facts were deleted.
+
+        With ``fact_id``, delete only that fact of the entity, with the earlier versions it
+        replaced and the records of their retraction (the conversation it came from stays:
+        forget the entity to delete that too); returns how many facts were deleted (0: the
+        entity has no such fact). Needs a store with ``forget_facts`` (every bundled one)."""
         if not entity_id:
             raise ValueError("forget() needs the entity_id whose data to delete")
         self.flush()
+        if fact_id is not None:
+            return self._forget_fact(entity_id, fact_id)
         self._drop_cached(entity_id)
         try:
             return self.store.forget(entity_id=entity_id)
         finally:
             self.longterm.forget(entity_id)
+
+    def _forget_fact(self, entity_id: str, fact_id: str) -> int:
+        forget_facts = getattr(self.store, "forget_facts", None)
+        if forget_facts is None:
+            raise StoreError(f"this store ({self.url}) cannot delete one fact; forget the entity instead")
+        every = {f.id: f for f in self.store.facts(entity_id=entity_id, include_superseded=True)}
+        doomed: set[str] = set()
+        fact = every.get(fact_id)
+        while fact is not None and fact.id not in doomed:  # the fact, then what it replaced
+            doomed.add(fact.id)
+            fact = every.get(fact.supersedes) if fact.supersedes else None
+        doomed |= {f.id for f in every.values() if f.kind == TOMBSTONE and f.supersedes in doomed}
+        if not doomed:
+            return 0
+        try:
+            return int(forget_facts(entity_id=entity_id, fact_ids=sorted(doomed)))
+        finally:
+            self.longterm.forget(entity_id)  # the cached index is loaded again without them
 
     def stats(self) -> dict[str, int]:
         """Row counts of the store."""

@@ -111,13 +111,18 @@ from memtap.protocol.model import (
     Attribution,
     Exchange,
     ExchangeStatus,
+    ExplainedFact,
+    Explanation,
     Fact,
+    InjectedBlock,
     Message,
     Role,
     ScoredFact,
     SessionInfo,
     ToolCall,
     Usage,
+    injected_from_json,
+    injected_to_json,
     utcnow,
 )
 from memtap.protocol.wire import (
@@ -143,11 +148,22 @@ from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
 from memtap.storage.sqlrows import columns as sql_columns
 from memtap.storage.sqlrows import exchange as sql_exchange
 from memtap.storage.sqlrows import fact as sql_fact
+from memtap.storage.sqlrows import injected_json as sql_injected_json
 from memtap.storage.sqlrows import message as sql_message
 from memtap.storage.sqlrows import session_rows as sql_session_rows
 from memtap.storage.sqlrows import unique as sql_unique
 from memtap.storage.sqlrows import utc as sql_utc
 from memtap.storage.store import DUCKDB_SCHEME, SessionWatchers, Store, duckdb_path, exchange_messages
+from memtap.tokens import (
+    EVERY_ENTITY,
+    Grant,
+    TokenRule,
+    TokensFileError,
+    TokenTable,
+    load_tokens,
+    parse_tokens,
+)
+from memtap.tokens import digest as token_digest
 from memtap.workers.background import lower_priority, wait_for_quiet
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
@@ -198,14 +214,28 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "Attribution",
     "Exchange",
     "ExchangeStatus",
+    "ExplainedFact",
+    "Explanation",
     "Fact",
+    "InjectedBlock",
     "Message",
     "Role",
     "ScoredFact",
     "SessionInfo",
     "ToolCall",
     "Usage",
+    "injected_from_json",
+    "injected_to_json",
     "utcnow",
+    # tokens bound to entities (memtap proxy, memtap mcp)
+    "EVERY_ENTITY",
+    "Grant",
+    "TokenRule",
+    "TokenTable",
+    "TokensFileError",
+    "load_tokens",
+    "parse_tokens",
+    "token_digest",
     # the patch kit
     "Attempt",
     "Begin",
@@ -256,6 +286,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "sql_columns",
     "sql_exchange",
     "sql_fact",
+    "sql_injected_json",
     "sql_message",
     "sql_session_rows",
     "sql_unique",

@@ -326,3 +326,28 @@ def test_two_stores_on_one_file_in_one_process_share_writes(tmp_path: Path) -> N
     finally:
         first.close()
         second.close()
+
+
+def test_a_store_made_before_explain_is_migrated_and_its_exchanges_read(tmp_path: Path) -> None:
+    """A file written before ``exchanges.injected`` existed gains the column on open; its
+    exchanges read back with nothing injected, and new ones keep their record."""
+    from memtap.testing.storage_suite import injected_blocks
+
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        apply_migrations(conn, MIGRATIONS[:2])
+        conn.execute(
+            "INSERT INTO exchanges (id, seq, entity_id, session_id, provider, operation, stream, status,"
+            " finish_reasons, input_count, started_at, ended_at) VALUES"
+            " ('old1', 1, 'alice', 's1', 'openai', 'chat', false, 'ok', [], 0, now(), now())"
+        )
+    store = DuckDBStore(path)
+    try:
+        assert store.applied_migrations == ["0003_exchange_injected"]
+        old = store.exchange("old1")
+        assert old is not None and old.injected == ()
+        new = make_exchange(5, injected=injected_blocks())
+        store.write_exchanges([new])
+        assert store.exchange(new.id).injected == injected_blocks()
+    finally:
+        store.close()

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from postgres_support import with_schema
 
 URL_ENV = "MEMTAP_TEST_POSTGRES_URL"
 SKIP_REASON = (
@@ -21,10 +22,6 @@ def server_url() -> str:
     if not url:
         pytest.skip(SKIP_REASON)
     return url
-
-
-def with_schema(url: str, schema: str) -> str:
-    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
 
 
 def drop_schema(url: str, schema: str) -> None:

@@ -9,7 +9,7 @@ import random
 
 import psycopg
 import pytest
-from conftest import with_schema
+from postgres_support import with_schema
 
 from memtap.testing.storage_suite import make_fact
 from memtap_postgres import PostgresStore

@@ -45,7 +45,7 @@ from .asgi import (
 from .attribution import Attributed, attribute
 from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
-from .config import ProxyConfig
+from .config import UI_PREFIX, ProxyConfig, check_ui
 from .guard import Refused
 from .headers import client_response_headers, upstream_request_headers
 from .relay import StreamRelay, json_or_none
@@ -122,6 +122,20 @@ class Proxy:
         self.bodies = BodyParser()
         self._warned: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The memory browser under ``/_memtap/`` (``--ui``), with its own guard.
+        self.ui = self._make_ui() if config.ui else None
+
+    def _make_ui(self) -> Any:
+        check_ui(self.config)
+        try:
+            from memtap_ui import create_app
+        except ImportError as exc:
+            raise RuntimeError(
+                "memtap proxy --ui needs the memory browser: pip install 'memtap-proxy[ui]' "
+                "(from a clone of memtap: pip install ./contrib/ui)"
+            ) from exc
+        c = self.config
+        return create_app(self.memory, token=c.token, bound_host=c.host, allow_hosts=c.allow_hosts)
 
     @property
     def app(self) -> Proxy:
@@ -155,6 +169,11 @@ class Proxy:
         raw_headers: RawHeaders = scope["headers"]
         raw_path = scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else scope["path"]
+        if self.ui is not None and (path == UI_PREFIX or path.startswith(UI_PREFIX + "/")):
+            # The browser's pages answer themselves, behind the UI's own guard (a browser
+            # cannot send x-memtap-token, and its own forms carry an Origin).
+            await self.ui(dict(scope, root_path=scope.get("root_path", "") + UI_PREFIX), receive, send)
+            return
         r = route(method, path, raw_headers, self.agents, self.families)
         try:
             grant = self.guard.check(raw_headers, scope.get("server"))

@@ -10,7 +10,7 @@ import click
 
 from memtap.sdk import STORE_ENV
 
-from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind
+from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind, check_ui
 from .server import open_memory, serve
 from .tokens import load_tokens
 from .workers import check_shared_store, serve_workers
@@ -133,6 +133,12 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
     type=click.IntRange(min=1),
     help="Worker processes accepting on the one port (more than 1 needs a shared store: postgresql://...).",
 )
+@click.option(
+    "--ui",
+    is_flag=True,
+    default=False,
+    help="Serve the memory browser under /_memtap/ (needs memtap-ui: pip install 'memtap-proxy[ui]').",
+)
 @click.option("--log-level", default="info", show_default=True)
 def proxy(
     host: str,
@@ -154,6 +160,7 @@ def proxy(
     process: str | None,
     history_messages: int | None,
     workers: int,
+    ui: bool,
     log_level: str,
 ) -> None:
     """Run memtap as a local proxy: point an agent's base URL at it and it gets memory."""
@@ -175,9 +182,13 @@ def proxy(
             body_timeout=body_timeout,
             max_clients=max_clients,
             drain_timeout=drain_timeout,
+            ui=ui,
         )
         check_bind(config)
+        check_ui(config)
         check_shared_store(store_url, workers)
+        if ui:
+            _check_ui_installed()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     if not config.openai_upstream and not config.anthropic_upstream:
@@ -205,6 +216,16 @@ def proxy(
         serve(config, memory, log_level=log_level)
     finally:
         memory.close()
+
+
+def _check_ui_installed() -> None:
+    try:
+        import memtap_ui  # noqa: F401
+    except ImportError as exc:
+        raise ValueError(
+            "--ui needs the memory browser: pip install 'memtap-proxy[ui]' "
+            "(from a clone of memtap: pip install ./contrib/ui)"
+        ) from exc
 
 
 main = proxy

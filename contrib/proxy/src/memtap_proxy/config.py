@@ -13,6 +13,8 @@ from .tokens import TokenRule
 #: Default listening address and port.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8096
+#: Where ``memtap proxy --ui`` serves the memory browser.
+UI_PREFIX = "/_memtap"
 #: Default request size limit (bytes): agent requests with images run to a few MB.
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
 
@@ -104,6 +106,7 @@ class ProxyConfig:
     idle_timeout: float = attrs.field(default=30.0, validator=_positive)
     max_clients: int = attrs.field(default=256, validator=_positive)
     drain_timeout: float = attrs.field(default=20.0, validator=_positive)
+    ui: bool = False
 
     def upstream(self, family: str) -> str | None:
         """The configured upstream for ``"openai"`` or ``"anthropic"``."""
@@ -133,4 +136,14 @@ def check_bind(config: ProxyConfig) -> None:
             f"refusing to listen on {config.host}: anyone who can reach it could read and "
             f"change your memory. Bind 127.0.0.1 (the default), or set --token (or "
             f"{ENV['token']}), or --tokens FILE, and send it in the x-memtap-token header."
+        )
+
+
+def check_ui(config: ProxyConfig) -> None:
+    """Refuse (``ValueError``) to serve the memory browser, which shows every entity, when
+    the proxy's tokens are bound to entities (``--tokens``) without a ``--token`` for all."""
+    if config.ui and config.tokens and not config.token:
+        raise ValueError(
+            "--ui shows every entity's memory: with --tokens (tokens bound to entities) it needs "
+            "--token too, the token that may see them all (the UI asks for it)."
         )

@@ -21,7 +21,7 @@ import uvicorn
 from memtap import HistoryBudget, Memory
 
 from .app import Proxy
-from .config import ProxyConfig, check_bind
+from .config import UI_PREFIX, ProxyConfig, check_bind
 from .limits import ClientLimits, bounded_protocol
 
 log = logging.getLogger("memtap.proxy")
@@ -134,6 +134,8 @@ def serve(
         memory.url,
         ", ".join(f"{f} -> {config.upstream(f)}" for f in families) or "none configured",
     )
+    if proxy.ui is not None:
+        log.info("memtap memory browser on http://%s:%d%s/", config.host, config.port, UI_PREFIX)
     server = ProxyServer(_uvicorn_config(proxy.app, config, log_level))
     server.parent_pid = parent_pid
     server.run(sockets=[sock] if sock is not None else None)

@@ -100,6 +100,8 @@ class MemtapGroup(click.Group):
                 self.commands[name] = command
         if "proxy" not in self.commands:
             self.add_command(proxy_placeholder)
+        if "mcp" not in self.commands:
+            self.add_command(mcp_placeholder)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, turning memtap's errors (every one is a :class:`MemtapError`:
@@ -253,6 +255,57 @@ def forget(store_url: str | None, entity: str, yes: bool) -> None:
 
 @main.command()
 @store_option
+@click.argument("exchange_id", required=False)
+@click.option("--session", default=None, help="List this session's captured calls (ids, what was injected).")
+@click.option("--entity", default=None, help="With --session: only this entity's calls.")
+@click.option("--last", is_flag=True, help="With --session: explain the session's latest call.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def explain(
+    store_url: str | None,
+    exchange_id: str | None,
+    session: str | None,
+    entity: str | None,
+    last: bool,
+    as_json: bool,
+) -> None:
+    """Show what memtap injected into the captured call EXCHANGE_ID, and why: the history
+    turns, the recalled facts with their score and score parts, the facts left out (and
+    the reason). With --session instead, list that session's calls and their ids (--last:
+    explain its latest call)."""
+    from memtap.cli.explain import exchanges_table, render
+
+    if (exchange_id is None) == (session is None):
+        raise click.UsageError("give an EXCHANGE_ID, or --session SESSION to list a session's calls")
+    if last and session is None:
+        raise click.UsageError("--last goes with --session SESSION")
+    with open_memory(store_url) as mem:
+        if session is not None and last:
+            calls = mem.exchanges(session_id=session, entity_id=entity)
+            if not calls:
+                raise click.ClickException(f"no captured call in session {session!r} of {mem.url}")
+            exchange_id, session = calls[-1].id, None
+        if session is not None:
+            rows = mem.exchanges(session_id=session, entity_id=entity)
+            if as_json:
+                click.echo(json.dumps([to_dict(ex) for ex in rows], indent=2, ensure_ascii=False))
+            else:
+                console.print(exchanges_table(rows, f"calls of session {session}"))
+            return
+        assert exchange_id is not None
+        found = mem.explain(exchange_id)
+    if found is None:
+        raise click.ClickException(
+            f"no captured call with id {exchange_id!r} in {mem.url} "
+            "(`memtap explain --session SESSION` lists a session's calls with their ids)"
+        )
+    if as_json:
+        click.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        render(found, console)
+
+
+@main.command()
+@store_option
 def demo(store_url: str | None) -> None:
     """Run offline: a local scripted model, the real openai SDK, memory across two runs."""
     from memtap.cli.demo import run_demo
@@ -269,6 +322,17 @@ def proxy_placeholder(args: tuple[str, ...]) -> None:
     """Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy)."""
     # Only in the group when no plugin provides `proxy` (memtap-proxy does).
     raise click.ClickException(f"memtap proxy needs the memtap-proxy package: {install_hint('memtap-proxy')}")
+
+
+@click.command(
+    "mcp",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def mcp_placeholder(args: tuple[str, ...]) -> None:
+    """Serve memory as MCP tools to agents (`memtap mcp --help`; needs memtap-mcp)."""
+    # Only in the group when no plugin provides `mcp` (memtap-mcp does).
+    raise click.ClickException(f"memtap mcp needs the memtap-mcp package: {install_hint('memtap-mcp')}")
 
 
 def _open_store(store_url: str | None, *, create: bool = False) -> Any:

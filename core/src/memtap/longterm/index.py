@@ -22,7 +22,7 @@ import functools
 import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -32,8 +32,10 @@ from memtap.protocol.model import Fact
 
 #: Metadata key whose text is indexed (with a lower weight) alongside a fact's text.
 CONTEXT_KEY = "context"
+#: The kind of a fact that records a deletion (it supersedes the fact deleted).
+TOMBSTONE = "tombstone"
 #: Fact kinds that are never recalled (a tombstone records a deletion).
-HIDDEN_KINDS = frozenset({"tombstone"})
+HIDDEN_KINDS = frozenset({TOMBSTONE})
 
 
 def date_text(fact: Fact) -> str:
@@ -75,6 +77,37 @@ class Fusion:
     #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
     #: of other times that match the question about as well.
     time_weight: float = 0.1
+
+
+class ScoreParts(NamedTuple):
+    """What one hit's fused score is made of, as :meth:`EntityIndex.search` computed it
+    (kept raw on the request path; :meth:`as_dict` names the parts, in the background)."""
+
+    bm25: float
+    #: Cosine with the query vector (``None``: no query vector; ``-1``: the fact has none).
+    cosine: float | None
+    in_time: bool
+    recency: float
+    fusion: Fusion
+
+    def as_dict(self) -> dict[str, float]:
+        """``words``, ``vector``, ``time`` and ``recency`` add up to the score (before it is
+        capped at 1); ``bm25`` and ``cosine`` are the raw signals."""
+        f = self.fusion
+        words = self.bm25 / (self.bm25 + f.bm25_half)
+        out: dict[str, float] = {}
+        if self.cosine is None:
+            out["words"] = words
+        else:
+            out["words"] = f.lexical_weight * words
+            vector = min(1.0, max(0.0, (self.cosine - f.cos_floor) / (1 - f.cos_floor)))
+            out["vector"] = (1 - f.lexical_weight) * vector
+        out["time"] = f.time_weight if self.in_time else 0.0
+        out["recency"] = self.recency
+        out["bm25"] = self.bm25
+        if self.cosine is not None:
+            out["cosine"] = self.cosine
+        return out
 
 
 class _Postings:
@@ -495,6 +528,7 @@ class EntityIndex:
         min_score: float = 0.0,
         exclude: Sequence[str] = (),
         window: TimeWindow | None = None,
+        parts: dict[str, ScoreParts] | None = None,
     ) -> list[tuple[Fact, float]]:
         """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
         its vector, if any, best first, with fused scores in [0, 1]; with
@@ -504,13 +538,16 @@ class EntityIndex:
 
         Only slots that can score are ranked: with vectors, every slot (below
         :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
-        sharing a word with the query; and the slots in ``window``."""
+        sharing a word with the query; and the slots in ``window``.
+
+        With ``parts``, the score parts of each fact returned are put in it by fact id
+        (:meth:`score_parts`: what ``memtap explain`` shows)."""
         np = _np()
         n = len(self.facts)
         if not n or k <= 0 or not self.alive_count:
             return []
         if n <= self.SMALL_UP_TO:
-            return self._search_small(query, qvec, k, process_id, min_score, exclude, window)
+            return self._search_small(query, qvec, k, process_id, min_score, exclude, window, parts)
         f = self.fusion
         q = self._unit_query(qvec)
         exact = q is not None and self.vector_count < self.SKETCH_FROM
@@ -570,7 +607,25 @@ class EntityIndex:
             fact = facts[slot]
             if fact is not None and score >= min_score:
                 out.append((fact, score))
+                if parts is not None:
+                    cosine = None
+                    if q is not None:
+                        cosine = float(self._vecs[slot] @ q) if self._has_vec[slot] else -1.0
+                    in_time = timely is not None and bool(timely[slot])
+                    parts[fact.id] = self.score_parts(slot, float(lex[slot]), cosine, in_time)
         return out
+
+    def score_parts(self, slot: int, bm25: float, cosine: float | None, in_time: bool) -> ScoreParts:
+        """What the fused score of ``slot`` is made of, given its BM25 score, its cosine
+        with the query vector (``None``: no query vector; ``-1``: the fact has none) and
+        whether it is of the time the question names (:meth:`ScoreParts.as_dict` names
+        the parts)."""
+        f = self.fusion
+        recency = 0.0
+        if f.recency_weight:
+            oldest, newest = self._created_range
+            recency = (float(self._created[slot]) - oldest) * (f.recency_weight / ((newest - oldest) or 1.0))
+        return ScoreParts(bm25, cosine, in_time, recency, f)
 
     def _search_small(
         self,
@@ -581,6 +636,7 @@ class EntityIndex:
         min_score: float,
         exclude: Sequence[str],
         window: TimeWindow | None = None,
+        parts: dict[str, ScoreParts] | None = None,
     ) -> list[tuple[Fact, float]]:
         """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
         scores (BM25, cosine, fusion, time, recency), computed per slot in Python."""
@@ -639,6 +695,11 @@ class EntityIndex:
             fact = facts[slot]
             if fact is not None and score >= min_score:
                 out.append((fact, score))
+                if parts is not None:
+                    cosine = None if cos is None else (cos[slot] if has_vec[slot] else -1.0)
+                    in_time = timely is not None and timely[slot]
+                    late = (created[slot] - oldest) * recency if created is not None else 0.0
+                    parts[fact.id] = ScoreParts(lex[slot], cosine, in_time, late, f)
         return out
 
 

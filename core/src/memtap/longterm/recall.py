@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, embedding_text
+from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
 from memtap.longterm.temporal import TimeWindow, query_window
 from memtap.longterm.text import term_counts
 from memtap.metrics import count
@@ -627,6 +627,8 @@ class RecallEngine:
         deadline: float | None = None,
         exclude: Sequence[str] = (),
         now: _dt.datetime | None = None,
+        parts: dict[str, ScoreParts] | None = None,
+        below: list[ScoredFact] | None = None,
     ) -> list[ScoredFact] | None:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
@@ -641,7 +643,12 @@ class RecallEngine:
 
         The query's vector comes from the embedder's quick path when it has one; unless
         the words of the question found its hits (:meth:`_words_carry`), the full model
-        embeds the query and the search is made again with that vector."""
+        embeds the query and the search is made again with that vector.
+
+        For ``memtap explain``: with ``parts``, each returned fact's score parts are put in
+        it by fact id (:meth:`EntityIndex.score_parts`); with ``below``, the facts among the
+        best ``k`` that scored under ``min_score`` are appended to it (they are not
+        returned)."""
         started = time.monotonic()
         self.stats.searches += 1
         entry = self.indexes.get(entity_id, wait=deadline is None)
@@ -665,15 +672,25 @@ class RecallEngine:
                 index = entry.index
                 if index is None:
                     return None
+                if parts is not None:
+                    parts.clear()
                 hits = index.search(
                     counts,
                     qvec,
                     k=k,
                     process_id=process_id,
-                    min_score=min_score,
+                    min_score=min_score if below is None else 0.0,
                     exclude=exclude,
                     window=window,
+                    parts=parts,
                 )
+                if below is not None:
+                    under = [h for h in hits if h[1] < min_score]
+                    if under:
+                        hits = [h for h in hits if h[1] >= min_score]
+                        below[:] = [ScoredFact(fact=f, score=s) for f, s in under]
+                    else:
+                        below.clear()
                 return hits, judge and self._words_carry(index, counts, hits)
 
         # A question that is only a time ("what happened yesterday?") has no meaning to embed.

@@ -14,12 +14,14 @@ import re
 
 import attrs
 
+from memtap.capture.explanation import Considered, RecallNote
 from memtap.history.conversation import CHARS_PER_TOKEN, HistoryBudget, cached_plan
 from memtap.history.injector import SessionHistories, request_budget
 from memtap.hookspecs import hookimpl
+from memtap.longterm.index import ScoreParts
 from memtap.longterm.recall import RecallEngine
 from memtap.longterm.temporal import resolved_note
-from memtap.protocol.model import Fact, Message
+from memtap.protocol.model import Fact, Message, ScoredFact
 from memtap.protocol.wire import InjectionRequest, SystemBlock
 
 log = logging.getLogger("memtap.longterm.recall")
@@ -113,6 +115,9 @@ class RecallPlugin:
         if not query:
             return []
         attribution = request.attribution
+        # What explain records: the parts of each score, the facts under the threshold.
+        parts: dict[str, ScoreParts] = {}
+        below: list[ScoredFact] = []
         try:
             hits = self.engine.search(
                 query,
@@ -121,6 +126,8 @@ class RecallPlugin:
                 k=budget.k * 2,
                 min_score=budget.min_score,
                 deadline=budget.deadline,
+                parts=parts,
+                below=below,
             )
             if not hits:
                 return []
@@ -130,24 +137,30 @@ class RecallPlugin:
             return []
         lines: list[str] = []
         line_ids: list[str] = []
+        considered: list[Considered] = []
         used = len(HEADER) // CHARS_PER_TOKEN
         for hit in hits:
             fact = hit.fact
+            if len(lines) >= budget.k:
+                considered.append(Considered(fact, hit.score, parts.get(fact.id), "limit"))
+                continue
             if (fact.source_exchange_id and fact.source_exchange_id in ids) or _norm(fact.text) in texts:
+                considered.append(Considered(fact, hit.score, parts.get(fact.id), "duplicate"))
                 continue
             line = fact_line(fact)
             cost = 1 + len(line) // CHARS_PER_TOKEN
             if used + cost > budget.max_tokens:
+                considered.append(Considered(fact, hit.score, parts.get(fact.id), "budget"))
                 continue
             lines.append(line)
             line_ids.append(fact.id)
+            considered.append(Considered(fact, hit.score, parts.get(fact.id)))
             used += cost
-            if len(lines) >= budget.k:
-                break
         if not lines:
             return []
+        considered.extend(Considered(h.fact, h.score, parts.get(h.fact.id), "threshold") for h in below)
         text = HEADER + "\n" + "\n".join(lines)
         # Fact ids per line let a session's kept block leave out what it already holds.
         ids_per_line = ("",) * len(HEADER.splitlines()) + tuple(line_ids)
         block = SystemBlock(text=text, slot="memory", priority=50, cache="per_turn", source="recall")
-        return [attrs.evolve(block, fact_ids=ids_per_line)]
+        return [attrs.evolve(block, fact_ids=ids_per_line, note=RecallNote(tuple(considered)))]

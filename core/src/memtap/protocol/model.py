@@ -168,6 +168,65 @@ class Attribution:
     process_id: str | None = None
 
 
+#: Why a fact recall considered for a call was not injected (:attr:`ExplainedFact.reason`):
+#: its score was under the budget's ``min_score`` (``threshold``), the request or the
+#: injected history already carried it (``duplicate``), its line did not fit the token
+#: budget (``budget``), or ``k`` facts were injected already (``limit``).
+LEFT_OUT_REASONS = ("threshold", "duplicate", "budget", "limit")
+
+
+def _as_parts(value: Any) -> dict[str, float]:
+    return {str(k): float(v) for k, v in dict(value).items()}
+
+
+@attrs.frozen
+class ExplainedFact:
+    """A fact recall considered for one call: injected (``reason`` is ``None``) or left
+    out (``reason``: one of :data:`LEFT_OUT_REASONS`).
+
+    ``score`` is the fused recall score in [0, 1]; ``parts`` what it is made of, as recall
+    computed it: ``words`` (the BM25 part), ``vector`` (the embedding part, when a query
+    vector was used), ``time`` (the bonus of a fact of the time the question names) and
+    ``recency`` (the tie-breaker) add up to the score (capped at 1); ``bm25`` and ``cosine``
+    are the raw signals the first two were made from.
+    """
+
+    fact_id: str
+    text: str
+    score: float
+    parts: dict[str, float] = attrs.field(factory=dict, converter=_as_parts)
+    reason: str | None = None
+
+
+def as_explained_facts(value: Iterable[ExplainedFact]) -> tuple[ExplainedFact, ...]:
+    """Converter: any iterable of explained facts as a tuple."""
+    return tuple(value)
+
+
+@attrs.frozen
+class InjectedBlock:
+    """One thing memtap injected into a call.
+
+    ``kind`` is ``"history"`` (the session's earlier turns, in ``turns``: messages stamped
+    with the exchange they were stored with), ``"recall"`` (recalled facts: ``facts``
+    injected, ``left_out`` considered but not injected) or the name (``source``) of the
+    injector of another system block. ``text`` is the block's text as the injector wrote
+    it (memtap escapes it and wraps it in its labelled memory element when it injects it;
+    a history block's text is its turns, one ``role: content`` line each).
+    """
+
+    kind: str
+    text: str = ""
+    facts: tuple[ExplainedFact, ...] = attrs.field(default=(), converter=as_explained_facts)
+    left_out: tuple[ExplainedFact, ...] = attrs.field(default=(), converter=as_explained_facts)
+    turns: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
+
+
+def as_blocks(value: Iterable[InjectedBlock]) -> tuple[InjectedBlock, ...]:
+    """Converter: any iterable of injected blocks as a tuple."""
+    return tuple(value)
+
+
 @attrs.frozen
 class Exchange:
     """One captured LLM call: the new messages sent (injected ones excluded) and received.
@@ -194,6 +253,9 @@ class Exchange:
     ended_at: _dt.datetime = attrs.field(factory=utcnow)
     metadata: dict[str, str] = attrs.field(factory=dict)
     id: str = attrs.field(factory=new_id)
+    #: What memtap injected into this call (empty: nothing, or not recorded); redacted
+    #: like the messages. Not part of equality (a diagnostic record, not the conversation).
+    injected: tuple[InjectedBlock, ...] = attrs.field(default=(), converter=as_blocks, eq=False)
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -251,6 +313,33 @@ class SessionInfo:
     exchange_count: int = 0
 
 
+@attrs.frozen
+class Explanation:
+    """Why the model saw what it saw in one captured call (:meth:`memtap.Memory.explain`):
+    the exchange, and each block memtap injected into it, in the order they were merged
+    (history first, then system blocks by slot and priority)."""
+
+    exchange: Exchange
+    blocks: tuple[InjectedBlock, ...] = attrs.field(default=(), converter=as_blocks)
+
+    @property
+    def facts(self) -> tuple[ExplainedFact, ...]:
+        """Every injected fact, block after block."""
+        return tuple(f for b in self.blocks for f in b.facts)
+
+    @property
+    def turns(self) -> tuple[Message, ...]:
+        """Every injected history turn, oldest first."""
+        return tuple(m for b in self.blocks for m in b.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (what ``memtap explain --json`` prints): ``exchange`` (the captured
+        call, as in an export, without its blocks) and ``blocks``, each with ``kind``,
+        ``text``, ``facts`` and ``left_out`` (``fact_id``, ``text``, ``score``, ``parts``,
+        ``reason``) and ``turns`` (messages with their ``exchange_id``)."""
+        return explanation_to_dict(self)
+
+
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(_dt.datetime, lambda d: d.isoformat())
@@ -262,11 +351,59 @@ def _make_converter() -> cattrs.Converter:
             Message, conv, exchange_id=override(omit=True), created_at=override(omit=True)
         ),
     )
+    # Injected blocks have their own form (their turns name the exchange they came from).
+    conv.register_unstructure_hook(InjectedBlock, lambda b: injected_converter.unstructure(b, InjectedBlock))
+    conv.register_structure_hook(InjectedBlock, lambda v, _: injected_converter.structure(v, InjectedBlock))
+    # An exchange without injected blocks (most exports) keeps its former shape.
+    conv.register_unstructure_hook(
+        Exchange, make_dict_unstructure_fn(Exchange, conv, injected=override(omit_if_default=True))
+    )
+    return conv
+
+
+def _make_injected_converter() -> cattrs.Converter:
+    conv = cattrs.Converter()
+    conv.register_unstructure_hook(_dt.datetime, lambda d: d.isoformat())
+    conv.register_structure_hook(_dt.datetime, lambda v, _: _dt.datetime.fromisoformat(v))
+    # An injected turn names the exchange it was stored with (its time is that exchange's).
+    conv.register_unstructure_hook(
+        Message,
+        make_dict_unstructure_fn(Message, conv, created_at=override(omit=True), _cattrs_omit_if_default=True),
+    )
+    conv.register_unstructure_hook(
+        ExplainedFact, make_dict_unstructure_fn(ExplainedFact, conv, _cattrs_omit_if_default=False)
+    )
+    conv.register_unstructure_hook(
+        InjectedBlock, make_dict_unstructure_fn(InjectedBlock, conv, _cattrs_omit_if_default=False)
+    )
     return conv
 
 
 #: The one cattrs converter for every model class (JSON-ready dicts both ways).
 converter: cattrs.Converter = _make_converter()
+
+
+#: The converter of injected blocks (their turns keep the exchange id they came from).
+injected_converter: cattrs.Converter = _make_injected_converter()
+
+
+def injected_to_json(blocks: Iterable[InjectedBlock]) -> list[Any]:
+    """Injected blocks as JSON-ready data (what the SQL stores keep in ``exchanges.injected``)."""
+    return [injected_converter.unstructure(b, InjectedBlock) for b in blocks]
+
+
+def injected_from_json(data: Any) -> tuple[InjectedBlock, ...]:
+    """Injected blocks back from :func:`injected_to_json`'s data (``None``: none)."""
+    if not data:
+        return ()
+    return tuple(injected_converter.structure(b, InjectedBlock) for b in data)
+
+
+def explanation_to_dict(explanation: Explanation) -> dict[str, Any]:
+    """The JSON form of an :class:`Explanation` (see :meth:`Explanation.to_dict`)."""
+    exchange = converter.unstructure(explanation.exchange, Exchange)
+    exchange.pop("injected", None)
+    return {"exchange": exchange, "blocks": injected_to_json(explanation.blocks)}
 
 
 def to_dict(obj: Any) -> Any:

@@ -87,6 +87,11 @@ class SystemBlock:
     lacks). ``fact_ids`` optionally names the fact on each line of ``text`` (``""`` for a
     line that is not a fact, such as a header), so the per-turn part of ``hybrid`` leaves
     out facts by id; without them it compares list-item lines.
+
+    ``note`` is what the injector wants recorded about the block for ``memtap explain``
+    (the recall injector: a :class:`memtap.capture.explanation.RecallNote` naming each fact with its
+    score and score parts, and the facts it left out); it is never sent, and turned into
+    the call's stored record in the background (:mod:`memtap.capture.explanation`).
     """
 
     text: str
@@ -97,6 +102,7 @@ class SystemBlock:
     relation: str = attrs.field(default="inside_append", validator=attrs.validators.in_(RELATIONS))
     point: str = attrs.field(default="system.suffix", validator=attrs.validators.in_(INJECTION_POINTS))
     fact_ids: tuple[str, ...] = attrs.field(default=(), converter=_as_ids)
+    note: Any = attrs.field(default=None, eq=False, repr=False)
 
     @fact_ids.validator
     def _check_fact_ids(self, _attribute: Any, value: tuple[str, ...]) -> None:

@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from memtap import telemetry
 from memtap.builtins import stream_accumulator
+from memtap.capture.explanation import with_injected
 from memtap.capture.spool import RequestJournal, Spool, journal_call, journal_request, response_json
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.history.injector import SessionHistories, without_waiting
@@ -243,6 +244,9 @@ class Call:
         self.request_view: RequestView | None = None
         self.already_present = 0
         self.injected_messages = 0
+        #: What was injected (kept by reference; recorded with the exchange by the capture
+        #: writer: :mod:`memtap.capture.explanation`); ``None`` once the app's own body was sent.
+        self.injection: InjectionPlan | None = None
         self.hide_usage_event = False
         #: The request half of this call's spool record, made while the call is in flight.
         self.journal: RequestJournal | None = None
@@ -290,6 +294,7 @@ class Call:
         if self.plain:
             self.app_body = self.sent_body = body
             self.hide_usage_event = False
+            self.injection = None
             return body
         if self.sent_body is not None and body is self.app_body:
             return self.sent_body
@@ -357,6 +362,7 @@ class Call:
                 plan = attrs.evolve(plan, profile=profile)
             self.already_present = plan.already_present
             self.injected_messages = len(plan.history)
+            self.injection = plan
             span.set_attribute("memtap.injected.messages", len(plan.history))
             span.set_attribute("memtap.injected.blocks", len(plan.system_blocks))
             sent = body if plan.empty else self.protocol.inject(body, plan)
@@ -394,6 +400,7 @@ class Call:
             log.debug("rejection classifier failed", exc_info=True)
             return False
         self.resent = self.plain = True
+        self.injection = None
         self.hide_usage_event = False  # the app's own request asks for what it asks for
         count("failed", reason="rejected")
         self.span.add_event("memtap.resent", {"memtap.request.rejection": describe(exc)})
@@ -568,6 +575,7 @@ class Call:
                 with telemetry.tracer().start_as_current_span("memtap.capture.writer", context=parent):
                     exchange: Exchange | None = self.tap.hook.memtap_format_exchange(raw=raw)
                 if exchange is not None:
+                    exchange = with_injected(exchange, self.injection)
                     self.span.set_attributes(telemetry.exchange_attributes(exchange))
                 if error is not None:
                     self.span.set_status(Status(StatusCode.ERROR, error))

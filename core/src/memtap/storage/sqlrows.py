@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
-from memtap.protocol.model import Attribution, Exchange, Fact, Message, ToolCall, Usage
+from memtap.protocol.model import (
+    Attribution,
+    Exchange,
+    Fact,
+    InjectedBlock,
+    Message,
+    ToolCall,
+    Usage,
+    injected_from_json,
+    injected_to_json,
+)
+
+log = logging.getLogger("memtap.storage.store")
 
 _UTC = _dt.timezone.utc
 
@@ -21,7 +34,7 @@ _UTC = _dt.timezone.utc
 EXCHANGE_SELECT = """e.id, e.entity_id, e.session_id, e.process_id, e.provider, e.operation,
     e.request_model, e.response_model, e.system, e.stream, e.status, e.error, e.finish_reasons,
     e.input_tokens, e.output_tokens, e.cached_input_tokens, e.input_count, e.started_at,
-    e.ended_at, e.metadata"""
+    e.ended_at, e.metadata, e.injected"""
 #: Columns of ``messages`` (aliased ``m``) that :func:`message` reads, in order.
 MESSAGE_SELECT = "m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.exchange_id, m.created_at"
 #: Columns of ``facts`` that :func:`fact` reads, in order.
@@ -79,11 +92,30 @@ def message(row: Sequence[Any], *, stamped: bool) -> Message:
     )
 
 
+def _injected(raw: Any) -> tuple[InjectedBlock, ...]:
+    """The ``injected`` column (JSON of :func:`memtap.protocol.model.injected_to_json`), or nothing
+    when it is empty or unreadable (a diagnostic record never makes an exchange unreadable)."""
+    if not raw:
+        return ()
+    try:
+        return injected_from_json(_json(raw))
+    except Exception:
+        log.warning("memtap could not read a stored record of what was injected; ignoring it", exc_info=True)
+        return ()
+
+
+def injected_json(exchange: Exchange) -> str | None:
+    """The ``injected`` column of an exchange: JSON text, ``None`` when nothing was injected."""
+    if not exchange.injected:
+        return None
+    return json.dumps(injected_to_json(exchange.injected), ensure_ascii=False, separators=(",", ":"))
+
+
 def exchange(row: Sequence[Any], messages: Sequence[Message]) -> Exchange:
     """An exchange from the columns of :data:`EXCHANGE_SELECT` and its messages."""
     (id_, entity_id, session_id, process_id, provider, operation, request_model, response_model,
      system, stream, status, error, finish_reasons, input_tokens, output_tokens, cached,
-     input_count, started_at, ended_at, metadata) = row  # fmt: skip
+     input_count, started_at, ended_at, metadata, injected) = row  # fmt: skip
     return Exchange(
         attribution=Attribution(entity_id=entity_id, session_id=session_id, process_id=process_id),
         provider=provider,
@@ -102,6 +134,7 @@ def exchange(row: Sequence[Any], messages: Sequence[Message]) -> Exchange:
         ended_at=utc(ended_at),
         metadata=_metadata(metadata),
         id=id_,
+        injected=_injected(injected),
     )
 
 

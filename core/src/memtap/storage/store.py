@@ -107,6 +107,13 @@ class Store(Protocol):
     def exchanges(self, *, entity_id: str | None = None, session_id: str | None = None) -> Iterator[Exchange]:
         """Stored exchanges, oldest first (used by export)."""
 
+    def exchange(self, exchange_id: str) -> Exchange | None:
+        """The stored exchange with this id (its messages and its ``injected`` blocks), or
+        ``None``. One indexed read: what ``memtap explain`` and the UI's page of a call use.
+
+        Optional: without it memtap finds the exchange by going through :meth:`exchanges`.
+        """
+
     def entities(self) -> list[str]:
         """Every entity with stored data (a session, an exchange or a fact, current or
         superseded), sorted (used by export: facts of an entity without sessions too)."""
@@ -143,6 +150,14 @@ class Store(Protocol):
 
     def forget(self, *, entity_id: str) -> int:
         """Delete everything stored for an entity; return how many records were deleted."""
+
+    def forget_facts(self, *, entity_id: str, fact_ids: Sequence[str]) -> int:
+        """Delete these facts of the entity (and their vectors); ids of other entities'
+        facts and unknown ids are ignored. Return how many facts were deleted.
+
+        Optional: without it, :meth:`memtap.Memory.forget` cannot forget one fact (an
+        entity can still be forgotten whole).
+        """
 
     def stats(self) -> dict[str, int]:
         """Row counts: ``sessions``, ``exchanges``, ``messages``, ``facts``."""
@@ -316,6 +331,13 @@ class InMemoryStore:
                 continue
             yield r.exchange
 
+    def exchange(self, exchange_id: str) -> Exchange | None:
+        """See :meth:`Store.exchange`."""
+        with self._lock:
+            self._check()
+            row = self._rows.get(exchange_id)
+        return row.exchange if row is not None else None
+
     def entities(self) -> list[str]:
         """See :meth:`Store.entities`."""
         with self._lock:
@@ -390,6 +412,20 @@ class InMemoryStore:
                 del self._facts[k]
                 self._vectors.pop(k, None)
         return len(ex_ids) + len(fact_ids)
+
+    def forget_facts(self, *, entity_id: str, fact_ids: Sequence[str]) -> int:
+        """See :meth:`Store.forget_facts`."""
+        with self._lock:
+            self._check()
+            doomed = [
+                k
+                for k in dict.fromkeys(fact_ids)
+                if k in self._facts and self._facts[k].entity_id == entity_id
+            ]
+            for k in doomed:
+                del self._facts[k]
+                self._vectors.pop(k, None)
+        return len(doomed)
 
     def stats(self) -> dict[str, int]:
         """See :meth:`Store.stats`."""

@@ -48,7 +48,16 @@ from urllib.parse import urlsplit
 import attrs
 import pytest
 
-from memtap.protocol.model import Attribution, Exchange, Fact, Message, ToolCall, Usage
+from memtap.protocol.model import (
+    Attribution,
+    Exchange,
+    ExplainedFact,
+    Fact,
+    InjectedBlock,
+    Message,
+    ToolCall,
+    Usage,
+)
 from memtap.storage.store import Store, StoreError
 
 #: Facts: ``add_facts`` / ``facts`` and superseding.
@@ -64,9 +73,11 @@ WATCH_SESSIONS = "watch_sessions"
 #: Other processes write to the store: it offers a change feed, ``watch_changes(fn)`` (and
 #: the suite subclass a ``peer_store`` fixture). Never together with :data:`WATCH_SESSIONS`.
 CHANGE_FEED = "change_feed"
+#: ``memtap explain``: ``Exchange.injected`` is stored, and ``exchange(id)`` reads one exchange.
+EXPLAIN = "explain"
 #: Every capability the suite knows.
 CAPABILITIES: frozenset[str] = frozenset(
-    {FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS, WATCH_SESSIONS, CHANGE_FEED}
+    {FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS, WATCH_SESSIONS, CHANGE_FEED, EXPLAIN}
 )
 #: What a backend is taken to support unless its suite says otherwise: everything but a
 #: change feed (a store one process writes to, as DuckDB's locked file or an in-memory one).
@@ -109,6 +120,44 @@ def make_fact(n: float, *, entity_id: str = "alice", **fields: Any) -> Fact:
     """A fact created ``n`` seconds after :data:`T0`."""
     fields.setdefault("text", f"fact {n}")
     return Fact(entity_id=entity_id, created_at=at(n), **fields)
+
+
+def injected_blocks() -> tuple[InjectedBlock, ...]:
+    """A record of injected blocks with every kind of field (and text a store could mangle)."""
+    return (
+        InjectedBlock(
+            kind="history",
+            text="user: earlier 東京 'q' \"dq\"\nassistant: ok",
+            turns=(
+                Message("user", "earlier 東京 'q' \"dq\"", exchange_id="ex-0"),
+                Message(
+                    "assistant",
+                    "",
+                    tool_calls=(ToolCall("call_1", "lookup", '{"q": "x"}'),),
+                    exchange_id="ex-0",
+                ),
+                Message("tool", "42", tool_call_id="call_1", exchange_id="ex-0"),
+            ),
+        ),
+        InjectedBlock(
+            kind="recall",
+            text="Facts remembered...\n- [2025-01-01] Alice lives in Tokyo 🌧",
+            facts=(
+                ExplainedFact(
+                    "f1",
+                    "Alice lives in Tokyo 🌧",
+                    0.625,
+                    {"bm25": 3.5, "words": 0.5, "vector": 0.1, "time": 0.0, "recency": 0.025},
+                ),
+            ),
+            left_out=(
+                ExplainedFact("f2", "'); DROP TABLE facts; --", 0.01, {"words": 0.01}, "threshold"),
+                ExplainedFact("f3", "said already", 0.4, {}, "duplicate"),
+                ExplainedFact("f4", "too long " * 20, 0.3, {"words": 0.3}, "budget"),
+            ),
+        ),
+        InjectedBlock(kind="rules", text="Be kind."),
+    )
 
 
 def requires(*capabilities: str) -> Callable[[_F], _F]:
@@ -268,6 +317,49 @@ class StoreComplianceSuite:
         ex = make_exchange(1, output=(), status="error", error="HTTP 500: upstream failed")
         store.write_exchanges([ex])
         assert list(store.exchanges()) == [ex]
+
+    # -- what was injected (memtap explain) -----------------------------------------------
+
+    @requires(EXPLAIN)
+    def test_injected_blocks_round_trip(self, store: Store) -> None:
+        """What memtap injected into a call (history turns, recalled facts with scores and
+        score parts, facts left out and why, another injector's block) comes back equal,
+        through exchanges() and exchange(id)."""
+        blocks = injected_blocks()
+        ex = make_exchange(1, injected=blocks)
+        plain = make_exchange(2)
+        store.write_exchanges([ex, plain])
+        got = {e.id: e for e in store.exchanges()}
+        assert got[ex.id].injected == blocks
+        assert got[ex.id].injected[0].turns[0].exchange_id == "ex-0"
+        assert got[plain.id].injected == ()
+        one = store.exchange(ex.id)
+        assert one == ex and one.messages == ex.messages
+        assert one.injected == blocks
+        again = store.exchange(plain.id)
+        assert again == plain and again is not None and again.injected == ()
+
+    @requires(EXPLAIN)
+    def test_exchange_by_id(self, store: Store) -> None:
+        """exchange(id) reads one exchange with its messages; an unknown id is ``None``;
+        another entity's exchange is found by its id (the id is the key)."""
+        a, b = make_exchange(1), make_exchange(2, entity_id="bob", session_id="s9")
+        store.write_exchanges([a, b])
+        assert store.exchange("no-such-id") is None
+        found = store.exchange(b.id)
+        assert found == b and found is not None and found.messages == b.messages
+        empty = Exchange(attribution=Attribution(), provider="p", operation="embeddings")
+        store.write_exchanges([empty])
+        assert store.exchange(empty.id) == empty
+
+    @requires(EXPLAIN)
+    def test_forget_deletes_what_was_injected(self, store: Store) -> None:
+        """The record of what was injected goes with the entity's exchanges."""
+        ex = make_exchange(1, injected=injected_blocks())
+        store.write_exchanges([ex])
+        store.forget(entity_id="alice")
+        assert store.exchange(ex.id) is None
+        assert list(store.exchanges()) == []
 
     def test_exchanges_oldest_first_and_filtered(self, store: Store) -> None:
         """exchanges() orders by start time and filters by entity and session."""
@@ -581,6 +673,26 @@ class StoreComplianceSuite:
         store.forget(entity_id="alice")
         store.add_facts([f])
         assert store.indexable_facts(entity_id="alice", model="m") == [(f, None)]
+
+    @requires(FACTS)
+    def test_forget_facts_deletes_only_those_facts_of_that_entity(self, store: Store) -> None:
+        """forget_facts() deletes the named facts of the entity with their vectors, returns
+        how many, and ignores unknown ids and other entities' facts."""
+        forget_facts = getattr(store, "forget_facts", None)
+        if forget_facts is None:
+            pytest.skip("the store has no forget_facts (optional)")
+        keep, gone, bobs = make_fact(1), make_fact(2), make_fact(3, entity_id="bob")
+        store.add_facts([keep, gone, bobs])
+        store.set_embeddings({gone.id: [1.0, 2.0], keep.id: [3.0, 4.0]}, model="m")
+        assert forget_facts(entity_id="alice", fact_ids=[gone.id, bobs.id, "unknown"]) == 1
+        assert store.facts(entity_id="alice", include_superseded=True) == [keep]
+        assert store.facts(entity_id="bob") == [bobs]
+        assert [(f, list(v or ())) for f, v in store.indexable_facts(entity_id="alice", model="m")] == [
+            (keep, [3.0, 4.0])
+        ]
+        assert forget_facts(entity_id="alice", fact_ids=[]) == 0
+        store.add_facts([gone])  # written again: without its old vector
+        assert (gone, None) in store.indexable_facts(entity_id="alice", model="m")
 
     # -- entities --------------------------------------------------------------------------
 

@@ -117,8 +117,11 @@ _EMBEDDINGS = Migration(
     ),
 )
 
+# What memtap injected into each call (memtap explain): JSON, NULL when nothing was.
+_INJECTED = Migration("0003_exchange_injected", ("ALTER TABLE exchanges ADD COLUMN injected JSON",))
+
 #: Every migration, in the order it must be applied.
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS)
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS, _INJECTED)
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS memtap_migrations (

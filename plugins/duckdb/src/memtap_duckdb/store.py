@@ -36,6 +36,7 @@ from memtap.sdk import (
 from memtap.sdk import sql_columns as _columns
 from memtap.sdk import sql_exchange as _exchange
 from memtap.sdk import sql_fact as _fact
+from memtap.sdk import sql_injected_json as _injected_json
 from memtap.sdk import sql_message as _message
 from memtap.sdk import sql_session_rows as _session_rows
 from memtap.sdk import sql_unique as _unique
@@ -70,6 +71,7 @@ _EXCHANGE_COLUMNS = (
     ("started_at", "TIMESTAMPTZ"),
     ("ended_at", "TIMESTAMPTZ"),
     ("metadata", "JSON"),
+    ("injected", "JSON"),
 )
 _MESSAGE_COLUMNS = (
     ("exchange_id", "VARCHAR"),
@@ -148,6 +150,7 @@ def _exchange_rows(batch: Sequence[Exchange], first_seq: int) -> list[tuple[Any,
             ex.request_model, ex.response_model, ex.system, ex.stream, ex.status, ex.error,
             list(ex.finish_reasons), u.input_tokens, u.output_tokens, u.cached_input_tokens,
             len(ex.input), _utc(ex.started_at), _utc(ex.ended_at), _dump(ex.metadata),
+            _injected_json(ex),
         ))  # fmt: skip
     return rows
 
@@ -382,6 +385,25 @@ class DuckDBStore:
                 conn.execute(f"DELETE FROM {table} WHERE entity_id = ?", [entity_id])
         return int(row[0]) + int(row[1]) if row else 0
 
+    def forget_facts(self, *, entity_id: str, fact_ids: Sequence[str]) -> int:
+        """Delete these facts of the entity and their vectors; return how many facts."""
+        ids = list(dict.fromkeys(fact_ids))
+        if not ids:
+            self._check()
+            return 0
+        with self._transaction("forgetting facts") as conn:
+            params = [entity_id, ids]
+            row = conn.execute(
+                "SELECT count(*) FROM facts WHERE entity_id = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
+                params,
+            ).fetchone()
+            for table, key in (("fact_embeddings", "fact_id"), ("facts", "id")):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE entity_id = ? AND {key} IN (SELECT unnest(?::VARCHAR[]))",
+                    params,
+                )
+        return int(row[0]) if row else 0
+
     # -- reads ---------------------------------------------------------------------------
 
     def history(
@@ -482,6 +504,21 @@ class DuckDBStore:
         finally:
             with contextlib.suppress(duckdb.Error):
                 cur.close()
+
+    def exchange(self, exchange_id: str) -> Exchange | None:
+        """The stored exchange with this id (with its messages and injected blocks), or ``None``."""
+        sql = f"""
+            SELECT {_EXCHANGE_SELECT}, m.position, {_MESSAGE_SELECT}
+            FROM exchanges e LEFT JOIN messages m ON m.exchange_id = e.id
+            WHERE e.id = $id ORDER BY m.position
+        """
+        with self._reader("reading an exchange") as cur:
+            rows = cur.execute(sql, {"id": exchange_id}).fetchall()
+        if not rows:
+            return None
+        width = len(_EXCHANGE_COLUMNS) - 1
+        messages = [_message(row[width + 1 :], stamped=False) for row in rows if row[width] is not None]
+        return _exchange(rows[0][:width], messages)
 
     def entities(self) -> list[str]:
         """Every entity with a session or a fact, sorted (used by ``memtap export``)."""

@@ -174,8 +174,11 @@ _EMBEDDINGS = Migration(
 # than theirs, have no ``vec`` column: add it (a no-op where 0002 added it).
 _PGVECTOR = Migration("0003_pgvector_column", run=_pgvector)
 
+# What memtap injected into each call (memtap explain): JSON, NULL when nothing was.
+_INJECTED = Migration("0004_exchange_injected", ("ALTER TABLE exchanges ADD COLUMN injected JSONB",))
+
 #: Every migration, in the order it must be applied.
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS, _PGVECTOR)
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS, _PGVECTOR, _INJECTED)
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS memtap_migrations (

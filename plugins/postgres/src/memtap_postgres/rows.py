@@ -7,7 +7,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memtap.sdk import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT, Exchange, Fact, exchange_messages
+from memtap.sdk import (
+    EXCHANGE_SELECT,
+    FACT_SELECT,
+    MESSAGE_SELECT,
+    Exchange,
+    Fact,
+    exchange_messages,
+    injected_to_json,
+)
 from memtap.sdk import sql_columns as columns
 from memtap.sdk import sql_exchange as exchange
 from memtap.sdk import sql_fact as fact
@@ -58,9 +66,27 @@ def exchange_rows(batch: Sequence[Exchange]) -> list[tuple[Any, ...]]:
             ex.request_model, ex.response_model, clean(ex.system), ex.stream, ex.status,
             clean(ex.error), json.dumps(list(ex.finish_reasons)), u.input_tokens, u.output_tokens,
             u.cached_input_tokens, len(ex.input), utc(ex.started_at), utc(ex.ended_at),
-            dump(ex.metadata),
+            dump(ex.metadata), _injected(ex),
         ))  # fmt: skip
     return rows
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _cleaned(v) for k, v in value.items()}
+    return value
+
+
+def _injected(ex: Exchange) -> str | None:
+    """The ``injected`` column: JSON of what memtap injected (``None``: nothing), without
+    NUL characters (JSONB refuses ``\\u0000``)."""
+    if not ex.injected:
+        return None
+    return json.dumps(_cleaned(injected_to_json(ex.injected)), ensure_ascii=False, separators=(",", ":"))
 
 
 def message_rows(batch: Sequence[Exchange], seqs: dict[str, int]) -> list[tuple[Any, ...]]:

@@ -49,19 +49,19 @@ _WRITE_ATTEMPTS = 5
 _INSERT_EXCHANGES = """
 INSERT INTO exchanges (id, entity_id, session_id, process_id, provider, operation, request_model,
     response_model, system, stream, status, error, finish_reasons, input_tokens, output_tokens,
-    cached_input_tokens, input_count, started_at, ended_at, metadata)
+    cached_input_tokens, input_count, started_at, ended_at, metadata, injected)
 SELECT u.id, u.entity_id, u.session_id, u.process_id, u.provider, u.operation, u.request_model,
     u.response_model, u.system, u.stream, u.status, u.error,
     ARRAY(SELECT jsonb_array_elements_text(u.finish_reasons)), u.input_tokens, u.output_tokens,
-    u.cached_input_tokens, u.input_count, u.started_at, u.ended_at, u.metadata
+    u.cached_input_tokens, u.input_count, u.started_at, u.ended_at, u.metadata, u.injected
 FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
             %s::text[], %s::text[], %s::boolean[], %s::text[], %s::text[], %s::jsonb[],
             %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::timestamptz[],
-            %s::timestamptz[], %s::jsonb[])
+            %s::timestamptz[], %s::jsonb[], %s::jsonb[])
      WITH ORDINALITY AS u(id, entity_id, session_id, process_id, provider, operation,
         request_model, response_model, system, stream, status, error, finish_reasons,
         input_tokens, output_tokens, cached_input_tokens, input_count, started_at, ended_at,
-        metadata, ord)
+        metadata, injected, ord)
 ORDER BY u.ord
 ON CONFLICT (id) DO NOTHING
 RETURNING id, seq
@@ -305,7 +305,7 @@ class PostgresStore:
         self._check()
         if not batch:
             return
-        ex_columns = R.columns(R.exchange_rows(batch), 20)
+        ex_columns = R.columns(R.exchange_rows(batch), 21)
 
         def work(conn: psycopg.Connection) -> None:
             inserted = conn.execute(_INSERT_EXCHANGES, ex_columns).fetchall()
@@ -503,6 +503,27 @@ class PostgresStore:
         result: int = self._write("forgetting an entity", work)
         return result
 
+    def forget_facts(self, *, entity_id: str, fact_ids: Sequence[str]) -> int:
+        """Delete these facts of the entity and their vectors; return how many facts (the
+        other processes reload the entity's facts)."""
+        ids = list(dict.fromkeys(fact_ids))
+
+        def work(conn: psycopg.Connection) -> int:
+            conn.execute(
+                "DELETE FROM fact_embeddings WHERE entity_id = %s AND fact_id = ANY(%s)", [entity_id, ids]
+            )
+            cur = conn.execute("DELETE FROM facts WHERE entity_id = %s AND id = ANY(%s)", [entity_id, ids])
+            deleted = max(cur.rowcount, 0)
+            if deleted:
+                self._notify(conn, [StoreChange(entity_id=entity_id, facts=True)])
+            return deleted
+
+        if not ids:
+            self._check()
+            return 0
+        result: int = self._write("forgetting facts", work)
+        return result
+
     # -- reads ---------------------------------------------------------------------------
 
     def history(
@@ -593,6 +614,25 @@ class PostgresStore:
             if len(page) < _PAGE:
                 return
             after = (page[-1][17], page[-1][-1])
+
+    def exchange(self, exchange_id: str) -> Exchange | None:
+        """The stored exchange with this id (with its messages and injected blocks), or ``None``."""
+        rows = self._read(
+            "reading an exchange",
+            f"SELECT {R.EXCHANGE_SELECT} FROM exchanges e WHERE e.id = %s",
+            [exchange_id],
+        )
+        if not rows:
+            return None
+        messages = [
+            R.message(row, stamped=False)
+            for row in self._read(
+                "reading an exchange",
+                f"SELECT {R.MESSAGE_SELECT} FROM messages m WHERE m.exchange_id = %s ORDER BY m.position",
+                [exchange_id],
+            )
+        ]
+        return R.exchange(rows[0], messages)
 
     def facts(
         self,

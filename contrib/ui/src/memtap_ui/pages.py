@@ -1,0 +1,114 @@
+"""What each page shows, read from a :class:`memtap.Memory` (no HTML here: see the templates)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterable
+
+import attrs
+
+from memtap import Exchange, Fact, Memory, Message, SessionInfo
+
+#: Fact kinds that record a retraction, not something known (memorize's DELETE).
+TOMBSTONE = "tombstone"
+
+
+@attrs.frozen
+class EntityRow:
+    """One entity on the home page."""
+
+    entity_id: str
+    facts: int
+    sessions: int
+    last_active: _dt.datetime | None
+
+
+@attrs.frozen
+class FactRow:
+    """A current fact and the facts it replaced, newest first (its superseded history)."""
+
+    fact: Fact
+    history: tuple[Fact, ...]
+
+
+@attrs.frozen
+class EntityPage:
+    """An entity's current facts (with history), its retracted facts and its sessions."""
+
+    entity_id: str
+    facts: tuple[FactRow, ...]
+    retracted: tuple[Fact, ...]
+    sessions: tuple[SessionInfo, ...]
+
+    @property
+    def exists(self) -> bool:
+        """Whether the store has anything of the entity."""
+        return bool(self.facts or self.retracted or self.sessions)
+
+
+@attrs.frozen
+class Call:
+    """One captured call of a session: its exchange and the session's messages it added."""
+
+    exchange_id: str | None
+    exchange: Exchange | None
+    messages: tuple[Message, ...]
+
+
+def entities(memory: Memory) -> list[EntityRow]:
+    """Every entity with its current fact count, its session count and its last activity
+    (its latest session's last exchange, or its newest fact), most recently active first."""
+    memory.flush()
+    rows = []
+    for entity_id in memory.store.entities():
+        facts = [f for f in memory.facts(entity_id=entity_id) if f.kind != TOMBSTONE]
+        sessions = memory.sessions(entity_id=entity_id, limit=1_000_000)
+        times = [s.updated_at for s in sessions[:1]] + [f.created_at for f in facts[:1]]
+        rows.append(EntityRow(entity_id, len(facts), len(sessions), max(times) if times else None))
+    epoch = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return sorted(rows, key=lambda r: (r.last_active or epoch, r.entity_id), reverse=True)
+
+
+def entity(memory: Memory, entity_id: str) -> EntityPage:
+    """What the entity page shows."""
+    memory.flush()
+    every = memory.store.facts(entity_id=entity_id, include_superseded=True)
+    by_id = {f.id: f for f in every}
+    rows: list[FactRow] = []
+    retracted: list[Fact] = []
+    for f in every:  # newest first
+        if f.kind == TOMBSTONE:
+            continue
+        if f.superseded_by is None:
+            rows.append(FactRow(f, tuple(_replaced(f, by_id))))
+        elif by_id.get(f.superseded_by, f).kind == TOMBSTONE:
+            retracted.append(f)
+    sessions = memory.sessions(entity_id=entity_id, limit=1_000_000)
+    return EntityPage(entity_id, tuple(rows), tuple(retracted), tuple(sessions))
+
+
+def _replaced(fact: Fact, by_id: dict[str, Fact]) -> Iterable[Fact]:
+    """The facts ``fact`` replaced, newest first (a cycle, never written, ends the walk)."""
+    seen = {fact.id}
+    while fact.supersedes is not None and fact.supersedes not in seen:
+        older = by_id.get(fact.supersedes)
+        if older is None:
+            return
+        seen.add(older.id)
+        yield older
+        fact = older
+
+
+def session_calls(memory: Memory, session_id: str, entity_id: str | None) -> list[Call]:
+    """A session's messages, oldest first, grouped by the captured call that added them;
+    each call with its exchange (what memtap injected into it: ``Exchange.injected``)."""
+    messages = memory.history(session_id, entity_id=entity_id)
+    exchanges = {x.id: x for x in memory.exchanges(entity_id=entity_id, session_id=session_id)}
+    calls: list[Call] = []
+    for m in messages:
+        if calls and calls[-1].exchange_id == m.exchange_id:
+            last = calls[-1]
+            calls[-1] = attrs.evolve(last, messages=(*last.messages, m))
+        else:
+            calls.append(Call(m.exchange_id, exchanges.get(m.exchange_id or ""), (m,)))
+    return calls
