@@ -104,6 +104,7 @@ from memtap.formats.placement import (
     with_texts,
 )
 from memtap.hookspecs import hookimpl
+from memtap.hosts import host_name, is_loopback_host, is_loopback_name
 from memtap.memory import STORE_ENV
 from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
 from memtap.protocol.embedder import Embedder
@@ -227,6 +228,10 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "injected_from_json",
     "injected_to_json",
     "utcnow",
+    # who may reach a memtap server (memtap proxy, ui, mcp)
+    "host_name",
+    "is_loopback_host",
+    "is_loopback_name",
     # tokens bound to entities (memtap proxy, memtap mcp)
     "EVERY_ENTITY",
     "Grant",

@@ -8,9 +8,9 @@ import sys
 import click
 
 import memtap
-from memtap.sdk import STORE_ENV, TokensFileError, load_tokens
+from memtap.sdk import STORE_ENV, TokensFileError, is_loopback_host, load_tokens
 
-from .server import EntityRules, build_server, http_app, is_loopback
+from .server import EntityRules, build_server, http_app
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8848
@@ -71,7 +71,7 @@ def mcp(
         rules = EntityRules(entity, token=token, rules=load_tokens(tokens_file) if tokens_file else ())
     except TokensFileError as exc:
         raise click.ClickException(str(exc)) from exc
-    if use_http and not is_loopback(host) and not rules.needs_token:
+    if use_http and not is_loopback_host(host) and not rules.needs_token:
         raise click.ClickException(
             f"refusing to listen on {host}: anyone who can reach it could read and change your "
             "memory. Bind 127.0.0.1 (the default), or set --token, or --tokens FILE."

@@ -7,7 +7,9 @@ from typing import Any
 
 import attrs
 
-from .guard import Guard, host_name, is_loopback_name, normalize_host, normalize_origin
+from memtap.sdk import host_name, is_loopback_name
+
+from .guard import Guard, normalize_host, normalize_origin
 from .tokens import TokenRule
 
 #: Default listening address and port.

@@ -18,14 +18,13 @@ configured), and the entity the request names must be one its token's grant allo
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 import attrs
 
-from memtap.sdk import Attribution
+from memtap.sdk import Attribution, host_name, is_loopback_name
 
 from .asgi import RawHeaders
 from .tokens import EVERY_ENTITY, Grant, TokenRule, TokenTable, digest
@@ -75,17 +74,6 @@ def normalize_origin(value: str) -> str:
     return f"{parts.scheme}://{host}:{port}"
 
 
-def host_name(value: str) -> str:
-    """The host name or address of a ``Host`` header value: lower case, port and IPv6
-    brackets removed."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
-
-
 def normalize_host(value: str) -> str:
     """An ``--allow-host`` value as it is compared (``ValueError`` when it is not a bare
     host name or address)."""
@@ -93,19 +81,6 @@ def normalize_host(value: str) -> str:
     if not name or any(c in name for c in "/@?#* \t") or name.startswith("http"):
         raise ValueError(f"an allowed host is a host name or address such as devbox.lan; got {value!r}")
     return name
-
-
-@functools.lru_cache(maxsize=256)
-def is_loopback_name(name: str) -> bool:
-    """Whether ``name`` (lower case, without port or brackets: see :func:`host_name`) is
-    ``localhost``, a ``.localhost`` name (loopback by RFC 6761; browsers never ask DNS for
-    one, so a page cannot rebind it) or a loopback address."""
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _shown(value: str) -> str:

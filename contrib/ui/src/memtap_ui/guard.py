@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from memtap.sdk import host_name, is_loopback_host
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,27 +36,6 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 COOKIE = "memtap_ui"
 TOKEN_HEADER = b"x-memtap-token"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` (a ``Host`` header value or a bind address) names this machine only."""
-    name = host_name(host)
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def host_name(value: str) -> str:
-    """The host of a ``Host`` header value: lower case, without port and IPv6 brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:].split("]", 1)[0]
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
 
 
 def check_bind(host: str, token: str | None) -> None:
