@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from proxy_raw_upstream import CLOSE, SSE_HEAD, RawUpstream, chunk, sse_answer
+from proxy_raw_upstream import CLOSE, SSE_HEAD, RawUpstream, chunk, json_answer, sse_answer
 from proxy_support import make_memory
 
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
@@ -182,3 +182,58 @@ def test_streams_reuse_the_upstream_connection(raw) -> None:
             assert r.content.endswith(b"data: [DONE]\n\n")
     assert len(upstream.requests) == 3 and upstream.connections == 1
     assert upstream.pipelined == 0
+
+
+@pytest.mark.parametrize("done", [True, False], ids=["done-event", "eof-without-done"])
+def test_a_client_that_read_the_whole_answer_and_flushes_finds_it_stored(raw, monkeypatch, done) -> None:
+    """The proxy hands a stream's last bytes to the server before it finishes the call (the
+    answer is not held back for memtap). A busy event loop between the two must not let a
+    client that has read the whole answer, then flushes, find nothing stored."""
+    from memtap_proxy import relay
+
+    original = relay.StreamRelay._ended_after_send
+
+    def slow_loop(self: relay.StreamRelay) -> None:
+        time.sleep(0.3)  # the loop is busy elsewhere right after the last bytes went out
+        original(self)
+
+    monkeypatch.setattr(relay.StreamRelay, "_ended_after_send", slow_loop)
+    upstream, thread, memory = raw
+    stream = events_bytes(chunk_event("Hel", usage=True), chunk_event(None, "stop", usage=True), USAGE)
+    if done:
+        stream += b"data: [DONE]\n\n"
+    upstream.script = lambda seen: sse_answer([stream], pause=0.003)
+    r = post(thread, BODY)
+    assert r.status_code == 200
+    assert memory.flush(10)
+    (exchange,) = list(memory.store.exchanges())
+    assert exchange.status == "ok" and [m.content for m in exchange.output] == ["Hel"]
+
+
+def test_a_client_that_read_a_whole_json_answer_and_flushes_finds_it_stored(raw, monkeypatch) -> None:
+    """The same for an answer that is not streamed."""
+    from memtap_proxy import app
+
+    original = app._capture_whole
+
+    def slow_loop(*args: Any) -> None:
+        time.sleep(0.3)
+        original(*args)
+
+    monkeypatch.setattr(app, "_capture_whole", slow_loop)
+    upstream, thread, memory = raw
+    answer = {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+    upstream.script = lambda seen: json_answer(answer)
+    r = post(thread, {**BODY, "stream": False})
+    assert r.status_code == 200
+    assert memory.flush(10)
+    (exchange,) = list(memory.store.exchanges())
+    assert [m.content for m in exchange.output] == ["Hello"]

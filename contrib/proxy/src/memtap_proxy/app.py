@@ -383,11 +383,15 @@ class Proxy:
         finally:
             upstream.close()
         status = upstream.status
-        await send_response(send, status, client_response_headers(upstream.headers, keep_length=False), data)
         # Captured once the answer's bytes are written (the server writes a body at once,
         # its head with it), before the loop reads anything else: off the answer's path,
-        # yet in the history before the client's next request is read.
-        _capture_whole(call, status, data)
+        # yet in the history before the client's next request is read; flush() meanwhile
+        # waits for it.
+        with call.capture_expected():
+            await send_response(
+                send, status, client_response_headers(upstream.headers, keep_length=False), data
+            )
+            _capture_whole(call, status, data)
 
     async def _resend_rejected(
         self,

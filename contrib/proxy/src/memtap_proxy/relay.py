@@ -10,6 +10,7 @@ without the stream's terminator, as the upstream's failure would have done).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Coroutine, Mapping
@@ -93,26 +94,27 @@ class StreamRelay:
                 # When the upstream has said everything, this write also ends the answer:
                 # one write, not two.
                 last = upstream.done
-                if self.hide_usage:
-                    # The bytes sent depend on the events: read them first.
-                    out, ended = self._read(self.parser.feed(chunk))
-                    if last:
-                        tail, tail_ended = self._read(self.parser.close())
-                        out, ended = out + tail, ended or tail_ended
-                    if out or last:
-                        await send({"type": "http.response.body", "body": out, "more_body": not last})
-                else:
-                    # Every byte as it came (an unfinished event is not held), sent before
-                    # the events are read for the capture: that is off the bytes' path.
-                    await send({"type": "http.response.body", "body": chunk, "more_body": not last})
-                    ended = False
-                    if call is not None:
-                        ended = self._read(self.parser.feed(chunk))[1]
+                with self._capture_expected(last):
+                    if self.hide_usage:
+                        # The bytes sent depend on the events: read them first.
+                        out, ended = self._read(self.parser.feed(chunk))
                         if last:
-                            ended = self._read(self.parser.close())[1] or ended
-                if last:
-                    self._ended_after_send()
-                    return
+                            tail, tail_ended = self._read(self.parser.close())
+                            out, ended = out + tail, ended or tail_ended
+                        if out or last:
+                            await send({"type": "http.response.body", "body": out, "more_body": not last})
+                    else:
+                        # Every byte as it came (an unfinished event is not held), sent before
+                        # the events are read for the capture: that is off the bytes' path.
+                        await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+                        ended = False
+                        if call is not None:
+                            ended = self._read(self.parser.feed(chunk))[1]
+                            if last:
+                                ended = self._read(self.parser.close())[1] or ended
+                    if last:
+                        self._ended_after_send()
+                        return
                 if ended:
                     self._ended_after_send()
             if call is not None:
@@ -129,8 +131,16 @@ class StreamRelay:
         except BaseException:
             self._finish(partial=True)  # shutting down
             raise
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-        self._ended_after_send()
+        with self._capture_expected(True):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            self._ended_after_send()
+
+    def _capture_expected(self, last: bool) -> contextlib.AbstractContextManager[None]:
+        """Around the answer's last bytes: ``flush()`` waits for the capture that follows
+        them (a client that has read the whole answer and flushes finds the call stored)."""
+        if last and self.call is not None:
+            return self.call.capture_expected()
+        return contextlib.nullcontext()
 
     def _ended_after_send(self) -> None:
         """The stream's end went out: capture it once, right away. The server has written

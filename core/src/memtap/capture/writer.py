@@ -9,7 +9,8 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import attrs
 
@@ -142,6 +143,18 @@ class CaptureWriter:
         self._queue.put(item)
         if self._thread is None:
             self._start()
+
+    @contextmanager
+    def expecting(self) -> Iterator[None]:
+        """While the block runs, :meth:`flush` waits as for one more submitted call: for a
+        caller that hands an answer's last bytes to the app before it finishes the call (the
+        proxy does not hold the answer back for memtap), so that an app which has read them
+        and flushes finds the call stored."""
+        self._pending.add()
+        try:
+            yield
+        finally:
+            self._pending.done()
 
     def _start(self) -> None:
         with self._thread_lock:

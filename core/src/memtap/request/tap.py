@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -498,6 +498,12 @@ class Call:
     def stream_item(self, item: Any) -> None:
         """One streamed event passed to the caller (kept; read after the stream ends)."""
         self._stream_items.append(item)
+
+    def capture_expected(self) -> AbstractContextManager[None]:
+        """While the block runs, ``Memory.flush()`` waits for this call's capture. For a
+        caller that writes the answer's last bytes before it finishes the call: an app that
+        has read them and flushes must find the call stored."""
+        return self.tap.writer.expecting()
 
     def stream_finished(
         self, to_json: JsonFn, *, error: BaseException | None = None, partial: bool = False
