@@ -21,11 +21,10 @@ from proxy_support import API_KEY, needs_anthropic
 
 import memtap
 from memtap.protocol.model import Message
+from memtap.sdk import TokensFileError, load_tokens, parse_tokens
 from memtap.testing.server import ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
-from memtap_proxy import tokens as tokens_module
 from memtap_proxy.config import check_bind
-from memtap_proxy.tokens import TokensFileError, load_tokens, parse_tokens
 
 ACME = "tok-acme-5d1c0a9e7f"
 BOT = "tok-acmebot-81be44"
@@ -217,7 +216,7 @@ def test_every_token_is_compared_whatever_matches(team, monkeypatch, presented) 
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(tokens_module.hmac, "compare_digest", counting)
+    monkeypatch.setattr(hmac, "compare_digest", counting)  # the module memtap.tokens calls through
     table = team.proxy.guard.tokens
     grant = table.match(presented)
     assert (grant is not None) == (presented in (ACME, ALICE, ADMIN))

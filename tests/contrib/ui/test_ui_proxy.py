@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 import memtap
 from memtap.cli.main import main
+from memtap.sdk import parse_tokens
 from memtap.testing.server import Reply, ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
-from memtap_proxy.tokens import parse_tokens
 
 
 @pytest.fixture(scope="module")

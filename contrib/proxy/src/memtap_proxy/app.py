@@ -23,6 +23,7 @@ from memtap.sdk import (
     VALIDATION_STATUSES,
     AgentProfile,
     Call,
+    Grant,
     RequestView,
     WireProtocol,
     detect_profile,
@@ -51,7 +52,6 @@ from .headers import client_response_headers, upstream_request_headers
 from .relay import StreamRelay, json_or_none
 from .routing import UPSTREAM_FLAGS, Route, is_probe, route, upstream_url
 from .splice import dumps, splice
-from .tokens import Grant
 from .upstream import UpstreamError, UpstreamPool, UpstreamResponse
 
 log = logging.getLogger("memtap.proxy")

@@ -8,11 +8,10 @@ import sys
 
 import click
 
-from memtap.sdk import STORE_ENV
+from memtap.sdk import STORE_ENV, load_tokens
 
 from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind, check_ui
 from .server import open_memory, serve
-from .tokens import load_tokens
 from .workers import check_shared_store, serve_workers
 
 _DEFAULTS = ProxyConfig()

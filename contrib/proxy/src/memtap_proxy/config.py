@@ -7,10 +7,9 @@ from typing import Any
 
 import attrs
 
-from memtap.sdk import host_name, is_loopback_name
+from memtap.sdk import TokenRule, host_name, is_loopback_name
 
 from .guard import Guard, normalize_host, normalize_origin
-from .tokens import TokenRule
 
 #: Default listening address and port.
 DEFAULT_HOST = "127.0.0.1"
@@ -73,7 +72,7 @@ class ProxyConfig:
     are sent to (``https://api.openai.com`` or ``https://api.openai.com/v1``; a trailing
     ``/v1`` is not doubled); a family without an upstream gets a 502 naming the flag to
     set. ``token``, when set, must come with every request in ``x-memtap-token`` and may
-    act as any entity; ``tokens`` (from :func:`memtap_proxy.tokens.load_tokens`) are tokens
+    act as any entity; ``tokens`` (from :func:`memtap.sdk.load_tokens`) are tokens
     bound to entities. ``allow_origins`` / ``allow_hosts`` are the web origins and host
     names let through besides loopback (:mod:`memtap_proxy.guard`). ``entity_id`` /
     ``session_id`` / ``process_id`` attribute requests that carry no ``x-memtap-*`` header.

@@ -12,8 +12,9 @@ headers, so a page cannot even read them.
 
 :meth:`Guard.admit` then checks the ``x-memtap-token`` header (when tokens are
 configured), and the entity the request names must be one its token's grant allows
-(:mod:`memtap_proxy.tokens`): :meth:`Guard.check` does all three when a request arrives, and
-:meth:`Guard.bind` checks the attribution a request ends up with before memory is touched.
+(:mod:`memtap.tokens`, through :mod:`memtap.sdk`): :meth:`Guard.check` does all three when
+a request arrives, and :meth:`Guard.bind` checks the attribution a request ends up with
+before memory is touched.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from memtap.sdk import Attribution, host_name, is_loopback_name
+from memtap.sdk import EVERY_ENTITY, Attribution, Grant, TokenRule, TokenTable, host_name, is_loopback_name
+from memtap.sdk import token_digest as digest
 
 from .asgi import RawHeaders
-from .tokens import EVERY_ENTITY, Grant, TokenRule, TokenTable, digest
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_SHOWN = 100
