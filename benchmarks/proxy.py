@@ -361,7 +361,7 @@ def main() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "memtap.cli.main",
+        "memtap.cli",
         "proxy",
         "--port",
         str(proxy_port),
