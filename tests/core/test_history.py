@@ -186,3 +186,51 @@ def test_histories_concurrently_resolved_calls_keep_their_order():
     reader.join(5)
 
     assert histories.get(ALICE_S1) == [user("loaded"), *first, *second]
+
+
+def test_a_snapshot_is_the_session_as_it_was_taken():
+    """What a call's resend check reads when the call is over: the session when the call
+    was made (a call of the same session that ended meanwhile is not in it)."""
+    histories = SessionHistories(CountingLoader({("alice", "s1"): [user("stored")]}))
+    histories.get(ALICE_S1)
+    histories.append(ALICE_S1, lambda: [assistant("first")])
+    taken = histories.snapshot(ALICE_S1)
+    assert taken is not None
+    histories.append(ALICE_S1, lambda: [assistant("ended meanwhile")])
+    assert [m.content for m in taken()] == ["stored", "first"]
+    assert [m.content for m in histories.get(ALICE_S1)] == ["stored", "first", "ended meanwhile"]
+
+
+def test_snapshots_resolve_each_call_once_in_a_long_session():
+    """A session only ever snapshotted (history off: every call's resend check) keeps its
+    pending calls few: each is resolved once, however long the session."""
+    histories = SessionHistories(CountingLoader(), max_messages=50)
+    histories.get(ALICE_S1)
+    resolved: list[int] = []
+    for i in range(300):
+        taken = histories.snapshot(ALICE_S1)
+        assert taken is not None
+        assert len(taken()) == min(i, 50)
+
+        def resolve(i: int = i) -> list[Message]:
+            resolved.append(i)
+            return [user(f"q{i}")]
+
+        histories.append(ALICE_S1, resolve)
+    assert sorted(resolved) == list(range(299))  # the last call is not read yet
+    assert [m.content for m in histories.get(ALICE_S1)][-2:] == ["q298", "q299"]
+
+
+def test_no_snapshot_while_the_session_is_read():
+    gate = threading.Event()
+
+    def slow(attribution: Attribution, limit: int) -> list[Message]:
+        gate.wait(5)
+        return [user("stored")]
+
+    histories = SessionHistories(slow)
+    try:
+        assert histories.snapshot(ALICE_S1) is None  # get() waits for the read, a bounded time
+    finally:
+        gate.set()
+    histories.close()

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from memtap.capture.spool import RequestJournal, Spool, encode_record, journal_request, spool_dir_for
+from memtap.capture.spool import (
+    RequestJournal,
+    Spool,
+    encode_record,
+    journal_call,
+    journal_request,
+    spool_dir_for,
+)
 from memtap.protocol.model import Attribution
 from memtap.storage.store import InMemoryStore, store_identity
 
@@ -134,7 +141,27 @@ def test_the_journal_worker_encodes_the_request_while_the_call_is_in_flight(tmp_
     head = job.data()
     assert secret.encode() not in head and b"Tr0ub4dor" not in head
     record = json.loads(head + b',"t1":null,"s":false,"e":null,"pa":false,"res":null,"ev":null}')
-    assert record["req"]["password"] == "[REDACTED]" and record["ap"] == 2 and record["id"] == "call-1"
+    assert record["req"]["password"] == "[REDACTED]" and record["id"] == "call-1"
+
+
+def test_the_resent_count_is_journaled_as_it_is_when_the_call_ends(tmp_path: Path) -> None:
+    """A call that leaves its resend check to its end (nothing injected) journals the count
+    made then, though the request half was encoded before it."""
+    spool = Spool(tmp_path)
+    call = _FakeCall()
+    call.already_present = 0
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    job = journal_request(spool, call, body)
+    assert job is not None
+    job.run()  # the request half, encoded while the call was in flight
+    call.already_present = 3  # the count made when the call was over
+    ended = datetime.datetime(2025, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc)
+    segment = journal_call(
+        spool, call, body, ended, lambda: ('{"choices": []}', None), error=None, partial=False, stream=False
+    )
+    assert segment is not None
+    (line,) = [json.loads(x) for x in segment.path.read_text().splitlines()]
+    assert line["ap"] == 3 and line["req"] == body
 
 
 def test_a_forked_child_journals_with_its_own_worker(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ messages, and no request carries a message twice. Real openai SDK, DuckDB file.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,62 @@ def test_an_app_sending_only_new_messages_gets_the_history_once(
     assert len(stored) == 2 * 240
     _no_message_twice(server)
     assert [len(r.json["messages"]) for r in server.requests[-3:]] == [21, 21, 21]
+
+
+class SlowFormatting:
+    """Holds the formatting of the session's first call until the server has received
+    the second call's request (or 10 s pass)."""
+
+    def __init__(self, server: ScriptedModelServer) -> None:
+        self.server = server
+        self.held = 0
+        self.waited = 0.0
+
+    @memtap.hookimpl(tryfirst=True)
+    def memtap_format_exchange(self, raw: Any) -> None:
+        if self.held:
+            return None
+        self.held += 1
+        started = time.monotonic()
+        while len(self.server.requests) < 2 and time.monotonic() - started < 10:
+            time.sleep(0.005)
+        self.waited = time.monotonic() - started
+        return None  # the built-in formatter formats it
+
+
+def test_nothing_injected_the_next_call_does_not_wait_for_the_previous_ones_formatting(
+    server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """With history off, a call's resend check is made when the call is over, so the next
+    call of the session is sent while the capture writer formats the previous one (before,
+    the request path formatted it first, or waited for the writer to)."""
+    slow = SlowFormatting(server)
+    mem = memtap.Memory(
+        f"duckdb:///{tmp_path / 'm.duckdb'}",
+        history=memtap.HistoryBudget(max_messages=0),
+        embedder=False,
+        episodes=False,
+        recall=memtap.RecallBudget(k=0),
+        plugins=[slow],
+    )
+    client = _client(mem, server)
+    try:
+        conversation: list[dict[str, Any]] = [{"role": "user", "content": "question 0"}]
+        with mem.scope(entity_id="resender", session_id="slow"):
+            reply = client.chat.completions.create(model="m", messages=conversation)
+            conversation += [
+                {"role": "assistant", "content": reply.choices[0].message.content},
+                {"role": "user", "content": "question 1"},
+            ]
+            client.chat.completions.create(model="m", messages=conversation)
+        assert mem.flush(30)
+        stored = mem.history("slow", entity_id="resender")
+    finally:
+        mem.close()
+    assert slow.waited < 5, "the second call was held until the first was formatted"
+    assert [m.content for m in stored] == [
+        "question 0",
+        "You said: question 0",
+        "question 1",
+        "You said: question 1",
+    ]

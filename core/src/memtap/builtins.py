@@ -21,8 +21,8 @@ from typing import Any
 
 import pluggy
 
-from memtap.history.conversation import HistoryBudget, HistoryPlan, cached_plan
-from memtap.history.injector import SessionHistories, request_budget
+from memtap.history.conversation import HistoryBudget, HistoryPlan, cached_plan, plan_history
+from memtap.history.injector import NO_HISTORY, SessionHistories, request_budget
 from memtap.hookspecs import hookimpl
 from memtap.longterm.litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
 from memtap.longterm.recall import RecallEngine
@@ -172,7 +172,21 @@ class HistoryPlugin:
     @hookimpl
     def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
         """Inject the budgeted part of the session history the request does not repeat
-        (none when ``request.history`` is off: then only what it repeats is reported)."""
+        (none when ``request.history`` is off or the budget is zero: then only what it
+        repeats is reported, counted when the call is over)."""
+        if request_budget(request, self.budget).off:
+            # Nothing to inject: what the request resends is counted once the call is over,
+            # against the session as it is now. The previous call of the session, which the
+            # count reads, is then formatted by the capture writer while this one was on
+            # the network, instead of on this request's path.
+            history_now = self.histories.snapshot(request.attribution)
+            if history_now is not None:
+                own = request.request.messages
+
+                def resent() -> int:
+                    return plan_history(history_now(), own, NO_HISTORY).present
+
+                return [HistoryInjection(resent_later=resent)]
         plan = self.plan(request)
         if not plan.messages and not plan.present:
             return []

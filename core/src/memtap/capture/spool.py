@@ -132,7 +132,6 @@ def encode_head(
     protocol: str,
     attribution: Attribution,
     started_at: str,
-    already_present: int,
     body: Any,
 ) -> bytes:
     """The request half of a spool record: what is known when the request is sent, the
@@ -145,7 +144,6 @@ def encode_head(
             "p": protocol,
             "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
             "t0": started_at,
-            "ap": already_present,
         }
     )
     return (head[:-1] + ',"req":').encode() + dumps_redacted(body, _fallback)
@@ -160,15 +158,19 @@ def encode_tail(
     response: str | None,
     events: Sequence[str] | None,
     agent: str | None = None,
+    already_present: int = 0,
 ) -> str:
     """The response half of a spool record, closing it: the response as JSON text,
     redacted escape-aware, or the stream's events, redacted across events (a secret the
     stream split is found too). Small: what the model answered. ``agent`` names the call's
     agent profile (known once the request is read; its scaffolding is left out when the
-    call is replayed)."""
+    call is replayed). ``already_present``, how many of the request's leading messages
+    resend its session, is known only when the call is over (records of earlier versions
+    hold it in the request half; either is read)."""
     fields = _dumps(
         {
             "t1": ended_at,
+            "ap": already_present,
             "s": stream,
             "e": redact_text(error) if error else error,
             "pa": partial,
@@ -204,10 +206,10 @@ def encode_record(
         protocol=protocol,
         attribution=attribution,
         started_at=started_at,
-        already_present=already_present,
         body=body,
     )
     tail = encode_tail(
+        already_present=already_present,
         ended_at=ended_at,
         stream=stream,
         error=error,
@@ -311,7 +313,6 @@ def _request_journal(call: Any, body: Any) -> RequestJournal:
         "protocol": call.protocol.name,
         "attribution": call.attribution,
         "started_at": call.started_at.isoformat(),
-        "already_present": call.already_present,
     }
     return RequestJournal(body, lambda: encode_head(body=body, **fields))
 
@@ -360,6 +361,7 @@ def journal_call(
             response=response,
             events=events,
             agent=getattr(getattr(call, "profile", None), "name", None),
+            already_present=getattr(call, "already_present", 0),
         )
         line = head + tail.encode()
     except Exception:

@@ -30,6 +30,7 @@ from collections.abc import Container, Iterable, Iterator, Sequence
 import attrs
 
 from memtap.protocol.model import Message
+from memtap.redact import REDACTED, redact_text
 
 #: Characters per token for the approximate token count (no tokenizer on the hot path).
 CHARS_PER_TOKEN = 4
@@ -50,13 +51,25 @@ def approx_tokens(message: Message) -> int:
     return MESSAGE_OVERHEAD_TOKENS + (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
+def same_text(a: str, b: str) -> bool:
+    """Whether two texts are the same turn's text: equal, or equal once the app's own copy
+    is redacted (memtap stores a turn with :data:`~memtap.redact.REDACTED` where the app,
+    resending it, still holds the secret)."""
+    if a == b:
+        return True
+    if REDACTED in b and redact_text(a) == b:
+        return True
+    return REDACTED in a and redact_text(b) == a
+
+
 def same_turn(a: Message, b: Message) -> bool:
-    """Whether two messages are the same conversation turn (as an app would resend it)."""
+    """Whether two messages are the same conversation turn (as an app would resend it;
+    a stored turn is redacted: :func:`same_text`)."""
     return (
         a.role == b.role
-        and a.content == b.content
         and a.tool_call_id == b.tool_call_id
         and tuple(c.id for c in a.tool_calls) == tuple(c.id for c in b.tool_calls)
+        and same_text(a.content, b.content)
     )
 
 
@@ -223,8 +236,13 @@ class HistoryPlan:
     resent_exchange_ids: frozenset[str] = frozenset()
 
 
-def _turn_key(m: Message) -> tuple[object, ...]:
-    return (m.role, m.content, m.tool_call_id, tuple(c.id for c in m.tool_calls) if m.tool_calls else ())
+def _turn_key(m: Message, content: str | None = None) -> tuple[object, ...]:
+    return (
+        m.role,
+        m.content if content is None else content,
+        m.tool_call_id,
+        tuple(c.id for c in m.tool_calls) if m.tool_calls else (),
+    )
 
 
 class _Carried:
@@ -235,6 +253,7 @@ class _Carried:
     def __init__(self, request: Sequence[Message]) -> None:
         self._request = request
         self._turns: set[tuple[object, ...]] | None = None
+        self._redacted: set[tuple[object, ...]] | None = None  # the turns as memtap stores them
         self._answered: set[str] = set()  # call ids the request's tool messages answer
         self._called: set[str] = set()  # call ids the request's assistant messages make
 
@@ -250,6 +269,11 @@ class _Carried:
                     self._called.update(c.id for c in m.tool_calls)
         if _turn_key(message) in turns:
             return True
+        if REDACTED in message.content:  # stored redacted: the request holds the secret
+            if self._redacted is None:
+                self._redacted = {_turn_key(m, redact_text(m.content)) for m in self._request}
+            if _turn_key(message) in self._redacted:
+                return True
         if message.role == "tool":
             return message.tool_call_id in self._answered
         return any(c.id in self._called for c in message.tool_calls)

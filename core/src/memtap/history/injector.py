@@ -53,12 +53,19 @@ log = logging.getLogger("memtap.history.injector")
 
 
 class _Pending:
-    """Messages that will exist once a captured call is formatted (resolved lazily)."""
+    """Messages that will exist once a captured call is formatted (resolved lazily, once)."""
 
-    __slots__ = ("resolve",)
+    __slots__ = ("_messages", "resolve")
 
     def __init__(self, resolve: Callable[[], Sequence[Message]]) -> None:
         self.resolve = resolve
+        self._messages: Sequence[Message] | None = None
+
+    def messages(self) -> Sequence[Message]:
+        """The call's messages (raises what resolving raises; then tried again next time)."""
+        if self._messages is None:
+            self._messages = self.resolve()
+        return self._messages
 
 
 #: Seconds before a session whose history could not be read is read again.
@@ -314,17 +321,47 @@ class SessionHistories:
                 entry.messages = (loaded + newer)[-self._max_messages :]
 
     def _resolve(self, entry: _Entry) -> None:
+        # The resolved calls leave ``pending`` when their messages join ``messages``, in
+        # one step under the lock: a snapshot never sees them in neither.
         with self._lock:
-            pending, entry.pending = entry.pending, []
-        added: list[Message] = []
-        for item in pending:
-            try:
-                added.extend(item.resolve())
-            except Exception:
-                log.debug("pending exchange could not be read for history", exc_info=True)
+            pending = list(entry.pending)
+        if not pending:
+            return
+        added = _resolved(pending)
         with self._lock:
             # Copy-on-write: a list handed out by get() is never changed under its reader.
             entry.messages = (entry.messages + added)[-self._max_messages :]
+            entry.pending = entry.pending[len(pending) :]
+
+    def snapshot(self, attribution: Attribution) -> Callable[[], list[Message]] | None:
+        """The session's messages as they are now, to be read later: for a caller that
+        needs them only once its call is over (the resend check of a call no history is
+        injected into), by which time the calls still pending now have been formatted by
+        the capture writer, off the request path. ``None`` while the session's read from
+        the store is not over (:meth:`get` then waits for it, a bounded time)."""
+        key = (attribution.entity_id, attribution.session_id)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is None or entry.reload_at is not None:
+            entry = self._lookup(attribution)
+        if not entry.loaded.is_set():
+            return None
+        with self._lock:
+            messages, pending = entry.messages, list(entry.pending)
+        if not pending:
+            return lambda: messages
+        limit = self._max_messages
+
+        def then() -> list[Message]:
+            # The session's pending calls join its messages here, as get() would have had
+            # them: nobody else may be reading this session.
+            with entry.resolving:
+                self._resolve(entry)
+            return (messages + _resolved(pending))[-limit:]
+
+        return then
 
     def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
@@ -351,6 +388,18 @@ class SessionHistories:
 #: The budget of a request no history may go into (:attr:`InjectionRequest.history` off):
 #: what it resends is still found, nothing is injected.
 NO_HISTORY = HistoryBudget(max_messages=0)
+
+
+def _resolved(pending: Sequence[_Pending]) -> list[Message]:
+    """The messages of calls pending in a session's history, in order (a call that cannot
+    be read is left out)."""
+    added: list[Message] = []
+    for item in pending:
+        try:
+            added.extend(item.messages())
+        except Exception:
+            log.debug("pending exchange could not be read for history", exc_info=True)
+    return added
 
 
 def request_budget(request: InjectionRequest, budget: HistoryBudget) -> HistoryBudget:

@@ -51,11 +51,14 @@ class HistoryInjection:
 
     ``already_present`` counts the request's leading messages that repeat the end of the
     stored history (an app that keeps its own history resends them): they are not captured
-    again.
+    again. An injector that has nothing to inject may leave that count to be made when the
+    call is over, with ``resent_later`` (returns it): the calls it compares with are then
+    formatted, off the request path.
     """
 
     messages: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     already_present: int = 0
+    resent_later: Callable[[], int] | None = attrs.field(default=None, eq=False)
 
 
 #: How a block relates to the provider's prompt cache (see :class:`SystemBlock`).
@@ -160,6 +163,10 @@ class InjectionPlan:
     history: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=_as_blocks)
     already_present: int = 0
+    #: Counts of resent messages to be made when the call is over
+    #: (:attr:`HistoryInjection.resent_later`); the largest of them and ``already_present``
+    #: is what the request resends.
+    resent_later: tuple[Callable[[], int], ...] = attrs.field(default=(), eq=False)
     profile: AgentProfile | None = attrs.field(default=None, eq=False)
     request_view: RequestView | None = attrs.field(default=None, eq=False)
 

@@ -81,15 +81,20 @@ def merge_injections(injections: Sequence[Sequence[Any] | None]) -> InjectionPla
     history: list[Message] = []
     blocks: list[SystemBlock] = []
     present = 0
+    later: list[Callable[[], int]] = []
     for contribution in injections:
         for item in contribution or ():
             if isinstance(item, HistoryInjection):
                 history.extend(item.messages)
                 present = max(present, item.already_present)
+                if item.resent_later is not None:
+                    later.append(item.resent_later)
             elif isinstance(item, SystemBlock):
                 blocks.append(item)
     blocks.sort(key=lambda b: (b.slot, b.priority))
-    return InjectionPlan(history=history, system_blocks=blocks, already_present=present)
+    return InjectionPlan(
+        history=history, system_blocks=blocks, already_present=present, resent_later=tuple(later)
+    )
 
 
 class _Undetected(enum.Enum):
@@ -242,7 +247,12 @@ class Call:
         self.sent_body: Mapping[str, Any] | None = None
         #: The app's request as injection read it (the agent's scaffolding left out).
         self.request_view: RequestView | None = None
+        #: How many of the request's leading messages resend the session (not captured
+        #: again); final once the call is over (:attr:`resent_later`).
         self.already_present = 0
+        #: Counts of resent messages left to be made when the call is over
+        #: (:attr:`memtap.protocol.wire.HistoryInjection.resent_later`).
+        self.resent_later: tuple[Callable[[], int], ...] = ()
         self.injected_messages = 0
         #: What was injected (kept by reference; recorded with the exchange by the capture
         #: writer: :mod:`memtap.capture.explanation`); ``None`` once the app's own body was sent.
@@ -361,6 +371,7 @@ class Call:
             if profile is not None:
                 plan = attrs.evolve(plan, profile=profile)
             self.already_present = plan.already_present
+            self.resent_later = plan.resent_later
             self.injected_messages = len(plan.history)
             self.injection = plan
             span.set_attribute("memtap.injected.messages", len(plan.history))
@@ -537,6 +548,18 @@ class Call:
         self._profile_known = True
         return self.profile
 
+    def _settle_resent(self) -> None:
+        """Make the resend counts left for the call's end (fail open: a count that cannot
+        be made counts nothing, and the request's messages are captured)."""
+        present = self.already_present
+        for count_resent in self.resent_later:
+            try:
+                present = max(present, count_resent())
+            except Exception:
+                log.warning("memtap could not tell what a request resends; capturing it whole", exc_info=True)
+        self.already_present = present
+        self.resent_later = ()
+
     def _capture(
         self,
         read: Callable[[], tuple[Mapping[str, Any] | None, ResponseView | None]],
@@ -555,6 +578,8 @@ class Call:
         ended_at = utcnow()
         ended_ns = time.time_ns()
         body = self.app_body
+        if self.resent_later:
+            self._settle_resent()
 
         def build() -> Exchange | None:
             try:
