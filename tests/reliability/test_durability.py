@@ -114,6 +114,40 @@ def test_outage_across_a_restart_is_replayed_by_the_next_memory(
     assert list((tmp_path / "spool").glob("*.jsonl")) == []
 
 
+@pytest.mark.parametrize("history", [0, 20], ids=["history-off", "history-on"])
+def test_a_resent_conversation_spooled_across_a_restart_is_stored_once(
+    history: int, server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """The spool keeps what each call resends of its session (counted when the call is over
+    when history is off): replayed, each turn is stored once."""
+    store = FaultyStore(DuckDBStore(tmp_path / "m.duckdb"))
+    options = {"history": memtap.HistoryBudget(max_messages=history), "embedder": False, "episodes": False}
+    mem = memtap.Memory(
+        store, plugins=[memtap_openai], entry_points=False, spool=tmp_path / "spool", **options
+    )
+    client = _client(mem, server)
+    conversation: list[dict[str, str]] = []
+    with mem.scope(entity_id="bob", session_id="resent"):
+        for i in range(6):
+            if i == 3:
+                assert mem.flush(30)  # the first three stored; the store then goes down
+                store.down.set()
+            conversation.append({"role": "user", "content": f"turn {i}"})
+            reply = client.chat.completions.create(model="m", messages=conversation)
+            conversation.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
+    mem.close(timeout=0.3)
+    assert list((tmp_path / "spool").glob("*.jsonl"))
+    fresh = DuckDBStore(tmp_path / "m.duckdb")
+    with memtap.Memory(
+        fresh, plugins=[memtap_openai], entry_points=False, spool=tmp_path / "spool", **options
+    ) as again:
+        assert again.flush(30)
+        stored = again.history("resent", entity_id="bob")
+        inputs = [len(ex.input) for ex in again.store.exchanges(entity_id="bob")]
+    assert [m.content for m in stored] == [m["content"] for m in conversation]
+    assert inputs == [1] * 6
+
+
 def test_replaying_calls_already_stored_duplicates_nothing(
     server: ScriptedModelServer, tmp_path: Path
 ) -> None:
