@@ -12,6 +12,7 @@ import pytest
 from memtap.protocol.model import Message
 from memtap.request.scaffolding import TaggedScaffolding, own_messages
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC
+from memtap_agents.profiles import CUT_MEMO_CHARS
 from memtap_agents.traffic import claude_code_session, codex_session
 
 GOLDEN = Path(__file__).parents[2] / "contrib" / "proxy" / "golden"
@@ -165,3 +166,16 @@ def test_tool_results_lose_their_reminders_and_stay() -> None:
 def test_a_custom_profile_declares_its_own_scaffolding() -> None:
     mine = TaggedScaffolding(tags=["ctx"], headed=[("## Rules for ", "## End")])
     assert mine.cut("<ctx a='1'>x</ctx>hi ## Rules for me\nno\n## End") == "hi"
+
+
+def test_a_profile_cuts_a_text_it_has_cut_before_and_a_long_one_the_same_way() -> None:
+    """The cut of short texts is remembered (an agent resends its conversation every
+    turn); a text over ``CUT_MEMO_CHARS`` is cut again each time, with the same result."""
+    reminder = "<system-reminder>\nAs you answer, use the context.\n</system-reminder>\n"
+    short = Message("user", reminder + "my favourite colour is teal")
+    long = Message("user", reminder + "x" * CUT_MEMO_CHARS)
+    for _ in range(2):
+        assert CLAUDE_CODE.user_text(short) == "my favourite colour is teal"
+        assert CLAUDE_CODE.user_text(long) == "x" * CUT_MEMO_CHARS
+    plain = Message("user", "no scaffolding here")
+    assert CLAUDE_CODE.user_text(plain) is plain.content

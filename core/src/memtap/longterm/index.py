@@ -173,6 +173,9 @@ class EntityIndex:
         #: Sign sketches of the vectors, one row of slots per 64-bit word (contiguous per
         #: word, so a scan is a few long vector operations).
         self._sketch: Any = None
+        #: Counts the writes (facts added or removed, vectors set or dropped): a search
+        #: remembered with a version is still the search's answer while it is unchanged.
+        self.version = 0
 
     def __len__(self) -> int:
         return self.alive_count
@@ -218,6 +221,7 @@ class EntityIndex:
         batch = list(fresh.values())
         if not batch:
             return
+        self.version += 1
         start = len(self.facts)
         self._grow(start + len(batch))
         w = self.fusion.context_weight
@@ -264,6 +268,7 @@ class EntityIndex:
             slot = self.slot_of.pop(fact_id, None)
             if slot is None or not self._alive[slot]:
                 continue
+            self.version += 1
             self._alive[slot] = False
             if self._has_vec[slot]:
                 self._has_vec[slot] = False
@@ -296,6 +301,7 @@ class EntityIndex:
             rows.append(v)
         if not slots:
             return
+        self.version += 1
         block = np.stack(rows)
         norms = np.linalg.norm(block, axis=1, keepdims=True)
         block /= np.where(norms > 0, norms, 1.0)
@@ -307,6 +313,7 @@ class EntityIndex:
         self.vector_count += len(np.unique(new))
 
     def _drop_vectors(self) -> None:
+        self.version += 1
         self._vecs = None
         self._sketch = None
         self._has_vec[:] = False

@@ -61,6 +61,8 @@ class RecallStats:
     escalations: int = 0
     #: Request-path searches made without the full model because it was still loading.
     model_loading: int = 0
+    #: Searches answered by the entity's memo of the same search (its facts unchanged).
+    memo_hits: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -81,6 +83,7 @@ class _Entry:
         "loaded_at",
         "loading",
         "lock",
+        "memo",
         "pending",
         "ready",
         "reload",
@@ -100,6 +103,20 @@ class _Entry:
         #: Load again when the load in progress is done (it may have read the store
         #: before a change it was asked to pick up).
         self.reload = False
+        #: Recent searches' answers (:class:`_Memo`), by what was asked.
+        self.memo: OrderedDict[tuple[Any, ...], _Memo] = OrderedDict()
+
+
+@attrs.frozen
+class _Memo:
+    """A search's answer, valid while the index it came from is unchanged: an agent's tool
+    loop asks the same question on every request of a turn."""
+
+    index: EntityIndex
+    version: int
+    hits: tuple[ScoredFact, ...]
+    parts: dict[str, ScoreParts] | None
+    below: tuple[ScoredFact, ...] | None
 
 
 class FactIndexes:
@@ -191,6 +208,7 @@ class FactIndexes:
                     update(index)
                 entry.pending.clear()
                 entry.index = index
+                entry.memo.clear()  # answers of the index replaced
                 entry.loaded_at = time.monotonic()
                 entry.load_seconds = entry.loaded_at - started
                 entry.error = None
@@ -445,6 +463,9 @@ class QueryVectors:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
+        #: Quick vectors by text: a tool loop asks the same question on every request of
+        #: a turn, while its facts change (so the search is made again).
+        self._quick_cache: OrderedDict[str, Any] = OrderedDict()
         self._lock = threading.Lock()
         load = getattr(embedder, "warm_up", None)
         self._load: Callable[[], Any] | None = load if callable(load) else None
@@ -497,16 +518,27 @@ class QueryVectors:
 
     def quick(self, text: str) -> Any:
         """The embedder's quick vector for ``text``, or ``None`` (no quick path, not ready,
-        or failing: logged once)."""
+        or failing: logged once). Vectors are cached by text."""
         if self._quick is None:
             return None
+        with self._lock:
+            vec = self._quick_cache.get(text)
+            if vec is not None:
+                self._quick_cache.move_to_end(text)
+                return vec
         try:
-            return self._quick(text)
+            vec = self._quick(text)
         except Exception as exc:
             if not self._quick_failing:
                 log.warning("memtap's quick query embedding failed (%s); using the full model", exc)
                 self._quick_failing = True
             return None
+        if vec is not None:  # none while the embedder's table is not ready: asked again
+            with self._lock:
+                self._quick_cache[text] = vec
+                while len(self._quick_cache) > self._cache_size:
+                    self._quick_cache.popitem(last=False)
+        return vec
 
     def vector(self, text: str, timeout: float | None) -> Any:
         """The query's vector from the full model, or raise ``TimeoutError`` past
@@ -645,6 +677,11 @@ class RecallEngine:
         the words of the question found its hits (:meth:`_words_carry`), the full model
         embeds the query and the search is made again with that vector.
 
+        The same search made again while the entity's index is unchanged (no fact added
+        or removed, no vector set) is answered from a small per-entity memo: an agent's
+        tool loop resends the same question on every request of a turn. A search made
+        without the full model it wanted (late, failing, loading) is not remembered.
+
         For ``memtap explain``: with ``parts``, each returned fact's score parts are put in
         it by fact id (:meth:`EntityIndex.score_parts`); with ``below``, the facts among the
         best ``k`` that scored under ``min_score`` are appended to it (they are not
@@ -661,9 +698,29 @@ class RecallEngine:
             self._embed_missing(entity_id, entry)
 
         window = self._window(query, entry, now)
+        asked = (
+            query,
+            window,
+            process_id,
+            k,
+            min_score,
+            tuple(exclude),
+            parts is not None,
+            below is not None,
+        )
+        memo = self._memo(entry, asked)
+        if memo is not None:
+            self.stats.memo_hits += 1
+            if parts is not None:
+                parts.clear()
+                parts.update(memo.parts or {})
+            if below is not None:
+                below[:] = memo.below or ()
+            return list(memo.hits)
         if window is not None and window.relative:
             query = window.cut_from(query)
         counts = term_counts(query)
+        searched: list[tuple[EntityIndex, int]] = []  # the index and version last searched
 
         def search_with(qvec: Any, judge: bool = False) -> tuple[list[tuple[Fact, float]], bool] | None:
             """The hits for ``qvec`` and, with ``judge``, whether the words of the question
@@ -672,6 +729,7 @@ class RecallEngine:
                 index = entry.index
                 if index is None:
                     return None
+                searched[:] = [(index, index.version)]
                 if parts is not None:
                     parts.clear()
                 hits = index.search(
@@ -706,15 +764,65 @@ class RecallEngine:
                 return None
             hits, sure = found
             if sure:
-                return [ScoredFact(fact=f, score=s) for f, s in hits]
+                return self._remember(entry, asked, searched, hits, parts, below)
             self.stats.escalations += 1
-        qvec = self._full_vector(query, deadline, started) if wanted else None
+        full = self._full_vector(query, deadline, started) if wanted else None
+        qvec = full
         if qvec is None:
             qvec = quick  # the full model is late or failing: the quick answer stands
         if qvec is None:
             self.stats.lexical_only += 1
         found = search_with(qvec)
-        return None if found is None else [ScoredFact(fact=f, score=s) for f, s in found[0]]
+        if found is None:
+            return None
+        if wanted and full is None:  # a later search may have the full model: not remembered
+            return [ScoredFact(fact=f, score=s) for f, s in found[0]]
+        return self._remember(entry, asked, searched, found[0], parts, below)
+
+    #: How many searches each entity's memo keeps.
+    MEMO_SIZE = 8
+
+    @staticmethod
+    def _memo(entry: _Entry, asked: tuple[Any, ...]) -> _Memo | None:
+        """The remembered answer to ``asked``, if the entity's index is still the one it
+        came from, unchanged."""
+        with entry.lock:
+            memo = entry.memo.get(asked)
+            if memo is None:
+                return None
+            if memo.index is not entry.index or memo.version != memo.index.version:
+                del entry.memo[asked]
+                return None
+            entry.memo.move_to_end(asked)
+            return memo
+
+    def _remember(
+        self,
+        entry: _Entry,
+        asked: tuple[Any, ...],
+        searched: list[tuple[EntityIndex, int]],
+        hits: list[tuple[Fact, float]],
+        parts: dict[str, ScoreParts] | None,
+        below: list[ScoredFact] | None,
+    ) -> list[ScoredFact]:
+        """``hits`` as the search's answer, remembered for the same search (``searched``:
+        the index and version they were found in)."""
+        found = [ScoredFact(fact=f, score=s) for f, s in hits]
+        if searched:
+            index, version = searched[0]
+            memo = _Memo(
+                index,
+                version,
+                tuple(found),
+                dict(parts) if parts is not None else None,
+                tuple(below) if below is not None else None,
+            )
+            with entry.lock:
+                entry.memo[asked] = memo
+                entry.memo.move_to_end(asked)
+                while len(entry.memo) > self.MEMO_SIZE:
+                    entry.memo.popitem(last=False)
+        return found
 
     @staticmethod
     def _window(query: str, entry: _Entry, now: _dt.datetime | None) -> TimeWindow | None:

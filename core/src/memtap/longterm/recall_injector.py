@@ -96,13 +96,11 @@ class RecallPlugin:
         self.budget = budget
 
     def _carried(self, request: InjectionRequest) -> tuple[set[str], set[str]]:
-        """Exchange ids and texts the request carries, with the history injected for it."""
-        own = request.request.messages
-        texts = {_norm(m.content) for m in own if m.content}
+        """Exchange ids and texts the history injected for the request carries."""
         history = self.histories.get(request.attribution)
-        plan = cached_plan(history, own, request_budget(request, self.history_budget))
+        plan = cached_plan(history, request.request.messages, request_budget(request, self.history_budget))
         ids = {m.exchange_id for m in plan.messages if m.exchange_id} | plan.resent_exchange_ids
-        texts |= {_norm(m.content) for m in plan.messages if m.content}
+        texts = {_norm(m.content) for m in plan.messages if m.content}
         return ids, texts
 
     @hookimpl
@@ -131,7 +129,13 @@ class RecallPlugin:
             )
             if not hits:
                 return []
-            ids, texts = self._carried(request)
+            # What the request itself says first: the history's plan only when a hit
+            # is not that (a tool loop's recall finds the question it repeats).
+            own = {_norm(m.content) for m in request.request.messages if m.content}
+            ids: set[str] = set()
+            texts: set[str] = set()
+            if any(_norm(hit.fact.text) not in own for hit in hits):
+                ids, texts = self._carried(request)
         except Exception:
             log.warning("memtap recall failed; the call goes on without recalled facts", exc_info=True)
             return []
@@ -144,7 +148,8 @@ class RecallPlugin:
             if len(lines) >= budget.k:
                 considered.append(Considered(fact, hit.score, parts.get(fact.id), "limit"))
                 continue
-            if (fact.source_exchange_id and fact.source_exchange_id in ids) or _norm(fact.text) in texts:
+            norm = _norm(fact.text)
+            if norm in own or norm in texts or (fact.source_exchange_id and fact.source_exchange_id in ids):
                 considered.append(Considered(fact, hit.score, parts.get(fact.id), "duplicate"))
                 continue
             line = fact_line(fact)

@@ -3,6 +3,7 @@ with what its agent's traffic says (session ids, scaffolding) when known."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -13,6 +14,11 @@ from .traffic import CLAUDE_CODE_SCAFFOLDING, CODEX_SCAFFOLDING, claude_code_ses
 
 #: Reads an agent's session id from a request's headers (lower-case names) and body.
 SessionReader = Callable[[Mapping[str, str], Mapping[str, Any]], "str | None"]
+
+#: Texts up to this long are cut once and remembered: an agent resends its whole
+#: conversation on every request (a longer text is cut again; its hash would cost as much
+#: as the one search that finds most texts hold no scaffolding).
+CUT_MEMO_CHARS = 32768
 
 #: The key of the text before a prompt's first section (its persona, usually).
 PREAMBLE = "_preamble"
@@ -34,10 +40,14 @@ class _Traffic:
         self.scaffolding = scaffolding
         self._session = session
         self.keeps_conversation = keeps_conversation
+        self._cut_memo = functools.lru_cache(maxsize=256)(scaffolding.cut) if scaffolding else None
 
     def user_text(self, message: Message) -> str:
         """The message's text without the agent's scaffolding."""
-        return message.content if self.scaffolding is None else self.scaffolding.cut(message.content)
+        text = message.content
+        if self.scaffolding is None or self._cut_memo is None:
+            return text
+        return self._cut_memo(text) if len(text) <= CUT_MEMO_CHARS else self.scaffolding.cut(text)
 
     def session_id(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
         """The session the agent names in its request, if it names one."""
