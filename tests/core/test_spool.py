@@ -115,6 +115,7 @@ class _FakeCall:
     attribution = Attribution(entity_id="alice", session_id="s1")
     started_at = datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)
     already_present = 2
+    resent_later: tuple[object, ...] = ()
     protocol = _Protocol()
 
 
@@ -144,9 +145,11 @@ def test_the_journal_worker_encodes_the_request_while_the_call_is_in_flight(tmp_
     assert record["req"]["password"] == "[REDACTED]" and record["id"] == "call-1"
 
 
-def test_the_resent_count_is_journaled_as_it_is_when_the_call_ends(tmp_path: Path) -> None:
-    """A call that leaves its resend check to its end (nothing injected) journals the count
-    made then, though the request half was encoded before it."""
+@pytest.mark.parametrize("deferred", [False, True], ids=["counted", "left-to-the-writer"])
+def test_the_resent_count_is_journaled_with_the_response_half(tmp_path: Path, deferred: bool) -> None:
+    """The request half is encoded while the call is in flight; what the request resends is
+    journaled when the call ends: the count, or null when it is made where the call is
+    formatted (history off), to be made again if the record is replayed."""
     spool = Spool(tmp_path)
     call = _FakeCall()
     call.already_present = 0
@@ -154,14 +157,15 @@ def test_the_resent_count_is_journaled_as_it_is_when_the_call_ends(tmp_path: Pat
     job = journal_request(spool, call, body)
     assert job is not None
     job.run()  # the request half, encoded while the call was in flight
-    call.already_present = 3  # the count made when the call was over
+    call.already_present = 3
+    call.resent_later = (lambda: 3,) if deferred else ()
     ended = datetime.datetime(2025, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc)
     segment = journal_call(
         spool, call, body, ended, lambda: ('{"choices": []}', None), error=None, partial=False, stream=False
     )
     assert segment is not None
     (line,) = [json.loads(x) for x in segment.path.read_text().splitlines()]
-    assert line["ap"] == 3 and line["req"] == body
+    assert line["ap"] == (None if deferred else 3) and line["req"] == body
 
 
 def test_a_forked_child_journals_with_its_own_worker(tmp_path: Path) -> None:

@@ -118,7 +118,7 @@ class SlowFormatting:
 def test_nothing_injected_the_next_call_does_not_wait_for_the_previous_ones_formatting(
     server: ScriptedModelServer, tmp_path: Path
 ) -> None:
-    """With history off, a call's resend check is made when the call is over, so the next
+    """With history off, a call's resend check is made by the capture writer, so the next
     call of the session is sent while the capture writer formats the previous one (before,
     the request path formatted it first, or waited for the writer to)."""
     slow = SlowFormatting(server)

@@ -173,12 +173,11 @@ class HistoryPlugin:
     def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:
         """Inject the budgeted part of the session history the request does not repeat
         (none when ``request.history`` is off or the budget is zero: then only what it
-        repeats is reported, counted when the call is over)."""
+        repeats is reported, counted where the call is formatted)."""
         if request_budget(request, self.budget).off:
-            # Nothing to inject: what the request resends is counted once the call is over,
+            # Nothing to inject: what the request resends is counted by the capture writer,
             # against the session as it is now. The previous call of the session, which the
-            # count reads, is then formatted by the capture writer while this one was on
-            # the network, instead of on this request's path.
+            # count reads, is formatted there in its turn, not first on this request's path.
             history_now = self.histories.snapshot(request.attribution)
             if history_now is not None:
                 own = request.request.messages

@@ -22,7 +22,8 @@ from memtap.capture.private import make_private
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
 from memtap.formats.content import given_messages
-from memtap.history.injector import HistoryBudget, SessionHistories
+from memtap.history.conversation import plan_history
+from memtap.history.injector import NO_HISTORY, HistoryBudget, SessionHistories
 from memtap.history.known_sessions import KnownSessions
 from memtap.longterm.embedding import Embedder, EmbedderOption, resolve_embedder
 from memtap.longterm.facts import LongTermMemory
@@ -46,8 +47,9 @@ from memtap.protocol.model import (
     aware,
     utcnow,
 )
-from memtap.protocol.wire import WireProtocol
+from memtap.protocol.wire import RawExchange, WireProtocol
 from memtap.redact import guard_loggers, redact_exchange, redact_url
+from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
@@ -223,7 +225,12 @@ class Memory:
         )
         if self.spool is not None:
             replay_orphans(
-                self.spool, self.writer, self.pm, lambda a: self.known_sessions.add(self.histories.key(a))
+                self.spool,
+                self.writer,
+                self.pm,
+                lambda a: self.known_sessions.add(self.histories.key(a)),
+                count_resent=self._count_replayed_resent,
+                formatted=self._replayed,
             )
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
@@ -238,6 +245,18 @@ class Memory:
 
         self._atexit = close_at_exit
         atexit.register(close_at_exit)
+
+    def _count_replayed_resent(self, raw: RawExchange) -> int:
+        """What a replayed call resent of its session, counted as its own process would
+        have (the record did not say: history was off), against the session as read from
+        the store and the calls replayed before it (the capture writer, in order)."""
+        own = own_view(raw.profile, raw.protocol.read_request(raw.request_body)).messages
+        return plan_history(self.histories.get(raw.attribution), own, NO_HISTORY).present
+
+    def _replayed(self, exchange: Exchange) -> None:
+        """A replayed call joins its session's cached history (for the next one's count)."""
+        messages = exchange_messages(exchange)
+        self.histories.append(exchange.attribution, lambda: messages)
 
     @property
     def format_in_caller(self) -> bool:

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from memtap.builtins import stream_accumulator
 from memtap.capture.spool import SPOOL_ENV, Spool, decode_record, spool_dir_for
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.plugins import agent_profiles, wire_protocols
 from memtap.protocol.model import Attribution, Exchange
-from memtap.protocol.wire import StreamAccumulator, WireProtocol
+from memtap.protocol.wire import RawExchange, StreamAccumulator, WireProtocol
 from memtap.storage.store import Store, store_identity, url_without_password
 
 if TYPE_CHECKING:
@@ -92,11 +94,17 @@ def replay_orphans(
     writer: CaptureWriter,
     pm: PluginManager,
     seen: Callable[[Attribution], None] | None = None,
+    *,
+    count_resent: Callable[[RawExchange], int] | None = None,
+    formatted: Callable[[Exchange], None] | None = None,
 ) -> int:
     """Queue every call an earlier process left in ``spool`` for storage, oldest first;
     return how many (``seen`` is told each call's attribution). They are formatted in the
     writer thread like fresh calls, and stored idempotently (a call that had been stored
-    already is not stored twice).
+    already is not stored twice). A call whose record does not say what it resent of its
+    session (counted where it was to be formatted: history off) is counted by
+    ``count_resent``; ``formatted`` is told each replayed exchange, in order (the session
+    history the next count reads).
 
     The start-up message tells why they were left: a process that crashed (warning), or one
     that closed normally while its store was down (info); a clean stop leaves nothing."""
@@ -111,7 +119,16 @@ def replay_orphans(
 
         def build(record: dict[str, Any] = record) -> Exchange | None:
             raw = decode_record(record, protocols, accumulator, profiles)
+            if record.get("ap", 0) is None and count_resent is not None:
+                try:
+                    raw = attrs.evolve(raw, already_present=count_resent(raw))
+                except Exception:
+                    log.warning(
+                        "memtap could not tell what a replayed call resent; storing it whole", exc_info=True
+                    )
             exchange: Exchange | None = pm.hook.memtap_format_exchange(raw=raw)
+            if exchange is not None and formatted is not None:
+                formatted(exchange)
             return exchange
 
         entity, session, process = record.get("a") or (None, None, None)

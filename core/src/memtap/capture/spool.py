@@ -158,15 +158,17 @@ def encode_tail(
     response: str | None,
     events: Sequence[str] | None,
     agent: str | None = None,
-    already_present: int = 0,
+    already_present: int | None = 0,
 ) -> str:
     """The response half of a spool record, closing it: the response as JSON text,
     redacted escape-aware, or the stream's events, redacted across events (a secret the
     stream split is found too). Small: what the model answered. ``agent`` names the call's
     agent profile (known once the request is read; its scaffolding is left out when the
-    call is replayed). ``already_present``, how many of the request's leading messages
-    resend its session, is known only when the call is over (records of earlier versions
-    hold it in the request half; either is read)."""
+    call is replayed). ``already_present`` is how many of the request's leading messages
+    resend its session; ``None`` when it is counted only where the call is formatted
+    (history off: :attr:`memtap.protocol.wire.HistoryInjection.resent_later`), and then
+    counted again when the record is replayed (records of earlier versions hold it in the
+    request half; either is read)."""
     fields = _dumps(
         {
             "t1": ended_at,
@@ -361,7 +363,7 @@ def journal_call(
             response=response,
             events=events,
             agent=getattr(getattr(call, "profile", None), "name", None),
-            already_present=getattr(call, "already_present", 0),
+            already_present=None if getattr(call, "resent_later", ()) else call.already_present,
         )
         line = head + tail.encode()
     except Exception:
@@ -404,7 +406,7 @@ def decode_record(
         request_body=record["req"],
         response=record.get("res"),
         stream_result=stream_result,
-        already_present=int(record.get("ap", 0)),
+        already_present=int(record.get("ap") or 0),
         started_at=_dt.datetime.fromisoformat(record["t0"]),
         ended_at=_dt.datetime.fromisoformat(record["t1"]),
         stream=bool(record.get("s")),

@@ -62,9 +62,18 @@ class _Pending:
         self._messages: Sequence[Message] | None = None
 
     def messages(self) -> Sequence[Message]:
-        """The call's messages (raises what resolving raises; then tried again next time)."""
+        """The call's messages (none for a call that cannot be read: logged)."""
         if self._messages is None:
-            self._messages = self.resolve()
+            try:
+                self._messages = tuple(self.resolve())
+            except Exception:
+                log.debug("pending exchange could not be read for history", exc_info=True)
+                self._messages = ()
+        return self._messages
+
+    @property
+    def resolved(self) -> Sequence[Message] | None:
+        """The call's messages if they have been resolved, else ``None``."""
         return self._messages
 
 
@@ -321,24 +330,21 @@ class SessionHistories:
                 entry.messages = (loaded + newer)[-self._max_messages :]
 
     def _resolve(self, entry: _Entry) -> None:
-        # The resolved calls leave ``pending`` when their messages join ``messages``, in
-        # one step under the lock: a snapshot never sees them in neither.
         with self._lock:
             pending = list(entry.pending)
         if not pending:
             return
-        added = _resolved(pending)
+        _resolved(pending)  # formats them, outside the lock
         with self._lock:
-            # Copy-on-write: a list handed out by get() is never changed under its reader.
-            entry.messages = (entry.messages + added)[-self._max_messages :]
-            entry.pending = entry.pending[len(pending) :]
+            self._fold_resolved(entry)
 
     def snapshot(self, attribution: Attribution) -> Callable[[], list[Message]] | None:
         """The session's messages as they are now, to be read later: for a caller that
-        needs them only once its call is over (the resend check of a call no history is
-        injected into), by which time the calls still pending now have been formatted by
-        the capture writer, off the request path. ``None`` while the session's read from
-        the store is not over (:meth:`get` then waits for it, a bounded time)."""
+        needs them only where its call is formatted (the resend check of a call no history
+        is injected into), after the calls still pending now (the capture writer formats
+        calls in order). ``None`` while the session's read from the store is not over
+        (:meth:`get` then waits for it, a bounded time). Reading it formats only those
+        earlier calls: it may be read from inside the formatting of a later one."""
         key = (attribution.entity_id, attribution.session_id)
         with self._lock:
             entry = self._entries.get(key)
@@ -353,15 +359,8 @@ class SessionHistories:
         if not pending:
             return lambda: messages
         limit = self._max_messages
-
-        def then() -> list[Message]:
-            # The session's pending calls join its messages here, as get() would have had
-            # them: nobody else may be reading this session.
-            with entry.resolving:
-                self._resolve(entry)
-            return (messages + _resolved(pending))[-limit:]
-
-        return then
+        # Resolved here, the pending calls join the session's messages at its next append.
+        return lambda: (messages + _resolved(pending))[-limit:]
 
     def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
@@ -372,7 +371,25 @@ class SessionHistories:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
+                self._fold_resolved(entry)
                 entry.pending.append(_Pending(resolve))
+
+    def _fold_resolved(self, entry: _Entry) -> None:
+        """Move the pending calls already resolved at the head of ``entry.pending`` into its
+        messages, in one step: a snapshot never sees a call in neither, and a session only
+        ever snapshotted keeps few pending calls. Holds ``self._lock``; formats nothing.
+        Copy-on-write: a list handed out by get() is never changed under its reader."""
+        done = 0
+        added: list[Message] = []
+        for item in entry.pending:
+            resolved = item.resolved
+            if resolved is None:
+                break
+            added.extend(resolved)
+            done += 1
+        if done:
+            entry.messages = (entry.messages + added)[-self._max_messages :]
+            entry.pending = entry.pending[done:]
 
     def drop(self, *, entity_id: str | None = None) -> None:
         """Forget cached sessions (of one entity, or all)."""
@@ -395,10 +412,7 @@ def _resolved(pending: Sequence[_Pending]) -> list[Message]:
     be read is left out)."""
     added: list[Message] = []
     for item in pending:
-        try:
-            added.extend(item.messages())
-        except Exception:
-            log.debug("pending exchange could not be read for history", exc_info=True)
+        added.extend(item.messages())
     return added
 
 

@@ -51,9 +51,9 @@ class HistoryInjection:
 
     ``already_present`` counts the request's leading messages that repeat the end of the
     stored history (an app that keeps its own history resends them): they are not captured
-    again. An injector that has nothing to inject may leave that count to be made when the
-    call is over, with ``resent_later`` (returns it): the calls it compares with are then
-    formatted, off the request path.
+    again. An injector that has nothing to inject may leave that count to be made where the
+    call is formatted (the capture writer, off the request path), with ``resent_later``
+    (returns it; called once).
     """
 
     messages: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
@@ -163,7 +163,7 @@ class InjectionPlan:
     history: tuple[Message, ...] = attrs.field(default=(), converter=as_messages)
     system_blocks: tuple[SystemBlock, ...] = attrs.field(default=(), converter=_as_blocks)
     already_present: int = 0
-    #: Counts of resent messages to be made when the call is over
+    #: Counts of resent messages to be made where the call is formatted
     #: (:attr:`HistoryInjection.resent_later`); the largest of them and ``already_present``
     #: is what the request resends.
     resent_later: tuple[Callable[[], int], ...] = attrs.field(default=(), eq=False)

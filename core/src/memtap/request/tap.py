@@ -248,9 +248,9 @@ class Call:
         #: The app's request as injection read it (the agent's scaffolding left out).
         self.request_view: RequestView | None = None
         #: How many of the request's leading messages resend the session (not captured
-        #: again); final once the call is over (:attr:`resent_later`).
+        #: again); final once the call is formatted (:attr:`resent_later`).
         self.already_present = 0
-        #: Counts of resent messages left to be made when the call is over
+        #: Counts of resent messages left to be made when the call is formatted
         #: (:attr:`memtap.protocol.wire.HistoryInjection.resent_later`).
         self.resent_later: tuple[Callable[[], int], ...] = ()
         self.injected_messages = 0
@@ -549,8 +549,8 @@ class Call:
         return self.profile
 
     def _settle_resent(self) -> None:
-        """Make the resend counts left for the call's end (fail open: a count that cannot
-        be made counts nothing, and the request's messages are captured)."""
+        """Make the resend counts left for the call's formatting (fail open: a count that
+        cannot be made counts nothing, and the request's messages are captured)."""
         present = self.already_present
         for count_resent in self.resent_later:
             try:
@@ -578,13 +578,15 @@ class Call:
         ended_at = utcnow()
         ended_ns = time.time_ns()
         body = self.app_body
-        if self.resent_later:
-            self._settle_resent()
 
         def build() -> Exchange | None:
             try:
                 if body is None:
                     return None
+                if self.resent_later:
+                    # Counted where the call is formatted (the capture writer), off the
+                    # request path: the calls it compares with are formatted by then.
+                    self._settle_resent()
                 response, stream_result = read()
                 raw = RawExchange(
                     protocol=self.protocol,
