@@ -64,13 +64,16 @@ def test_a_call_is_explained_as_it_was_sent(server):
     mem = make(InMemoryStore(), recall=RecallBudget(k=2, min_score=0.3))
     try:
         client = client_for(mem, server)
-        tokyo = mem.remember("Alice lives in Tokyo near the river", entity_id="alice")
-        dog = mem.remember("Alice has a beagle named Mochi", entity_id="alice")
-        weak = mem.remember("Alice once visited a museum in Tokyo", entity_id="alice")
+        # Before any fact exists: nothing can be recalled into the first call (with the toy
+        # vectors "Hello there" is as close to every fact without a dog as can be, so a
+        # fact indexed in time would be).
         with mem.scope(entity_id="alice", session_id="s1"):
             client.chat.completions.create(model="m", messages=[user("Hello there")])
         mem.flush()
         (first,) = mem.exchanges(session_id="s1")
+        tokyo = mem.remember("Alice lives in Tokyo near the river", entity_id="alice")
+        dog = mem.remember("Alice has a beagle named Mochi", entity_id="alice")
+        weak = mem.remember("Alice once visited a museum in Tokyo", entity_id="alice")
         exchange_id = ask(
             client,
             mem,
