@@ -21,8 +21,8 @@ from typing import Any
 
 import pluggy
 
-from memtap.history.conversation import HistoryBudget, HistoryPlan, cached_plan, plan_history
-from memtap.history.injector import NO_HISTORY, SessionHistories, request_budget
+from memtap.history.conversation import HistoryBudget, HistoryPlan, cached_plan, resent_count
+from memtap.history.injector import SessionHistories, request_budget
 from memtap.hookspecs import hookimpl
 from memtap.longterm.litellm_embedder import LITELLM_PREFIX, LiteLLMEmbedder
 from memtap.longterm.recall import RecallEngine
@@ -183,7 +183,7 @@ class HistoryPlugin:
                 own = request.request.messages
 
                 def resent() -> int:
-                    return plan_history(history_now(), own, NO_HISTORY).present
+                    return resent_count(history_now(), own)
 
                 return [HistoryInjection(resent_later=resent)]
         plan = self.plan(request)

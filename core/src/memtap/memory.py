@@ -22,8 +22,8 @@ from memtap.capture.private import make_private
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
 from memtap.formats.content import given_messages
-from memtap.history.conversation import plan_history
-from memtap.history.injector import NO_HISTORY, HistoryBudget, SessionHistories
+from memtap.history.conversation import resent_count
+from memtap.history.injector import HistoryBudget, SessionHistories
 from memtap.history.known_sessions import KnownSessions
 from memtap.longterm.embedding import Embedder, EmbedderOption, resolve_embedder
 from memtap.longterm.facts import LongTermMemory
@@ -251,7 +251,7 @@ class Memory:
         have (the record did not say: history was off), against the session as read from
         the store and the calls replayed before it (the capture writer, in order)."""
         own = own_view(raw.profile, raw.protocol.read_request(raw.request_body)).messages
-        return plan_history(self.histories.get(raw.attribution), own, NO_HISTORY).present
+        return resent_count(self.histories.get(raw.attribution), own)
 
     def _replayed(self, exchange: Exchange) -> None:
         """A replayed call joins its session's cached history (for the next one's count)."""

@@ -341,6 +341,16 @@ def plan_history(
     return HistoryPlan(messages=tuple(chosen), present=present, resent_exchange_ids=resent_ids)
 
 
+#: The budget that injects nothing: what a request resends is still found.
+NO_HISTORY = HistoryBudget(max_messages=0)
+
+
+def resent_count(history: Sequence[Message], request: Sequence[Message]) -> int:
+    """How many of ``request``'s leading messages resend ``history`` (:func:`plan_history`
+    with nothing to inject): the resend check of a call no history goes into."""
+    return plan_history(history, request, NO_HISTORY).present
+
+
 def _messages_newest_first(units: Iterable[list[Message]]) -> Iterator[Message]:
     for unit in units:
         if len(unit) == 1:

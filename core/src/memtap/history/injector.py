@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from memtap.history.conversation import (
     CHARS_PER_TOKEN,
     MESSAGE_OVERHEAD_TOKENS,
+    NO_HISTORY,
     HistoryBudget,
     approx_tokens,
     overlap,
@@ -41,6 +42,7 @@ from memtap.workers.background import DaemonPool
 __all__ = [
     "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD_TOKENS",
+    "NO_HISTORY",
     "HistoryBudget",
     "SessionHistories",
     "approx_tokens",
@@ -400,11 +402,6 @@ class SessionHistories:
     def close(self) -> None:
         """Stop the reader threads (a read in progress is abandoned)."""
         self._readers.shutdown()
-
-
-#: The budget of a request no history may go into (:attr:`InjectionRequest.history` off):
-#: what it resends is still found, nothing is injected.
-NO_HISTORY = HistoryBudget(max_messages=0)
 
 
 def _resolved(pending: Sequence[_Pending]) -> list[Message]:
