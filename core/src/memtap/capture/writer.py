@@ -26,22 +26,39 @@ class CapturedCall:
     """A finished call waiting to become an :class:`Exchange`.
 
     Formatting is deferred (off the request path) and memoised: the writer and the history
-    cache may both ask, the work is done once.
+    cache may both ask, the work is done once. It has two steps: ``build`` formats the
+    call (its messages: all the history cache needs, and it may need them on the next
+    call's path, before the writer got to this one), ``finish`` completes what only the
+    stored record needs (the record of what was injected, the call's span); the writer
+    asks for both.
     """
 
-    __slots__ = ("_build", "_done", "_exchange", "_lock", "attribution", "replayed", "segment")
+    __slots__ = (
+        "_build",
+        "_done",
+        "_exchange",
+        "_finish",
+        "_finished",
+        "_lock",
+        "attribution",
+        "replayed",
+        "segment",
+    )
 
     def __init__(
         self,
         build: Callable[[], Exchange | None],
         attribution: object = None,
         *,
+        finish: Callable[[Exchange | None], Exchange | None] | None = None,
         segment: Segment | None = None,
         replayed: bool = False,
     ) -> None:
-        self._build = build
+        self._build: Callable[[], Exchange | None] | None = build
+        self._finish = finish
         self._exchange: Exchange | None = None
         self._done = False
+        self._finished = finish is None
         self._lock = threading.Lock()
         self.attribution = attribution
         #: The spool segment journaling this call (``None``: not journaled).
@@ -49,20 +66,41 @@ class CapturedCall:
         #: Whether this call comes from a spool a previous process left.
         self.replayed = replayed
 
-    def exchange(self) -> Exchange | None:
-        """The formatted exchange (``None`` if there is nothing to store or formatting
-        failed; a failure is logged). The work is done once, whoever asks first."""
+    def formatted(self) -> Exchange | None:
+        """The call formatted, with its messages as stored (``None`` if there is nothing to
+        store or formatting failed; a failure is logged), without what only the stored
+        record needs. Done once, whoever asks first; then the builder, and the finished
+        call it holds (body, response), is let go: the history cache may keep this object
+        as long as its session."""
         if self._done:
             return self._exchange
         with self._lock:
             if not self._done:
+                build, self._build = self._build, None
                 try:
-                    self._exchange = self._build()
+                    self._exchange = build() if build is not None else None
                 except Exception:
                     count("failed", reason="format")
                     log.exception("memtap could not format a captured call; it is not stored")
                 finally:
                     self._done = True
+        return self._exchange
+
+    def exchange(self) -> Exchange | None:
+        """The exchange to store: :meth:`formatted`, finished (once)."""
+        exchange = self.formatted()
+        if self._finished:
+            return self._exchange
+        with self._lock:
+            if not self._finished:
+                finish, self._finish = self._finish, None
+                try:
+                    if finish is not None:
+                        self._exchange = finish(exchange)
+                except Exception:
+                    log.exception("memtap could not complete the record of a captured call")
+                finally:
+                    self._finished = True
         return self._exchange
 
 

@@ -60,14 +60,17 @@ class _Pending:
     __slots__ = ("_messages", "resolve")
 
     def __init__(self, resolve: Callable[[], Sequence[Message]]) -> None:
-        self.resolve = resolve
+        self.resolve: Callable[[], Sequence[Message]] | None = resolve
         self._messages: Sequence[Message] | None = None
 
     def messages(self) -> Sequence[Message]:
-        """The call's messages (none for a call that cannot be read: logged)."""
+        """The call's messages (none for a call that cannot be read: logged). Once read,
+        the call is let go: a later call's resend count holds this entry, and through it
+        each call would hold the one before, every call of the session alive."""
         if self._messages is None:
+            resolve, self.resolve = self.resolve, None
             try:
-                self._messages = tuple(self.resolve())
+                self._messages = tuple(resolve()) if resolve is not None else ()
             except Exception:
                 log.debug("pending exchange could not be read for history", exc_info=True)
                 self._messages = ()

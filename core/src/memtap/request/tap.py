@@ -580,33 +580,38 @@ class Call:
         body = self.app_body
 
         def build() -> Exchange | None:
+            if body is None:
+                return None
+            if self.resent_later:
+                # Counted where the call is formatted (the capture writer), off the
+                # request path: the calls it compares with are formatted by then.
+                self._settle_resent()
+            response, stream_result = read()
+            raw = RawExchange(
+                protocol=self.protocol,
+                attribution=self.attribution,
+                request_body=body,
+                response=response,
+                stream_result=stream_result,
+                already_present=self.already_present,
+                started_at=self.started_at,
+                ended_at=ended_at,
+                stream=stream,
+                error=error,
+                partial=partial,
+                id=self.id,
+                profile=self._capture_profile(body),
+                request_view=self.request_view if body is self.app_body else None,
+            )
+            parent = trace.set_span_in_context(self.span)
+            with telemetry.tracer().start_as_current_span("memtap.capture.writer", context=parent):
+                exchange: Exchange | None = self.tap.hook.memtap_format_exchange(raw=raw)
+            return exchange
+
+        def finish(exchange: Exchange | None) -> Exchange | None:
+            # What only the stored record needs: done by the writer, never on the path of
+            # a later call that reads this one's messages for its history.
             try:
-                if body is None:
-                    return None
-                if self.resent_later:
-                    # Counted where the call is formatted (the capture writer), off the
-                    # request path: the calls it compares with are formatted by then.
-                    self._settle_resent()
-                response, stream_result = read()
-                raw = RawExchange(
-                    protocol=self.protocol,
-                    attribution=self.attribution,
-                    request_body=body,
-                    response=response,
-                    stream_result=stream_result,
-                    already_present=self.already_present,
-                    started_at=self.started_at,
-                    ended_at=ended_at,
-                    stream=stream,
-                    error=error,
-                    partial=partial,
-                    id=self.id,
-                    profile=self._capture_profile(body),
-                    request_view=self.request_view if body is self.app_body else None,
-                )
-                parent = trace.set_span_in_context(self.span)
-                with telemetry.tracer().start_as_current_span("memtap.capture.writer", context=parent):
-                    exchange: Exchange | None = self.tap.hook.memtap_format_exchange(raw=raw)
                 if exchange is not None:
                     exchange = with_injected(exchange, self.injection)
                     self.span.set_attributes(telemetry.exchange_attributes(exchange))
@@ -616,7 +621,7 @@ class Call:
             finally:
                 self.span.end(end_time=ended_ns)
 
-        item = CapturedCall(build, self.attribution)
+        item = CapturedCall(build, self.attribution, finish=finish)
         if self.tap.spool is not None and journal is not None and body is not None:
             # Durable before the call returns (a kill -9 right after loses nothing).
             item.segment = journal_call(
@@ -632,5 +637,5 @@ class Call:
 
 
 def _messages(item: CapturedCall) -> Sequence[Message]:
-    ex = item.exchange()
+    ex = item.formatted()
     return exchange_messages(ex) if ex is not None else ()
