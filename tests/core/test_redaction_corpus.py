@@ -282,6 +282,33 @@ def test_a_secret_a_stream_cut_into_pieces_is_redacted(size: int):
     assert key not in "".join(out) and out[-1] == f"not json {REDACTED}"
 
 
+def _stream_of(pieces: list[str]) -> list[str]:
+    return [json.dumps({"choices": [{"index": 0, "delta": {"content": p}}]}) for p in pieces]
+
+
+def _streamed_text(events: list[str]) -> str:
+    return "".join(json.loads(e)["choices"][0]["delta"]["content"] for e in events)
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])
+def test_a_streamed_secret_is_redacted_wherever_the_pieces_fall(secret: FakeSecret):
+    """Every secret, in each of its contexts, streamed: in a piece of its own after a word
+    (joined, the word and the secret are one word, which no detector reads), cut in pieces
+    of several sizes, and after pieces that end in a word's start."""
+    leaks = []
+    for context in contexts_for(secret):
+        text = context.wrap(secret.text)
+        ways = {"own piece after a word": ["Sure, here it is my", text, " done"]}
+        for size in (3, 8, 21):
+            ways[f"cut every {size}"] = ["ok: ", *[text[i : i + size] for i in range(0, len(text), size)]]
+        ways["glued to the piece before"] = ["the key", text]
+        for way, pieces in ways.items():
+            out = redact_stream(_stream_of(pieces))
+            if leaked(secret, "".join(out)) or leaked(secret, _streamed_text(out)):
+                leaks.append(f"{context.name}: {way}")
+    assert leaks == []
+
+
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])
 def test_the_record_of_what_was_injected_holds_no_secret(secret: FakeSecret):
     """``Exchange.injected`` (memtap explain) is redacted like the messages: a secret in an

@@ -785,15 +785,25 @@ def redact_json(obj: Any, default: Callable[[Any], Any] | None = None) -> Any:
     small strings costs one scan, and long strings seen before (:data:`CACHE_MIN_CHARS`)
     are not scanned again.
     """
+    return _redact_json(obj, default)[0]
+
+
+#: :func:`_collect`'s findings: a value that must go or be converted, a long string.
+_FLAGGED = 1
+_LONG = 2
+
+
+def _redact_json(obj: Any, default: Callable[[Any], Any] | None) -> tuple[Any, int]:
+    """:func:`redact_json`, and what :func:`_collect` found (``_FLAGGED``, ``_LONG``)."""
     convert = default or str
     pending: dict[str, None] = {}
-    flagged = _collect(obj, pending, convert)
+    found = _collect(obj, pending, convert)
     results: dict[str, str] = {}
     if pending:
         _scan_many(list(pending), results)
-    if not results and not flagged:
-        return obj
-    return _rebuild(obj, results, convert)
+    if not results and not found & _FLAGGED:
+        return obj, found
+    return _rebuild(obj, results, convert), found
 
 
 def new_text(obj: Any, enough: int, *, max_nodes: int = 512) -> int:
@@ -824,40 +834,40 @@ def new_text(obj: Any, enough: int, *, max_nodes: int = 512) -> int:
     return seen
 
 
-def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) -> bool:
-    """Gather the strings of ``obj`` to scan; ``True`` if a secret-named key holds a value
-    that must go (or a non-JSON object must be converted)."""
+def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) -> int:
+    """Gather the strings of ``obj`` to scan; the result has ``_FLAGGED`` if a secret-named
+    key holds a value that must go (or a non-JSON object must be converted), ``_LONG`` if
+    a string is long enough for :func:`dumps_redacted` to keep its encoding."""
     if isinstance(obj, str):
-        if len(obj) >= MIN_SECRET_CHARS and obj not in pending:
-            if len(obj) < CACHE_MIN_CHARS:
+        n = len(obj)
+        found = _LONG if n >= ENCODE_CACHE_MIN_CHARS else 0
+        if n >= MIN_SECRET_CHARS and obj not in pending:
+            if n < CACHE_MIN_CHARS:
                 pending[obj] = None
             else:
                 hit, cached = _CACHE.get(obj)
                 if not hit:
                     pending[obj] = None
                 elif cached is not None:
-                    return True
-        return False
+                    return found | _FLAGGED
+        return found
     if isinstance(obj, Mapping):
-        flagged = False
+        found = 0
         for key, value in obj.items():
             if isinstance(key, str):
-                if _collect(key, pending, convert):
-                    flagged = True
+                found |= _collect(key, pending, convert)
                 kind = _key_kind_cached(key)
                 if kind is not None and isinstance(value, str) and is_secret_value(kind, value):
-                    flagged = True
+                    found |= _FLAGGED
                     continue
-            if _collect(value, pending, convert):
-                flagged = True
-        return flagged
+            found |= _collect(value, pending, convert)
+        return found
     if isinstance(obj, (list, tuple)):
-        flagged = False
+        found = 0
         for item in obj:
-            if _collect(item, pending, convert):
-                flagged = True
-        return flagged
-    return not isinstance(obj, _JSON_SCALARS)  # any other object is converted when rebuilt
+            found |= _collect(item, pending, convert)
+        return found
+    return 0 if isinstance(obj, _JSON_SCALARS) else _FLAGGED  # any other object is converted
 
 
 def _scan_many(texts: list[str], results: dict[str, str]) -> None:
@@ -952,10 +962,7 @@ def redact_stream(events: Sequence[str]) -> list[str]:
             continue
         found = _SCANNER.spans(joined)
         if len(group) > 1:  # each piece alone too: joining may glue a word to a key's start
-            offset = 0
-            for piece in group:
-                found += [(a + offset, b + offset, n) for a, b, n in _SCANNER.spans(piece[3])]
-                offset += len(piece[3])
+            found += _piece_spans([p[3] for p in group])
         if found:
             _cut(group, _merge(found), decoded, changed)
     out = []
@@ -966,6 +973,25 @@ def redact_stream(events: Sequence[str]) -> list[str]:
             out.append(json.dumps(decoded[index], ensure_ascii=False, separators=(",", ":")))
         else:
             out.append(event)
+    return out
+
+
+def _piece_spans(pieces: list[str]) -> list[tuple[int, int, str]]:
+    """The secrets of each piece alone, as offsets in the pieces joined: one scan of them
+    joined by a separator no secret crosses (as :func:`_scan_many`), not one per piece."""
+    spans = _SCANNER.spans(_SEPARATOR.join(pieces))
+    if not spans:
+        return []
+    starts = []  # of each piece in the separated text
+    offset = 0
+    for piece in pieces:
+        starts.append(offset)
+        offset += len(piece) + 1
+    out = []
+    for start, end, name in spans:
+        i = bisect.bisect_right(starts, start) - 1
+        end = min(end, starts[i] + len(pieces[i]))
+        out.append((start - i, end - i, name))  # i separators stood before piece i
     return out
 
 
@@ -1127,9 +1153,9 @@ def dumps_redacted(obj: Any, default: Callable[[Any], Any] | None = None) -> byt
     for placeholders that cannot occur in text, the rest goes through :func:`json.dumps`,
     and the kept encodings are joined in), so a 70 KB body costs about a copy of it.
     """
-    redacted = redact_json(obj, default)
+    redacted, found = _redact_json(obj, default)
     longs: list[str] = []
-    light = _lift(redacted, longs)
+    light = _lift(redacted, longs) if found & (_LONG | _FLAGGED) else redacted
     text = json.dumps(light, ensure_ascii=False, separators=(",", ":"), default=default)
     if not longs:
         return text.encode()
