@@ -124,3 +124,29 @@ def test_forgetting_one_fact_retracts_it_and_nothing_else():
         assert [f.id for f in mem.facts(entity_id="bob")] == [bobs.id]
     finally:
         mem.close()
+
+
+def test_a_history_injected_again_is_recorded_the_same_and_a_new_turn_anew():
+    """The record's turns are remembered by message object (a session's history is injected
+    call after call): the same objects give the same record; another object with the same
+    time and another text (or a secret) is recorded as it is."""
+    from memtap.capture.explanation import injected_blocks as record_of
+    from memtap.protocol.model import Message
+    from memtap.protocol.wire import InjectionPlan
+    from memtap.redact import REDACTED
+    from memtap.testing.secrets import SECRETS
+
+    turns = [
+        Message("user", "We deploy on Fridays.", created_at=T0),
+        Message("assistant", "Noted.", created_at=T0),
+    ]
+    first = record_of(InjectionPlan(history=turns))
+    again = record_of(InjectionPlan(history=list(turns)))
+    assert first == again
+    assert first[0].text == "user: We deploy on Fridays.\nassistant: Noted."
+    assert all(t.created_at is None for t in first[0].turns)
+    secret = SECRETS[0].text
+    changed = [turns[0], Message("assistant", f"Your key is {secret}", created_at=T0)]
+    record = record_of(InjectionPlan(history=changed))[0]
+    assert record.text == f"user: We deploy on Fridays.\nassistant: Your key is {REDACTED}"
+    assert secret not in repr(record)

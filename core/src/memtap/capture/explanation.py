@@ -69,10 +69,34 @@ def _fact(c: Considered) -> ExplainedFact:
     )
 
 
-def _turn(m: Message) -> Message:
+def _make_turn(m: Message) -> tuple[Message, Message, str]:
     content = redact_text(m.content)
     calls = tuple(attrs.evolve(c, arguments=redact_text(c.arguments)) for c in m.tool_calls)
-    return attrs.evolve(m, content=content, tool_calls=calls, created_at=None)
+    turn = attrs.evolve(m, content=content, tool_calls=calls, created_at=None)
+    return m, turn, str(turn)
+
+
+class _Turns:
+    """Injected turns as the record holds them (redacted, without their time) and their
+    text, remembered by message object: a session's history is injected call after call,
+    and its latest turns are the same objects each time (bounded; keyed by identity, each
+    entry keeps its message, so an id is never that of another object)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._made: dict[int, tuple[Message, Message, str]] = {}
+
+    def get(self, m: Message) -> tuple[Message, str]:
+        made = self._made.get(id(m))
+        if made is None or made[0] is not m:
+            made = _make_turn(m)
+            if len(self._made) >= self.size:
+                self._made.clear()  # a new window: the turns injected next are rebuilt once
+            self._made[id(m)] = made
+        return made[1], made[2]
+
+
+_TURNS = _Turns(4096)
 
 
 def injected_blocks(plan: InjectionPlan) -> tuple[InjectedBlock, ...]:
@@ -81,8 +105,10 @@ def injected_blocks(plan: InjectionPlan) -> tuple[InjectedBlock, ...]:
     path."""
     out: list[InjectedBlock] = []
     if plan.history:
-        turns = tuple(_turn(m) for m in plan.history)
-        out.append(InjectedBlock(kind=HISTORY, text="\n".join(str(m) for m in turns), turns=turns))
+        made = [_TURNS.get(m) for m in plan.history]
+        out.append(
+            InjectedBlock(kind=HISTORY, text="\n".join(t for _, t in made), turns=tuple(m for m, _ in made))
+        )
     for block in plan.system_blocks:
         note = block.note if isinstance(block.note, RecallNote) else None
         considered = note.considered if note is not None else ()

@@ -253,6 +253,7 @@ class _Carried:
     def __init__(self, request: Sequence[Message]) -> None:
         self._request = request
         self._turns: set[tuple[object, ...]] | None = None
+        self._texts: set[str] = set()  # the request's texts: most stored turns share none
         self._redacted: set[tuple[object, ...]] | None = None  # the turns as memtap stores them
         self._answered: set[str] = set()  # call ids the request's tool messages answer
         self._called: set[str] = set()  # call ids the request's assistant messages make
@@ -263,19 +264,23 @@ class _Carried:
             turns = self._turns = set()
             for m in self._request:
                 turns.add(_turn_key(m))
+                self._texts.add(m.content)
                 if m.role == "tool" and m.tool_call_id:
                     self._answered.add(m.tool_call_id)
                 if m.tool_calls:
                     self._called.update(c.id for c in m.tool_calls)
-        if _turn_key(message) in turns:
+        content = message.content
+        if content in self._texts and _turn_key(message) in turns:
             return True
-        if REDACTED in message.content:  # stored redacted: the request holds the secret
+        if REDACTED in content:  # stored redacted: the request holds the secret
             if self._redacted is None:
                 self._redacted = {_turn_key(m, redact_text(m.content)) for m in self._request}
             if _turn_key(message) in self._redacted:
                 return True
         if message.role == "tool":
             return message.tool_call_id in self._answered
+        if not message.tool_calls or not self._called:
+            return False
         return any(c.id in self._called for c in message.tool_calls)
 
 
