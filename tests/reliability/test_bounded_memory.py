@@ -71,9 +71,15 @@ HISTORY = {
 }
 
 
-def _alive(kind: type) -> int:
+def _alive(kind: type, entity_id: str) -> int:
+    """Objects of ``kind`` alive for calls of ``entity_id`` (not those of other tests, which
+    a loaded machine may still be closing)."""
     gc.collect()
-    return sum(1 for o in gc.get_objects() if isinstance(o, kind))
+    return sum(
+        1
+        for o in gc.get_objects()
+        if isinstance(o, kind) and getattr(o.attribution, "entity_id", None) == entity_id
+    )
 
 
 @pytest.mark.parametrize("new_session", [False, True], ids=["one-session", "new-session-each-call"])
@@ -84,13 +90,14 @@ def test_finished_calls_are_not_kept(tmp_path: Path, client: str, history: str, 
         mem = memtap.Memory(f"duckdb:///{tmp_path / 'm.duckdb'}", history=HISTORY[history])
         try:
             call = CLIENTS[client](mem, server)
+            entity = f"bounded-{client}-{history}-{new_session}"
             for number in range(CALLS):
                 session = f"s{number}" if new_session else "one"
-                with mem.scope(entity_id="bounded", session_id=session):
+                with mem.scope(entity_id=entity, session_id=session):
                     call()
             assert mem.flush(60)
-            calls, captured = _alive(Call), _alive(CapturedCall)
-            stored = len(mem.history("one" if not new_session else f"s{CALLS - 1}", entity_id="bounded"))
+            calls, captured = _alive(Call, entity), _alive(CapturedCall, entity)
+            stored = len(mem.history("one" if not new_session else f"s{CALLS - 1}", entity_id=entity))
         finally:
             mem.close()
     assert stored >= 2, "the calls were not stored"

@@ -276,54 +276,61 @@ class CaptureWriter:
         failing = False
         while True:
             batch, stop = self._take_batch(backoff if self._held else None)
-            self._count_taken(batch)
-            for item in batch:
-                ex = item.exchange()
-                if ex is None:
-                    self.stats.unformatted += 1
-                    self._release([item])
-                    self._finish(1)
-                else:
-                    self._held.append((ex, item))
-            self._drop_spool_dropped()
-            self._bound_held()
-            if self._held:
-                pending = list(self._held)
-                try:
-                    self._write([ex for ex, _ in pending])
-                except Exception as exc:
-                    self.stats.write_failures += 1
-                    count("failed", len(pending), reason="store_write")
-                    if not failing:
-                        log.error(
-                            "memtap could not store %d exchange(s): %s; they are kept and "
-                            "retried (the application's calls are not affected)",
-                            len(pending),
-                            exc,
-                        )
-                        failing = True
-                    backoff = min(self._retry_max, backoff * 2)
-                    if stop:
-                        return
-                    continue
-                if failing:
-                    log.warning("memtap storage is back; %d exchange(s) stored", len(pending))
-                    failing = False
-                backoff = self._retry_initial
-                self._held.clear()
-                self.stats.written += len(pending)
-                count("stored", len(pending))
-                count("replayed", sum(1 for _, item in pending if item.replayed))
-                self._release([item for _, item in pending])
-                stored = [ex for ex, _ in pending]
-                for callback in self.on_written:
-                    try:
-                        callback(stored)
-                    except Exception:
-                        log.exception("memtap on_written callback failed")
-                self._finish(len(pending))
+            backoff, failing, stop = self._process(batch, stop, backoff, failing)
+            del batch  # let go of the batch's calls while waiting for the next one
             if stop:
                 return
+
+    def _process(
+        self, batch: list[CapturedCall], stop: bool, backoff: float, failing: bool
+    ) -> tuple[float, bool, bool]:
+        """Format and store one batch (kept, with what is held, when the store refuses it).
+        Returns the next backoff, whether the store is failing, and whether to stop."""
+        self._count_taken(batch)
+        for item in batch:
+            ex = item.exchange()
+            if ex is None:
+                self.stats.unformatted += 1
+                self._release([item])
+                self._finish(1)
+            else:
+                self._held.append((ex, item))
+        self._drop_spool_dropped()
+        self._bound_held()
+        if self._held:
+            pending = list(self._held)
+            try:
+                self._write([ex for ex, _ in pending])
+            except Exception as exc:
+                self.stats.write_failures += 1
+                count("failed", len(pending), reason="store_write")
+                if not failing:
+                    log.error(
+                        "memtap could not store %d exchange(s): %s; they are kept and "
+                        "retried (the application's calls are not affected)",
+                        len(pending),
+                        exc,
+                    )
+                    failing = True
+                backoff = min(self._retry_max, backoff * 2)
+                return backoff, failing, stop
+            if failing:
+                log.warning("memtap storage is back; %d exchange(s) stored", len(pending))
+                failing = False
+            backoff = self._retry_initial
+            self._held.clear()
+            self.stats.written += len(pending)
+            count("stored", len(pending))
+            count("replayed", sum(1 for _, item in pending if item.replayed))
+            self._release([item for _, item in pending])
+            stored = [ex for ex, _ in pending]
+            for callback in self.on_written:
+                try:
+                    callback(stored)
+                except Exception:
+                    log.exception("memtap on_written callback failed")
+            self._finish(len(pending))
+        return backoff, failing, stop
 
     @staticmethod
     def _count_taken(batch: list[CapturedCall]) -> None:

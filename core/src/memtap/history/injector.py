@@ -364,8 +364,14 @@ class SessionHistories:
         if not pending:
             return lambda: messages
         limit = self._max_messages
-        # Resolved here, the pending calls join the session's messages at its next append.
-        return lambda: (messages + _resolved(pending))[-limit:]
+
+        def read() -> list[Message]:
+            resolved = _resolved(pending)
+            with self._lock:  # resolved, they join the session's messages now
+                self._fold_resolved(entry)
+            return (messages + resolved)[-limit:]
+
+        return read
 
     def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
