@@ -870,21 +870,28 @@ def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) 
     return 0 if isinstance(obj, _JSON_SCALARS) else _FLAGGED  # any other object is converted
 
 
-def _scan_many(texts: list[str], results: dict[str, str]) -> None:
-    """Scan ``texts`` as one joined text; record those that change in ``results``."""
-    joined = _SEPARATOR.join(texts)
-    spans = _SCANNER.spans(joined)
+def _spans_each(texts: list[str]) -> dict[int, list[tuple[int, int, str]]]:
+    """The secrets of each of ``texts`` alone (offsets in it), by index: one scan of them
+    joined by a separator no secret crosses."""
+    spans = _SCANNER.spans(_SEPARATOR.join(texts))
+    hits: dict[int, list[tuple[int, int, str]]] = {}
+    if not spans:
+        return hits
     starts = []
     offset = 0
     for t in texts:
         starts.append(offset)
         offset += len(t) + 1
-    hits: dict[int, list[tuple[int, int, str]]] = {}
-    if spans:
-        for start, end, name in spans:
-            i = bisect.bisect_right(starts, start) - 1
-            base = starts[i]
-            hits.setdefault(i, []).append((start - base, min(end, base + len(texts[i])) - base, name))
+    for start, end, name in spans:
+        i = bisect.bisect_right(starts, start) - 1
+        base = starts[i]
+        hits.setdefault(i, []).append((start - base, min(end, base + len(texts[i])) - base, name))
+    return hits
+
+
+def _scan_many(texts: list[str], results: dict[str, str]) -> None:
+    """Scan ``texts`` as one joined text; record those that change in ``results``."""
+    hits = _spans_each(texts)
     for i, t in enumerate(texts):
         found = hits.get(i)
         redacted = _apply(t, found) if found else None
@@ -977,21 +984,14 @@ def redact_stream(events: Sequence[str]) -> list[str]:
 
 
 def _piece_spans(pieces: list[str]) -> list[tuple[int, int, str]]:
-    """The secrets of each piece alone, as offsets in the pieces joined: one scan of them
-    joined by a separator no secret crosses (as :func:`_scan_many`), not one per piece."""
-    spans = _SCANNER.spans(_SEPARATOR.join(pieces))
-    if not spans:
-        return []
-    starts = []  # of each piece in the separated text
-    offset = 0
-    for piece in pieces:
-        starts.append(offset)
-        offset += len(piece) + 1
+    """The secrets of each piece alone (:func:`_spans_each`), as offsets in the pieces
+    joined without a separator."""
+    hits = _spans_each(pieces)
     out = []
-    for start, end, name in spans:
-        i = bisect.bisect_right(starts, start) - 1
-        end = min(end, starts[i] + len(pieces[i]))
-        out.append((start - i, end - i, name))  # i separators stood before piece i
+    offset = 0
+    for i, piece in enumerate(pieces):
+        out += [(a + offset, b + offset, name) for a, b, name in hits.get(i, ())]
+        offset += len(piece)
     return out
 
 
