@@ -180,3 +180,49 @@ def test_redact_plugin_wraps_whatever_a_formatter_returns(monkeypatch):
     exchange = pm.hook.memtap_format_exchange(raw=raw_exchange())
     assert exchange == redact_exchange(exchange_with_secrets())
     assert exchange.input[0].content == f"use {REDACTED} please"
+
+
+@pytest.mark.parametrize("secret", SECRETS.values(), ids=SECRETS.keys())
+def test_a_text_not_remembered_is_redacted_alike_and_left_out_of_the_cache(secret):
+    from memtap.redact import new_text
+
+    text = json.dumps({"id": f"answer-{secret[:3]}", "content": f"the key is {secret}, use it once"})
+    assert redact_text(text, remember=False) == redact_text(text)
+    unique = text.replace("answer-", "unique-answer-")
+    redacted = redact_text(unique, remember=False)
+    assert secret not in redacted
+    assert new_text(unique, 10**9) == len(unique)  # not kept: a later scan of it starts afresh
+    assert redact_text(unique) == redacted
+
+
+class _Text(str):
+    pass
+
+
+def test_structures_of_other_types_than_dict_list_and_str_are_redacted_alike():
+    import collections
+
+    from memtap.redact import dumps_redacted, redact_json
+
+    secret = SECRETS["openai"]
+    plain = {
+        "messages": [{"role": "user", "content": f"key {secret}"}, ("t", f"x {secret}")],
+        "password": "hunter2",
+    }
+    odd = collections.OrderedDict(
+        messages=[
+            collections.defaultdict(str, role="user", content=_Text(f"key {secret}")),
+            ("t", f"x {secret}"),
+        ],
+        password=_Text("hunter2"),
+    )
+    expected = {
+        "messages": [{"role": "user", "content": f"key {REDACTED}"}, ["t", f"x {REDACTED}"]],
+        "password": REDACTED,
+    }
+    assert json.loads(dumps_redacted(plain)) == expected
+    assert json.loads(dumps_redacted(odd)) == expected
+    assert json.loads(json.dumps(redact_json(odd))) == expected
+    assert redact_json({"a": (1, 2.5, None, True, "clean text here")}) == {
+        "a": (1, 2.5, None, True, "clean text here")
+    }

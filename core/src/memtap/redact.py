@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import json
 import logging
 import math
@@ -489,11 +490,11 @@ _KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "wo
 
 
 def _assignment_gate(pivot: str) -> str:
-    """Right after ``=``/``:``: a value follows, the key's last two letters are those of a
-    secret's name (one test of two character classes, which most keys fail: "type",
-    "content"), then the whole ending (literal alternatives, which the regex engine
-    dismisses by their first character). Quotes and a blank may stand between key and
-    separator. All of it runs inside the regex engine."""
+    """Right after ``=``/``:``: the key's last two letters are those of a secret's name
+    (one test of two character classes, which most keys fail: "type", "content"), then the
+    whole ending (literal alternatives, which the regex engine
+    dismisses by their first character), and a value follows. Quotes and a blank may stand
+    between key and separator. All of it runs inside the regex engine."""
     p = re.escape(pivot)
     second = "".join(sorted({c for e in _KEY_ENDINGS for c in (e[-2], e[-2].upper())}))
     last = "".join(sorted({c for e in _KEY_ENDINGS for c in (e[-1], e[-1].upper())}))
@@ -509,7 +510,9 @@ def _assignment_gate(pivot: str) -> str:
     full = "|".join(f"(?<={'|'.join(alts)})" for _, alts in sorted(by_width.items()))
     # JSON nested twice or more (\\\" before the separator) is rare: each such key is read.
     nested = f'(?<=\\\\\\\\"{p})'
-    return f"{_VALUE_AHEAD}(?:(?:{quick})(?:{full})|{nested})"
+    # The key's test first: most separators of JSON text are followed by a value but
+    # follow a key no secret has ("content":), and fail it at once.
+    return f"(?:(?:{quick})(?:{full})|{nested}){_VALUE_AHEAD}"
 
 
 #: The ``--password``-style flags (``pivot``: the first ``-``).
@@ -703,29 +706,29 @@ class _Cache:
     def __init__(self, max_chars: int) -> None:
         self.max_chars = max_chars
         self.chars = 0
-        self._data: dict[str, str | None] = {}
+        self.data: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def get(self, text: str) -> tuple[bool, str | None]:
         try:
-            return True, self._data[text]
+            return True, self.data[text]
         except KeyError:
             return False, None
 
     def put(self, text: str, redacted: str | None) -> None:
         with self._lock:
-            if text in self._data:
+            if text in self.data:
                 return
-            self._data[text] = redacted
+            self.data[text] = redacted
             self.chars += len(text) + _ENTRY_COST
-            while self.chars > self.max_chars and self._data:
-                oldest = next(iter(self._data))
-                del self._data[oldest]
+            while self.chars > self.max_chars and self.data:
+                oldest = next(iter(self.data))
+                del self.data[oldest]
                 self.chars -= len(oldest) + _ENTRY_COST
 
     def clear(self) -> None:
         with self._lock:
-            self._data.clear()
+            self.data.clear()
             self.chars = 0
 
 
@@ -735,21 +738,25 @@ _CACHE = _Cache(CACHE_MAX_CHARS)
 def clear_cache() -> None:
     """Forget every scanned text (for benchmarks and tests)."""
     _CACHE.clear()
+    _CLEAN_PIECES.clear()
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, *, remember: bool = True) -> str:
     """``text`` with every secret replaced by :data:`REDACTED` (the same object when there
     is none). Works on plain text and on JSON text alike: the result of redacting valid
-    JSON is valid JSON."""
+    JSON is valid JSON. ``remember=False`` for a text that will not come back (a model's
+    answer as JSON text, with its id): it is neither looked up nor kept in the cache of
+    scanned texts, whose room is for what recurs (system prompts, earlier turns)."""
     if len(text) < MIN_SECRET_CHARS:
         return text
-    if len(text) >= CACHE_MIN_CHARS:
-        hit, cached = _CACHE.get(text)
-        if hit:
+    remember = remember and len(text) >= CACHE_MIN_CHARS
+    if remember:
+        cached = _CACHE.data.get(text, _UNSEEN)
+        if cached is not _UNSEEN:
             return text if cached is None else cached
     spans = _SCANNER.spans(text)
     result = _apply(text, spans) if spans else text
-    if len(text) >= CACHE_MIN_CHARS:
+    if remember:
         _CACHE.put(text, None if result is text else result)
     return result
 
@@ -758,6 +765,10 @@ def redact_text(text: str) -> str:
 
 _SEPARATOR = "\x00"
 _JSON_SCALARS = (int, float, bool, type(None))
+_CONTAINERS = frozenset((dict, list, tuple))
+_SCALAR_TYPES = frozenset(_JSON_SCALARS)
+#: Not in the cache of scanned texts (``None`` there means: scanned, nothing to redact).
+_UNSEEN: Any = object()
 
 
 _KINDS: dict[str, str | None] = {}
@@ -813,20 +824,28 @@ def new_text(obj: Any, enough: int, *, max_nodes: int = 512) -> int:
     stack = [obj]
     seen = 0
     nodes = 0
+    cached = _CACHE.data
     while stack:
         item = stack.pop()
         nodes += 1
         if nodes > max_nodes:
             return enough
-        if isinstance(item, str):
+        kind = type(item)
+        if kind is str or (kind not in _CONTAINERS and isinstance(item, str)):
             n = len(item)
             if n < MIN_SECRET_CHARS:
                 continue
-            known = n >= CACHE_MIN_CHARS and _CACHE.get(item)[0]
+            known = n >= CACHE_MIN_CHARS and item in cached
             if not known or (n >= ENCODE_CACHE_MIN_CHARS and item not in _ENCODED):
                 seen += n
             if seen >= enough:
                 return seen
+        elif kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind in _SCALAR_TYPES:
+            continue
         elif isinstance(item, Mapping):
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
@@ -837,37 +856,73 @@ def new_text(obj: Any, enough: int, *, max_nodes: int = 512) -> int:
 def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) -> int:
     """Gather the strings of ``obj`` to scan; the result has ``_FLAGGED`` if a secret-named
     key holds a value that must go (or a non-JSON object must be converted), ``_LONG`` if
-    a string is long enough for :func:`dumps_redacted` to keep its encoding."""
-    if isinstance(obj, str):
-        n = len(obj)
-        found = _LONG if n >= ENCODE_CACHE_MIN_CHARS else 0
-        if n >= MIN_SECRET_CHARS and obj not in pending:
-            if n < CACHE_MIN_CHARS:
-                pending[obj] = None
-            else:
-                hit, cached = _CACHE.get(obj)
-                if not hit:
-                    pending[obj] = None
-                elif cached is not None:
-                    return found | _FLAGGED
-        return found
-    if isinstance(obj, Mapping):
+    a string is long enough for :func:`dumps_redacted` to keep its encoding.
+
+    Dicts, lists and strings are told apart by their exact type first: this walk runs on
+    every request body, and an ``isinstance`` test against ``Mapping`` (an abstract class)
+    costs several times a type comparison."""
+    kind = type(obj)
+    if kind is str:
+        return _collect_text(obj, pending)
+    if kind is dict:
+        return _collect_items(obj, pending, convert)
+    if kind is list or kind is tuple:
         found = 0
-        for key, value in obj.items():
-            if isinstance(key, str):
-                found |= _collect(key, pending, convert)
-                kind = _key_kind_cached(key)
-                if kind is not None and isinstance(value, str) and is_secret_value(kind, value):
-                    found |= _FLAGGED
-                    continue
-            found |= _collect(value, pending, convert)
+        for item in obj:
+            item_kind = type(item)
+            if item_kind is str:
+                found |= _collect_text(item, pending)
+            elif item_kind not in _SCALAR_TYPES:
+                found |= _collect(item, pending, convert)
         return found
+    if kind in _SCALAR_TYPES:
+        return 0
+    if isinstance(obj, str):
+        return _collect_text(obj, pending)
+    if isinstance(obj, Mapping):
+        return _collect_items(obj, pending, convert)
     if isinstance(obj, (list, tuple)):
         found = 0
         for item in obj:
             found |= _collect(item, pending, convert)
         return found
     return 0 if isinstance(obj, _JSON_SCALARS) else _FLAGGED  # any other object is converted
+
+
+def _collect_text(text: str, pending: dict[str, None]) -> int:
+    """:func:`_collect` of one string."""
+    n = len(text)
+    found = _LONG if n >= ENCODE_CACHE_MIN_CHARS else 0
+    if n >= MIN_SECRET_CHARS and text not in pending:
+        if n < CACHE_MIN_CHARS:
+            pending[text] = None
+        else:
+            cached = _CACHE.data.get(text, _UNSEEN)
+            if cached is _UNSEEN:
+                pending[text] = None
+            elif cached is not None:
+                return found | _FLAGGED
+    return found
+
+
+def _collect_items(obj: Mapping[Any, Any], pending: dict[str, None], convert: Callable[[Any], Any]) -> int:
+    """:func:`_collect` of a mapping: its keys, its values, and the values of secret-named keys."""
+    found = 0
+    kinds = _KINDS
+    for key, value in obj.items():
+        value_kind = type(value)
+        if isinstance(key, str):
+            if len(key) >= MIN_SECRET_CHARS:
+                found |= _collect_text(key, pending)
+            kind = kinds[key] if key in kinds else _key_kind_cached(key)
+            if kind is not None and isinstance(value, str) and is_secret_value(kind, value):
+                found |= _FLAGGED
+                continue
+        if value_kind is str:
+            found |= _collect_text(value, pending)
+        elif value_kind not in _SCALAR_TYPES:
+            found |= _collect(value, pending, convert)
+    return found
 
 
 def _spans_each(texts: list[str]) -> dict[int, list[tuple[int, int, str]]]:
@@ -943,6 +998,41 @@ def _rebuild(obj: Any, results: dict[str, str], convert: Callable[[Any], Any]) -
 # -- streams ----------------------------------------------------------------------------
 
 
+class _CleanPieces:
+    """The groups of stream pieces (the strings at one place of successive events, in
+    order) found to hold no secret, remembered by their exact pieces: every event of a
+    stream repeats its model, object type and fingerprint, and every stream of a client the
+    same ones, so that their scans (the pieces joined, and each alone) are made once. Keyed
+    by the pieces themselves, not their join: the same text cut elsewhere is scanned anew
+    (a cut decides what the scan of each piece alone sees). Bounded (oldest forgotten)."""
+
+    def __init__(self, max_groups: int) -> None:
+        self.max_groups = max_groups
+        self._groups: dict[tuple[str, ...], None] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, pieces: tuple[str, ...]) -> bool:
+        return pieces in self._groups
+
+    def add(self, pieces: tuple[str, ...]) -> None:
+        if sum(map(len, pieces)) > _CLEAN_PIECES_MAX_CHARS:
+            return  # long answers do not come back: not worth the room
+        with self._lock:
+            self._groups[pieces] = None
+            while len(self._groups) > self.max_groups:
+                del self._groups[next(iter(self._groups))]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._groups.clear()
+
+
+#: The longest group of stream pieces remembered as clean (an answer's text rarely comes
+#: back cut the same way; a model name, an id or a fingerprint do).
+_CLEAN_PIECES_MAX_CHARS = 1024
+_CLEAN_PIECES = _CleanPieces(4096)
+
+
 def redact_stream(events: Sequence[str]) -> list[str]:
     """A stream's events (JSON texts, in order) with every secret removed, including one the
     stream cut across several events: the strings found at the same place of successive
@@ -964,20 +1054,23 @@ def redact_stream(events: Sequence[str]) -> list[str]:
             _stream_leaves(obj, (), index, None, None, pieces)
     changed: set[int] = set()
     for group in pieces.values():
-        joined = "".join(p[3] for p in group)
-        if len(joined) < MIN_SECRET_CHARS:
+        texts = tuple(p[3] for p in group)
+        joined = "".join(texts)
+        if len(joined) < MIN_SECRET_CHARS or texts in _CLEAN_PIECES:
             continue
         found = _SCANNER.spans(joined)
         if len(group) > 1:  # each piece alone too: joining may glue a word to a key's start
-            found += _piece_spans([p[3] for p in group])
+            found += _piece_spans(list(texts))
         if found:
             _cut(group, _merge(found), decoded, changed)
+        else:
+            _CLEAN_PIECES.add(texts)
     out = []
     for index, event in enumerate(events):
         if decoded[index] is None:
             out.append(redact_text(event))
         elif index in changed:
-            out.append(json.dumps(decoded[index], ensure_ascii=False, separators=(",", ":")))
+            out.append(compact_encoder().encode(decoded[index]))
         else:
             out.append(event)
     return out
@@ -1003,15 +1096,19 @@ def _stream_leaves(
     key: Any,
     pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]],
 ) -> None:
+    # The values of decoded JSON: exactly str, dict, list or a scalar (numbers, true, null
+    # are no secret's place and are passed over without a path being made for them).
     if isinstance(obj, str):
         if parent is not None:
             pieces.setdefault(path, []).append((index, parent, key, obj))
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
+        return
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        kind = type(v)
+        if kind is str:
+            pieces.setdefault((*path, k), []).append((index, obj, k, v))
+        elif kind is dict or kind is list:
             _stream_leaves(v, (*path, k), index, obj, k, pieces)
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            _stream_leaves(v, (*path, i), index, obj, i, pieces)
 
 
 def _cut(
@@ -1145,6 +1242,15 @@ class _Encoded:
 _ENCODED = _Encoded(32_000_000)
 
 
+@functools.lru_cache(maxsize=16)
+def compact_encoder(default: Callable[[Any], Any] | None = None) -> json.JSONEncoder:
+    """The JSON encoder of compact UTF-8 text (``json.dumps(obj, ensure_ascii=False,
+    separators=(",", ":"), default=default)``), made once per ``default``: ``json.dumps``
+    with options builds a new encoder on every call, a cost as large as encoding a small
+    request body. Encoding with it is thread-safe (each call has its own state)."""
+    return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default)
+
+
 def dumps_redacted(obj: Any, default: Callable[[Any], Any] | None = None) -> bytes:
     """Compact UTF-8 JSON of ``obj`` with every secret replaced (:func:`redact_json`).
 
@@ -1156,7 +1262,7 @@ def dumps_redacted(obj: Any, default: Callable[[Any], Any] | None = None) -> byt
     redacted, found = _redact_json(obj, default)
     longs: list[str] = []
     light = _lift(redacted, longs) if found & (_LONG | _FLAGGED) else redacted
-    text = json.dumps(light, ensure_ascii=False, separators=(",", ":"), default=default)
+    text = compact_encoder(default).encode(light)
     if not longs:
         return text.encode()
     marker = f'"\\u0000{_NONCE}'

@@ -42,7 +42,7 @@ from memtap.metrics import count
 from memtap.protocol.anchors import AgentProfile
 from memtap.protocol.model import Attribution
 from memtap.protocol.wire import RawExchange, StreamAccumulator, WireProtocol
-from memtap.redact import dumps_redacted, new_text, redact_stream, redact_text
+from memtap.redact import compact_encoder, dumps_redacted, new_text, redact_stream, redact_text
 
 log = logging.getLogger("memtap.capture.spool")
 
@@ -81,7 +81,7 @@ def _fallback(obj: Any) -> Any:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_fallback)
+    return compact_encoder(_fallback).encode(obj)
 
 
 def response_json(obj: Any, to_json: Callable[[Any], Mapping[str, Any] | None]) -> str | None:
@@ -174,12 +174,12 @@ def encode_tail(
             "t1": ended_at,
             "ap": already_present,
             "s": stream,
-            "e": redact_text(error) if error else error,
+            "e": redact_text(error, remember=False) if error else error,
             "pa": partial,
             **({"ag": agent} if agent else {}),
         }
     )
-    res = redact_text(response) if response is not None else "null"
+    res = redact_text(response, remember=False) if response is not None else "null"
     ev = "[" + ",".join(redact_stream(events)) + "]" if events is not None else "null"
     return "," + fields[1:-1] + ',"res":' + res + ',"ev":' + ev + "}\n"
 
