@@ -226,3 +226,45 @@ def test_structures_of_other_types_than_dict_list_and_str_are_redacted_alike():
     assert redact_json({"a": (1, 2.5, None, True, "clean text here")}) == {
         "a": (1, 2.5, None, True, "clean text here")
     }
+
+
+def test_a_clean_exchange_with_tool_calls_is_returned_as_it_is():
+    clean = Exchange(
+        attribution=Attribution(),
+        provider="test",
+        operation="chat",
+        input=[Message("user", "deploy the service to the eu region please")],
+        output=[Message("assistant", "", tool_calls=[ToolCall("c1", "deploy", '{"region": "eu-west-1"}')])],
+        system="You are a careful deployment assistant.",
+        metadata={"note": "plain words only"},
+    )
+    assert redact_exchange(clean) is clean
+
+
+@pytest.mark.parametrize("secret", SECRETS.values(), ids=SECRETS.keys())
+def test_every_field_of_an_exchange_is_redacted_on_its_own(secret):
+    """The texts of a record are scanned together: a secret is found in whichever field it
+    is, whole or at a field's very start or end, and no field takes another's text."""
+    exchange = Exchange(
+        attribution=Attribution(),
+        provider="test",
+        operation="chat",
+        input=[Message("user", secret), Message("user", f"ends with {secret}")],
+        output=[
+            Message(
+                "assistant",
+                f"{secret} starts it",
+                tool_calls=[ToolCall("c1", "f", json.dumps({"k": secret}))],
+            )
+        ],
+        system=f"key:{secret}",
+        error=secret,
+        metadata={"a": secret, "b": "plain words"},
+    )
+    redacted = redact_exchange(exchange)
+    assert [m.content for m in redacted.input] == [REDACTED, f"ends with {REDACTED}"]
+    assert redacted.output[0].content == f"{REDACTED} starts it"
+    assert json.loads(redacted.output[0].tool_calls[0].arguments) == {"k": REDACTED}
+    assert secret not in (redacted.system or "") and REDACTED in (redacted.system or "")
+    assert redacted.error == REDACTED
+    assert redacted.metadata == {"a": REDACTED, "b": "plain words"}

@@ -1294,28 +1294,63 @@ def _lift(obj: Any, longs: list[str]) -> Any:
 # -- records -------------------------------------------------------------------------
 
 
-def _redact_message(m: Message) -> Message:
-    content = redact_text(m.content)
-    calls = tuple(attrs.evolve(c, arguments=redact_text(c.arguments)) for c in m.tool_calls)
+def _redactor(texts: Iterable[str]) -> Callable[[str], str]:
+    """``text -> text redacted`` for ``texts``: those not scanned before are scanned together,
+    in one joined scan (a record's few short texts each cost a scan's fixed price otherwise),
+    the others come from the cache of scanned texts."""
+    pending: dict[str, None] = {}
+    for text in texts:
+        _collect_text(text, pending)
+    results: dict[str, str] = {}
+    if pending:
+        _scan_many(list(pending), results)
+
+    def redacted(text: str) -> str:
+        found = results.get(text)
+        if found is not None:
+            return found
+        if text in pending or len(text) < MIN_SECRET_CHARS:
+            return text  # scanned just now: nothing in it
+        return redact_text(text)  # known (from the cache), or scanned if dropped from it since
+
+    return redacted
+
+
+def _redact_message(m: Message, redacted: Callable[[str], str]) -> Message:
+    content = redacted(m.content)
+    calls = m.tool_calls
+    if calls:
+        calls = tuple(
+            c if (arguments := redacted(c.arguments)) is c.arguments else attrs.evolve(c, arguments=arguments)
+            for c in calls
+        )
     if content is m.content and all(a is b for a, b in zip(calls, m.tool_calls)):
         return m
     return attrs.evolve(m, content=content, tool_calls=calls)
 
 
-def _redact_metadata(metadata: dict[str, str]) -> dict[str, str]:
-    redacted = {k: redact_text(v) for k, v in metadata.items()}
-    return metadata if all(redacted[k] is v for k, v in metadata.items()) else redacted
+def _redact_metadata(
+    metadata: dict[str, str], redacted: Callable[[str], str] = redact_text
+) -> dict[str, str]:
+    out = {k: redacted(v) for k, v in metadata.items()}
+    return metadata if all(out[k] is v for k, v in metadata.items()) else out
 
 
 def redact_exchange(exchange: Exchange) -> Exchange:
     """The exchange with secrets removed from its messages (text and tool-call arguments,
     which are JSON text: the redaction is escape-aware), system text, error and metadata.
     The same object when there was nothing to remove."""
-    inputs = tuple(_redact_message(m) for m in exchange.input)
-    outputs = tuple(_redact_message(m) for m in exchange.output)
-    system = redact_text(exchange.system) if exchange.system else exchange.system
-    error = redact_text(exchange.error) if exchange.error else exchange.error
-    metadata = _redact_metadata(exchange.metadata)
+    messages = (*exchange.input, *exchange.output)
+    texts = [m.content for m in messages]
+    texts += [c.arguments for m in messages for c in m.tool_calls]
+    texts += [t for t in (exchange.system, exchange.error) if t]
+    texts += exchange.metadata.values()
+    redacted = _redactor(texts)
+    inputs = tuple(_redact_message(m, redacted) for m in exchange.input)
+    outputs = tuple(_redact_message(m, redacted) for m in exchange.output)
+    system = redacted(exchange.system) if exchange.system else exchange.system
+    error = redacted(exchange.error) if exchange.error else exchange.error
+    metadata = _redact_metadata(exchange.metadata, redacted)
     if (
         system is exchange.system
         and error is exchange.error
