@@ -700,7 +700,9 @@ class _Cache:
     """Scanned texts and their redacted forms (``None``: nothing to redact).
 
     Keyed by the text itself, so a hit is exact (an equal string always redacts the same
-    way); a string object seen again hashes in O(1) (CPython caches a str's hash).
+    way); a string object seen again hashes in O(1) (CPython caches a str's hash). Readers
+    look ``data`` up without the lock (``data.get(text, _UNSEEN)``: one dict operation);
+    writers go through :meth:`put`.
     """
 
     def __init__(self, max_chars: int) -> None:
@@ -708,12 +710,6 @@ class _Cache:
         self.chars = 0
         self.data: dict[str, str | None] = {}
         self._lock = threading.Lock()
-
-    def get(self, text: str) -> tuple[bool, str | None]:
-        try:
-            return True, self.data[text]
-        except KeyError:
-            return False, None
 
     def put(self, text: str, redacted: str | None) -> None:
         with self._lock:
@@ -867,14 +863,7 @@ def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) 
     if kind is dict:
         return _collect_items(obj, pending, convert)
     if kind is list or kind is tuple:
-        found = 0
-        for item in obj:
-            item_kind = type(item)
-            if item_kind is str:
-                found |= _collect_text(item, pending)
-            elif item_kind not in _SCALAR_TYPES:
-                found |= _collect(item, pending, convert)
-        return found
+        return _collect_all(obj, pending, convert)
     if kind in _SCALAR_TYPES:
         return 0
     if isinstance(obj, str):
@@ -882,11 +871,20 @@ def _collect(obj: Any, pending: dict[str, None], convert: Callable[[Any], Any]) 
     if isinstance(obj, Mapping):
         return _collect_items(obj, pending, convert)
     if isinstance(obj, (list, tuple)):
-        found = 0
-        for item in obj:
-            found |= _collect(item, pending, convert)
-        return found
+        return _collect_all(obj, pending, convert)
     return 0 if isinstance(obj, _JSON_SCALARS) else _FLAGGED  # any other object is converted
+
+
+def _collect_all(items: Iterable[Any], pending: dict[str, None], convert: Callable[[Any], Any]) -> int:
+    """:func:`_collect` of a list or tuple's items."""
+    found = 0
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            found |= _collect_text(item, pending)
+        elif kind not in _SCALAR_TYPES:
+            found |= _collect(item, pending, convert)
+    return found
 
 
 def _collect_text(text: str, pending: dict[str, None]) -> int:
@@ -908,13 +906,12 @@ def _collect_text(text: str, pending: dict[str, None]) -> int:
 def _collect_items(obj: Mapping[Any, Any], pending: dict[str, None], convert: Callable[[Any], Any]) -> int:
     """:func:`_collect` of a mapping: its keys, its values, and the values of secret-named keys."""
     found = 0
-    kinds = _KINDS
     for key, value in obj.items():
         value_kind = type(value)
         if isinstance(key, str):
             if len(key) >= MIN_SECRET_CHARS:
                 found |= _collect_text(key, pending)
-            kind = kinds[key] if key in kinds else _key_kind_cached(key)
+            kind = _key_kind_cached(key)
             if kind is not None and isinstance(value, str) and is_secret_value(kind, value):
                 found |= _FLAGGED
                 continue
@@ -956,17 +953,19 @@ def _scan_many(texts: list[str], results: dict[str, str]) -> None:
             _CACHE.put(t, redacted)
 
 
+def _scanned(text: str, results: dict[str, str]) -> str:
+    """``text`` redacted, once the strings :func:`_collect` gathered are scanned
+    (:func:`_scan_many`): changed in ``results``, else unchanged when short (all short ones
+    were scanned), else from the cache (scanned again if dropped from it since)."""
+    found = results.get(text)
+    if found is not None:
+        return found
+    return redact_text(text) if len(text) >= CACHE_MIN_CHARS else text
+
+
 def _rebuild(obj: Any, results: dict[str, str], convert: Callable[[Any], Any]) -> Any:
     if isinstance(obj, str):
-        found = results.get(obj)
-        if found is not None:
-            return found
-        if len(obj) >= CACHE_MIN_CHARS:
-            hit, cached = _CACHE.get(obj)
-            if hit:
-                return obj if cached is None else cached
-            return redact_text(obj)
-        return obj
+        return _scanned(obj, results)
     if isinstance(obj, Mapping):
         changed = not isinstance(obj, dict)
         out: dict[Any, Any] = {}
@@ -1304,16 +1303,7 @@ def _redactor(texts: Iterable[str]) -> Callable[[str], str]:
     results: dict[str, str] = {}
     if pending:
         _scan_many(list(pending), results)
-
-    def redacted(text: str) -> str:
-        found = results.get(text)
-        if found is not None:
-            return found
-        if text in pending or len(text) < MIN_SECRET_CHARS:
-            return text  # scanned just now: nothing in it
-        return redact_text(text)  # known (from the cache), or scanned if dropped from it since
-
-    return redacted
+    return functools.partial(_scanned, results=results)
 
 
 def _redact_message(m: Message, redacted: Callable[[str], str]) -> Message:
