@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from memtap.formats.openai_chat import write_message
 from memtap.history.conversation import (
+    NO_HISTORY,
     VERIFY_DEPTH,
     HistoryBudget,
     _Carried,
@@ -27,9 +28,11 @@ from memtap.history.conversation import (
     leading_results,
     overlap,
     plan_history,
+    resent_count,
     tool_units,
 )
 from memtap.protocol.model import Message
+from memtap.redact import REDACTED
 from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_openai_chat
 
@@ -458,3 +461,27 @@ def test_the_lazy_walk_keeps_what_the_rule_keeps(
     sent = [message(r, n) for r, n in request]
     lazy = list(_not_carried(reversed(stored), _Carried(sent)))[::-1]
     assert lazy == _not_carried_oldest_first(stored, sent)
+
+
+_texts = st.sampled_from(["a", "b", "", REDACTED, f"x {REDACTED}"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    history=st.lists(
+        st.one_of(
+            st.builds(user, _texts),
+            st.builds(assistant, _texts, st.lists(_call_ids, max_size=2, unique=True)),
+            st.builds(lambda cid, text: tool(cid, text), _call_ids, _texts),
+        ),
+        max_size=12,
+    ),
+    picks=st.lists(st.integers(0, 11), max_size=6),
+    extra=st.lists(st.one_of(st.builds(user, _texts), st.builds(assistant, _texts)), max_size=2),
+)
+def test_the_resent_count_is_the_plans(history, picks, extra):
+    """resent_count's shortcut (no request message is the stored newest turn) answers what
+    the whole plan answers: the request mixes stored messages, in any order, and new ones
+    (among them a stored call's text without its unanswered call, as an app resends it)."""
+    request = [history[i] for i in picks if i < len(history)] + extra
+    assert resent_count(history, request) == plan_history(history, request, NO_HISTORY).present

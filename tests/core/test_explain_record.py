@@ -150,3 +150,43 @@ def test_a_history_injected_again_is_recorded_the_same_and_a_new_turn_anew():
     record = record_of(InjectionPlan(history=changed))[0]
     assert record.text == f"user: We deploy on Fridays.\nassistant: Your key is {REDACTED}"
     assert secret not in repr(record)
+
+
+def test_the_injected_column_is_the_records_json_whatever_was_encoded_before():
+    """The SQL stores' ``injected`` column is written block by block, each turn encoded once
+    per message object: the text is the record's JSON all the same, for a fresh turn, a
+    turn seen before (in another block, another call) and blocks without turns, and it
+    reads back as the record."""
+    import json
+
+    import attrs
+
+    from memtap.memo import IdentityMemo
+    from memtap.protocol.model import InjectedBlock, Message
+    from memtap.storage.sqlrows import injected_json
+
+    def plain(blocks):
+        return json.dumps(injected_to_json(blocks), ensure_ascii=False, separators=(",", ":"))
+
+    blocks = injected_blocks()
+    history = blocks[0]
+    later = InjectedBlock(
+        kind="history",
+        text="later",
+        turns=(*history.turns[1:], Message("user", "new\u2028turn \x00 é", name="al", exchange_id="ex-1")),
+    )
+    cases = [blocks, (later,), (later, *blocks), (attrs.evolve(history, turns=()),), (blocks[2],)]
+    for given in cases * 2:  # the second time every turn is known
+        ex = Exchange(attribution=Attribution(entity_id="a"), provider="p", operation="chat", injected=given)
+        text = injected_json(ex)
+        assert text == plain(given)
+        assert injected_from_json(json.loads(text)) == given
+    assert injected_json(Exchange(attribution=Attribution(), provider="p", operation="chat")) is None
+
+    memo: IdentityMemo[object, int] = IdentityMemo(2)
+    made: list[object] = []
+    first, second, third = object(), object(), object()
+    for obj in (first, second, first, second):
+        memo.get(obj, lambda o: made.append(o) or len(made))
+    assert made == [first, second]  # made once each while remembered
+    assert memo.get(third, lambda o: 99) == 99 and memo.get(first, lambda o: 7) == 7  # bounded: forgotten

@@ -159,6 +159,24 @@ def test_exchange_messages_are_input_then_output():
     assert exchange.messages == exchange.input + exchange.output
 
 
+def test_stored_messages_keep_every_field_and_get_the_exchanges_id_and_time():
+    """exchange_messages builds each message field by field (for speed): a field added to
+    Message and not carried over fails here."""
+    from memtap.storage.store import exchange_messages
+
+    call = ToolCall("c1", "lookup", "{}")
+    given = Message("assistant", "text", (call,), "t1", "bot", "old-id", dt.datetime(2020, 1, 1))
+    assert all(getattr(given, f.name) != f.default for f in attrs.fields(Message)), "set every field"
+    exchange = attrs.evolve(rich_exchange(), input=(given,), output=())
+    [stored] = exchange_messages(exchange)
+    assert stored == attrs.evolve(given, exchange_id=exchange.id, created_at=exchange.started_at)
+    for f in attrs.fields(Message):
+        expected = {"exchange_id": exchange.id, "created_at": exchange.started_at}.get(
+            f.name, getattr(given, f.name)
+        )
+        assert getattr(stored, f.name) == expected, f.name
+
+
 def test_message_and_fact_print_readably_and_keep_their_repr():
     call = ToolCall("c1", "get_weather", '{"city": "Tokyo"}')
     msg = Message("assistant", "It is sunny.", tool_calls=[call])

@@ -268,3 +268,65 @@ def test_every_field_of_an_exchange_is_redacted_on_its_own(secret):
     assert secret not in (redacted.system or "") and REDACTED in (redacted.system or "")
     assert redacted.error == REDACTED
     assert redacted.metadata == {"a": REDACTED, "b": "plain words"}
+
+
+def test_short_texts_found_clean_are_not_scanned_again_and_short_secrets_always_are(monkeypatch):
+    """A body's keys and short values recur on every call: once found clean they are not
+    scanned again. A short secret is never taken for clean, however often it comes."""
+    from memtap import redact
+
+    redact.clear_cache()
+    scanned: list[str] = []
+    spans = redact._SCANNER.spans
+    monkeypatch.setattr(redact._SCANNER, "spans", lambda text: scanned.append(text) or spans(text))
+    body = {"finish_reason": "assistant", "messages": [{"role": "user", "content": "tool_calls"}]}
+    assert redact.redact_json(body) is body
+    assert scanned
+    scanned.clear()
+    assert redact.redact_json(body) is body and redact.redact_text("tool_calls") == "tool_calls"
+    assert redact.new_text(body, 100) == 0
+    assert scanned == []  # every string of it known clean
+    aws = SECRETS["aws"]
+    assert len(aws) < redact.CACHE_MIN_CHARS
+    for _ in range(2):
+        assert redact.redact_json({"key_id": aws, "note": "assistant"}) == {
+            "key_id": REDACTED,
+            "note": "assistant",
+        }
+        assert redact.redact_text(aws) == REDACTED
+        assert aws not in redact._CLEAN_SHORT
+
+
+def test_the_set_of_short_clean_texts_is_bounded(monkeypatch):
+    from memtap import redact
+
+    redact.clear_cache()
+    monkeypatch.setattr(redact, "CLEAN_SHORT_MAX", 100)
+    for i in range(1000):
+        assert redact.redact_text(f"word number {i}") == f"word number {i}"
+        assert len(redact._CLEAN_SHORT) <= 100
+    assert "word number 999" in redact._CLEAN_SHORT
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": 'é "quoted" \n tab\t'}],
+            "n": 1.5,
+            "ok": None,
+        },
+        [1, "two", {"three": [True, False]}],
+        "plain text é",
+        42,
+        {"nan": float("nan"), "inf": float("inf"), "nested": {"object": datetime.date(2025, 1, 2)}},
+    ],
+)
+def test_the_compact_encoder_writes_what_json_dumps_writes(value):
+    from memtap.redact import compact_encoder
+
+    expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    assert compact_encoder(str).encode(value) == expected
+    with pytest.raises(TypeError):
+        compact_encoder(None).encode({"object": object()})

@@ -14,12 +14,15 @@ import pytest
 from memtap.capture.spool import (
     RequestJournal,
     Spool,
+    encode_head,
     encode_record,
+    encode_tail,
     journal_call,
     journal_request,
     spool_dir_for,
 )
 from memtap.protocol.model import Attribution
+from memtap.redact import dumps_redacted
 from memtap.storage.store import InMemoryStore, store_identity
 
 
@@ -145,18 +148,25 @@ def test_the_journal_worker_encodes_the_request_while_the_call_is_in_flight(tmp_
     assert record["req"]["password"] == "[REDACTED]" and record["id"] == "call-1"
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["small-body", "body-encoded-ahead"])
 @pytest.mark.parametrize("deferred", [False, True], ids=["counted", "left-to-the-writer"])
-def test_the_resent_count_is_journaled_with_the_response_half(tmp_path: Path, deferred: bool) -> None:
-    """The request half is encoded while the call is in flight; what the request resends is
-    journaled when the call ends: the count, or null when it is made where the call is
-    formatted (history off), to be made again if the record is replayed."""
+def test_the_resent_count_is_journaled_with_the_response_half(
+    tmp_path: Path, deferred: bool, ahead: bool
+) -> None:
+    """The request half is encoded while the call is in flight (or, for a small body, with
+    the response half); what the request resends is journaled when the call ends: the
+    count, or null when it is made where the call is formatted (history off), to be made
+    again if the record is replayed."""
     spool = Spool(tmp_path)
     call = _FakeCall()
     call.already_present = 0
-    body = {"messages": [{"role": "user", "content": "hello"}]}
+    content = f"{os.urandom(8).hex()} new text never seen " * 200 if ahead else "hello"
+    body = {"messages": [{"role": "user", "content": content}]}
     job = journal_request(spool, call, body)
-    assert job is not None
-    job.run()  # the request half, encoded while the call was in flight
+    assert (job is not None) == ahead
+    if job is not None:
+        job.run()  # the request half, encoded while the call was in flight
+    call.journal = job  # type: ignore[attr-defined]
     call.already_present = 3
     call.resent_later = (lambda: 3,) if deferred else ()
     ended = datetime.datetime(2025, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc)
@@ -188,9 +198,44 @@ def _child_journals(directory: str) -> None:
     os._exit(0 if job._data is not None else 1)
 
 
-def test_a_small_or_known_body_is_encoded_when_the_answer_comes(tmp_path: Path) -> None:
-    job = journal_request(Spool(tmp_path), _FakeCall(), {"messages": [{"role": "user", "content": "hi"}]})
-    assert job is not None
-    time.sleep(0.2)
-    assert job._data is None  # not handed to the worker
-    assert json.loads(job.data() + b"}")["req"]["messages"][0]["content"] == "hi"
+@pytest.mark.parametrize("known", [False, True], ids=["small", "known"])
+def test_a_small_or_known_body_is_encoded_when_the_answer_comes(tmp_path: Path, known: bool) -> None:
+    """Not handed to the worker: the whole record is encoded in one piece at the end, the
+    same record as the two halves make."""
+    spool = Spool(tmp_path)
+    call = _FakeCall()
+    secret = "sk-proj-" + "Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56Qr78"
+    content = f"{os.urandom(8).hex()} text seen before " * 200 if known else f"hi {secret}"
+    if known:
+        dumps_redacted({"seen": content})  # scanned and encoded by an earlier call
+    body = {"messages": [{"role": "user", "content": content}], "password": "Tr0ub4dor&3"}
+    assert journal_request(spool, call, body) is None
+    call.journal = None  # type: ignore[attr-defined]
+    ended = datetime.datetime(2025, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc)
+    answer = '{"choices":[{"message":{"content":"' + secret + '"}}]}'
+    segment = journal_call(
+        spool, call, body, ended, lambda: (answer, None), error=None, partial=False, stream=False
+    )
+    assert segment is not None
+    raw = segment.path.read_bytes()
+    assert secret.encode() not in raw and b"Tr0ub4dor" not in raw
+    head = encode_head(
+        call_id=call.id,
+        protocol="openai.chat",
+        attribution=call.attribution,
+        started_at=call.started_at.isoformat(),
+        body=body,
+    )
+    tail = encode_tail(
+        ended_at=ended.isoformat(),
+        stream=False,
+        error=None,
+        partial=False,
+        response=answer,
+        events=None,
+        already_present=2,
+    )
+    assert json.loads(raw) == json.loads(head + tail.encode())
+    assert json.loads(raw)["req"]["messages"][0]["content"].startswith(
+        "hi [REDACTED]" if not known else content[:20]
+    )

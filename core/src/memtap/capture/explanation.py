@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from memtap.memo import IdentityMemo
 from memtap.protocol.model import Exchange, ExplainedFact, Explanation, Fact, InjectedBlock, Message
 from memtap.redact import redact_text
 
@@ -69,34 +70,17 @@ def _fact(c: Considered) -> ExplainedFact:
     )
 
 
-def _make_turn(m: Message) -> tuple[Message, Message, str]:
+def _make_turn(m: Message) -> tuple[Message, str]:
     content = redact_text(m.content)
     calls = tuple(attrs.evolve(c, arguments=redact_text(c.arguments)) for c in m.tool_calls)
     turn = attrs.evolve(m, content=content, tool_calls=calls, created_at=None)
-    return m, turn, str(turn)
+    return turn, str(turn)
 
 
-class _Turns:
-    """Injected turns as the record holds them (redacted, without their time) and their
-    text, remembered by message object: a session's history is injected call after call,
-    and its latest turns are the same objects each time (bounded; keyed by identity, each
-    entry keeps its message, so an id is never that of another object)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._made: dict[int, tuple[Message, Message, str]] = {}
-
-    def get(self, m: Message) -> tuple[Message, str]:
-        made = self._made.get(id(m))
-        if made is None or made[0] is not m:
-            made = _make_turn(m)
-            if len(self._made) >= self.size:
-                self._made.clear()  # a new window: the turns injected next are rebuilt once
-            self._made[id(m)] = made
-        return made[1], made[2]
-
-
-_TURNS = _Turns(4096)
+#: Injected turns as the record holds them (redacted, without their time) and their text,
+#: made once per message object: a session's history is injected call after call, and its
+#: latest turns are the same objects each time.
+_TURNS: IdentityMemo[Message, tuple[Message, str]] = IdentityMemo(4096)
 
 
 def injected_blocks(plan: InjectionPlan) -> tuple[InjectedBlock, ...]:
@@ -105,7 +89,7 @@ def injected_blocks(plan: InjectionPlan) -> tuple[InjectedBlock, ...]:
     path."""
     out: list[InjectedBlock] = []
     if plan.history:
-        made = [_TURNS.get(m) for m in plan.history]
+        made = [_TURNS.get(m, _make_turn) for m in plan.history]
         out.append(
             InjectedBlock(kind=HISTORY, text="\n".join(t for _, t in made), turns=tuple(m for m, _ in made))
         )

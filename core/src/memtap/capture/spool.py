@@ -137,16 +137,19 @@ def encode_head(
     """The request half of a spool record: what is known when the request is sent, the
     app's body redacted (decoded: every string of it, and secret-named keys), as UTF-8
     JSON without its closing brace (:func:`encode_tail` completes it)."""
-    head = _dumps(
-        {
-            "v": VERSION,
-            "id": call_id,
-            "p": protocol,
-            "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
-            "t0": started_at,
-        }
-    )
+    head = _dumps(_head_fields(call_id, protocol, attribution, started_at))
     return (head[:-1] + ',"req":').encode() + dumps_redacted(body, _fallback)
+
+
+def _head_fields(call_id: str, protocol: str, attribution: Attribution, started_at: str) -> dict[str, Any]:
+    """The request half's fields, but the body."""
+    return {
+        "v": VERSION,
+        "id": call_id,
+        "p": protocol,
+        "a": [attribution.entity_id, attribution.session_id, attribution.process_id],
+        "t0": started_at,
+    }
 
 
 def encode_tail(
@@ -169,19 +172,36 @@ def encode_tail(
     (history off: :attr:`memtap.protocol.wire.HistoryInjection.resent_later`), and then
     counted again when the record is replayed (records of earlier versions hold it in the
     request half; either is read)."""
-    fields = _dumps(
-        {
-            "t1": ended_at,
-            "ap": already_present,
-            "s": stream,
-            "e": redact_text(error, remember=False) if error else error,
-            "pa": partial,
-            **({"ag": agent} if agent else {}),
-        }
-    )
+    fields = _dumps(_tail_fields(ended_at, already_present, stream, error, partial, agent))
+    return "," + fields[1:-1] + _answer(response, events)
+
+
+def _tail_fields(
+    ended_at: str,
+    already_present: int | None,
+    stream: bool,
+    error: str | None,
+    partial: bool,
+    agent: str | None,
+) -> dict[str, Any]:
+    """The response half's fields, but the answer (:func:`_answer`); the error redacted."""
+    fields = {
+        "t1": ended_at,
+        "ap": already_present,
+        "s": stream,
+        "e": redact_text(error, remember=False) if error else error,
+        "pa": partial,
+    }
+    if agent:
+        fields["ag"] = agent
+    return fields
+
+
+def _answer(response: str | None, events: Sequence[str] | None) -> str:
+    """The end of a record: the response JSON text or the stream's events, redacted."""
     res = redact_text(response, remember=False) if response is not None else "null"
     ev = "[" + ",".join(redact_stream(events)) + "]" if events is not None else "null"
-    return "," + fields[1:-1] + ',"res":' + res + ',"ev":' + ev + "}\n"
+    return ',"res":' + res + ',"ev":' + ev + "}\n"
 
 
 def encode_record(
@@ -191,7 +211,7 @@ def encode_record(
     attribution: Attribution,
     started_at: str,
     ended_at: str,
-    already_present: int,
+    already_present: int | None,
     stream: bool,
     error: str | None,
     partial: bool,
@@ -200,27 +220,16 @@ def encode_record(
     events: Sequence[str] | None,
     agent: str | None = None,
 ) -> bytes:
-    """One spool line for a finished call, redacted (no credential reaches the disk).
-    ``agent`` names the call's agent profile (its scaffolding is left out when the call is
-    replayed)."""
-    head = encode_head(
-        call_id=call_id,
-        protocol=protocol,
-        attribution=attribution,
-        started_at=started_at,
-        body=body,
-    )
-    tail = encode_tail(
-        already_present=already_present,
-        ended_at=ended_at,
-        stream=stream,
-        error=error,
-        partial=partial,
-        response=response,
-        events=events,
-        agent=agent,
-    )
-    return head + tail.encode()
+    """One spool line for a finished call, redacted (no credential reaches the disk), made
+    in one piece: what :func:`encode_head` and :func:`encode_tail` write, the fields of both
+    in one encoding (the call of a small body, journaled when its answer comes: see
+    :func:`journal_request`). ``agent`` names the call's agent profile (its scaffolding is
+    left out when the call is replayed)."""
+    fields = _head_fields(call_id, protocol, attribution, started_at)
+    fields.update(_tail_fields(ended_at, already_present, stream, error, partial, agent))
+    req = dumps_redacted(body, _fallback)
+    text = _dumps(fields)
+    return (text[:-1] + ',"req":').encode() + req + _answer(response, events).encode()
 
 
 class RequestJournal:
@@ -321,15 +330,16 @@ def _request_journal(call: Any, body: Any) -> RequestJournal:
 
 def journal_request(spool: Spool | None, call: Any, body: Any) -> RequestJournal | None:
     """Start the request half of ``call``'s spool record in the background (request path:
-    costs a queue put). ``None`` when there is no spool."""
-    if spool is None:
+    costs a queue put), when the body has enough new text for that to pay. ``None`` when
+    there is no spool, or the body is small or known: the whole record is then encoded at
+    once when the answer comes (:func:`journal_call`)."""
+    if spool is None or new_text(body, AHEAD_MIN_CHARS) < AHEAD_MIN_CHARS:
         return None
     job = _request_journal(call, body)
-    if new_text(body, AHEAD_MIN_CHARS) >= AHEAD_MIN_CHARS:
-        try:
-            _WORKER.submit(job)
-        except Exception:  # no thread to be had: the request thread encodes it at the end
-            log.debug("memtap journal worker unavailable", exc_info=True)
+    try:
+        _WORKER.submit(job)
+    except Exception:  # no thread to be had: the request thread encodes it at the end
+        log.debug("memtap journal worker unavailable", exc_info=True)
     return job
 
 
@@ -351,21 +361,37 @@ def journal_call(
     logged)."""
     try:
         job: RequestJournal | None = getattr(call, "journal", None)
-        if job is None or job.body is not body:  # prepare() never ran (or saw another body)
-            job = _request_journal(call, body)
-        head = job.data()
         response, events = payload()
-        tail = encode_tail(
-            ended_at=ended_at.isoformat(),
-            stream=stream,
-            error=error,
-            partial=partial,
-            response=response,
-            events=events,
-            agent=getattr(getattr(call, "profile", None), "name", None),
-            already_present=None if getattr(call, "resent_later", ()) else call.already_present,
-        )
-        line = head + tail.encode()
+        agent = getattr(getattr(call, "profile", None), "name", None)
+        present = None if getattr(call, "resent_later", ()) else call.already_present
+        if job is not None and job.body is body:  # the request half was handed to the worker
+            tail = encode_tail(
+                ended_at=ended_at.isoformat(),
+                stream=stream,
+                error=error,
+                partial=partial,
+                response=response,
+                events=events,
+                agent=agent,
+                already_present=present,
+            )
+            line = job.data() + tail.encode()
+        else:  # a small body (or prepare() never ran, or saw another body): all at once
+            line = encode_record(
+                call_id=call.id,
+                protocol=call.protocol.name,
+                attribution=call.attribution,
+                started_at=call.started_at.isoformat(),
+                ended_at=ended_at.isoformat(),
+                already_present=present,
+                stream=stream,
+                error=error,
+                partial=partial,
+                body=body,
+                response=response,
+                events=events,
+                agent=agent,
+            )
     except Exception:
         spool.stats.failed += 1
         count("failed", reason="spool_encode")

@@ -352,7 +352,19 @@ NO_HISTORY = HistoryBudget(max_messages=0)
 
 def resent_count(history: Sequence[Message], request: Sequence[Message]) -> int:
     """How many of ``request``'s leading messages resend ``history`` (:func:`plan_history`
-    with nothing to inject): the resend check of a call no history goes into."""
+    with nothing to inject): the resend check of a call no history goes into.
+
+    Every call of a session is checked (in the capture writer), and most resend nothing: an
+    app that sends only its new turn. When the stored conversation ends with a plain message
+    (no tool call, not a result, some text), that message alone is its newest unit, and a
+    request resends the conversation only if one of its messages is the same turn
+    (:func:`_align`): without one, the answer is 0 with no walk."""
+    if not history or not request:
+        return 0
+    newest = history[-1]
+    plain = newest.role != "tool" and not newest.tool_calls and newest.content
+    if plain and not any(same_turn(m, newest) for m in reversed(request)):
+        return 0
     return plan_history(history, request, NO_HISTORY).present
 
 

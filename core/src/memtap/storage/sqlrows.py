@@ -14,6 +14,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
+from memtap.memo import IdentityMemo
 from memtap.protocol.model import (
     Attribution,
     Exchange,
@@ -22,9 +25,11 @@ from memtap.protocol.model import (
     Message,
     ToolCall,
     Usage,
+    injected_converter,
     injected_from_json,
     injected_to_json,
 )
+from memtap.redact import compact_encoder
 
 log = logging.getLogger("memtap.storage.store")
 
@@ -105,10 +110,36 @@ def _injected(raw: Any) -> tuple[InjectedBlock, ...]:
 
 
 def injected_json(exchange: Exchange) -> str | None:
-    """The ``injected`` column of an exchange: JSON text, ``None`` when nothing was injected."""
+    """The ``injected`` column of an exchange: JSON text, ``None`` when nothing was injected.
+
+    The JSON of :func:`memtap.protocol.model.injected_to_json`, written block by block: a
+    session's history is injected call after call, its turns the same objects each time
+    (:mod:`memtap.capture.explanation` keeps them), so each turn is encoded once
+    (:class:`_TurnJson`) and each block around its turns."""
     if not exchange.injected:
         return None
-    return json.dumps(injected_to_json(exchange.injected), ensure_ascii=False, separators=(",", ":"))
+    return "[" + ",".join(map(_block_json, exchange.injected)) + "]"
+
+
+def _block_json(block: InjectedBlock) -> str:
+    plain = injected_to_json((attrs.evolve(block, turns=()) if block.turns else block,))[0]
+    text = _ENCODER.encode(plain)
+    if not block.turns:
+        return text
+    # Every field is written, in order, turns last: the block ends with ``"turns":[]}``,
+    # and its turns go in between (another layout is encoded whole).
+    if not text.endswith('"turns":[]}'):
+        return _ENCODER.encode(injected_to_json((block,))[0])
+    return text[:-3] + "[" + ",".join(_TURNS.get(turn, _turn_json) for turn in block.turns) + "]}"
+
+
+def _turn_json(turn: Message) -> str:
+    return _ENCODER.encode(injected_converter.unstructure(turn, Message))
+
+
+#: Each injected turn's JSON, encoded once while its message comes back.
+_TURNS: IdentityMemo[Message, str] = IdentityMemo(4096)
+_ENCODER = compact_encoder()
 
 
 def exchange(row: Sequence[Any], messages: Sequence[Message]) -> Exchange:
