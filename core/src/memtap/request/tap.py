@@ -258,7 +258,9 @@ class Call:
         #: writer: :mod:`memtap.capture.explanation`); ``None`` once the app's own body was sent.
         self.injection: InjectionPlan | None = None
         self.hide_usage_event = False
-        #: The request half of this call's spool record, made while the call is in flight.
+        #: The request half of this call's spool record, made while the call is in flight
+        #: (``None``: no spool, or a body small or known enough to be journaled whole when
+        #: the answer comes).
         self.journal: RequestJournal | None = None
         #: Send the app's body unchanged from now on (the provider rejected memtap's).
         self.plain = False
@@ -345,44 +347,56 @@ class Call:
 
     def _inject(self, body: Mapping[str, Any], given: RequestView | None) -> Mapping[str, Any]:
         view = self.protocol.read_request(body) if given is None else given
-        if view.model:
-            self.span.update_name(f"{self.protocol.operation} {view.model}")
-            self.span.set_attribute("gen_ai.request.model", view.model)
-        with telemetry.tracer().start_as_current_span("memtap.inject") as span:
-            tap = self.tap
-            if not self._profile_known:
-                self.profile = tap.profile(self.agent, view.system)
-                self._profile_known = True
-            profile = self.profile
-            if profile is not None:
-                span.set_attribute("memtap.agent", profile.name)
-            request = InjectionRequest(
-                attribution=self.attribution,
-                protocol=self.protocol,
-                # The agent's scaffolding is not the user.
-                request=own_view(profile, view) if given is None else given,
-                agent=profile.name if profile is not None else None,
-                cached_sources=tap.session_blocks.sources(self.attribution),
-                history=self.history,
-            )
-            self.request_view = request.request
-            plan = merge_injections(tap.hook.memtap_request_injections(request=request))
-            plan = tap.session_blocks.apply(self.attribution, plan)
-            if profile is not None:
-                plan = attrs.evolve(plan, profile=profile)
-            self.already_present = plan.already_present
-            self.resent_later = plan.resent_later
-            self.injected_messages = len(plan.history)
-            self.injection = plan
-            span.set_attribute("memtap.injected.messages", len(plan.history))
-            span.set_attribute("memtap.injected.blocks", len(plan.system_blocks))
-            sent = body if plan.empty else self.protocol.inject(body, plan)
+        # Spans and their attributes only for a call whose span is recorded (an SDK is set
+        # up and samples it): without one, each costs work on every call for nothing.
+        if not self.span.is_recording():
+            sent = self._planned(body, view, given)
+        else:
+            if view.model:
+                self.span.update_name(f"{self.protocol.operation} {view.model}")
+                self.span.set_attribute("gen_ai.request.model", view.model)
+            with telemetry.tracer().start_as_current_span("memtap.inject") as span:
+                sent = self._planned(body, view, given)
+                if self.profile is not None:
+                    span.set_attribute("memtap.agent", self.profile.name)
+                plan = self.injection
+                span.set_attribute("memtap.injected.messages", len(plan.history) if plan else 0)
+                span.set_attribute("memtap.injected.blocks", len(plan.system_blocks) if plan else 0)
         if view.stream:
             with_usage = self.protocol.request_stream_usage(sent)
             if with_usage is not None:
                 sent = with_usage
                 self.hide_usage_event = True
         return sent
+
+    def _planned(
+        self, body: Mapping[str, Any], view: RequestView, given: RequestView | None
+    ) -> Mapping[str, Any]:
+        """``body`` with what the injectors contribute (the plan kept on the call)."""
+        tap = self.tap
+        if not self._profile_known:
+            self.profile = tap.profile(self.agent, view.system)
+            self._profile_known = True
+        profile = self.profile
+        request = InjectionRequest(
+            attribution=self.attribution,
+            protocol=self.protocol,
+            # The agent's scaffolding is not the user.
+            request=own_view(profile, view) if given is None else given,
+            agent=profile.name if profile is not None else None,
+            cached_sources=tap.session_blocks.sources(self.attribution),
+            history=self.history,
+        )
+        self.request_view = request.request
+        plan = merge_injections(tap.hook.memtap_request_injections(request=request))
+        plan = tap.session_blocks.apply(self.attribution, plan)
+        if profile is not None:
+            plan = attrs.evolve(plan, profile=profile)
+        self.already_present = plan.already_present
+        self.resent_later = plan.resent_later
+        self.injected_messages = len(plan.history)
+        self.injection = plan
+        return body if plan.empty else self.protocol.inject(body, plan)
 
     # -- sending -------------------------------------------------------------------------
 
@@ -603,9 +617,13 @@ class Call:
                 profile=self._capture_profile(body),
                 request_view=self.request_view if body is self.app_body else None,
             )
+            exchange: Exchange | None
+            if not self.span.is_recording():
+                exchange = self.tap.hook.memtap_format_exchange(raw=raw)
+                return exchange
             parent = trace.set_span_in_context(self.span)
             with telemetry.tracer().start_as_current_span("memtap.capture.writer", context=parent):
-                exchange: Exchange | None = self.tap.hook.memtap_format_exchange(raw=raw)
+                exchange = self.tap.hook.memtap_format_exchange(raw=raw)
             return exchange
 
         def finish(exchange: Exchange | None) -> Exchange | None:
@@ -614,7 +632,8 @@ class Call:
             try:
                 if exchange is not None:
                     exchange = with_injected(exchange, self.injection)
-                    self.span.set_attributes(telemetry.exchange_attributes(exchange))
+                    if self.span.is_recording():
+                        self.span.set_attributes(telemetry.exchange_attributes(exchange))
                 if error is not None:
                     self.span.set_status(Status(StatusCode.ERROR, error))
                 return exchange
