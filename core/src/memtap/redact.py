@@ -491,18 +491,19 @@ _KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "wo
 
 
 def _assignment_gate(pivot: str) -> str:
-    """Right after ``=``/``:``: the key's last two letters are those of a secret's name
-    (one test of two character classes, which most keys fail: "type", "content"), then the
-    whole ending (literal alternatives, which the regex engine
-    dismisses by their first character), and a value follows. Quotes and a blank may stand
+    """Right after ``=``/``:``: the key's last three letters are those of a secret's name
+    (one test of three character classes, which most keys fail: "type", "content", "model",
+    "id"), then the whole ending (literal alternatives, which the regex engine dismisses by
+    their first character), and a value follows. Quotes and a blank may stand
     between key and separator. All of it runs inside the regex engine."""
     p = re.escape(pivot)
-    second = "".join(sorted({c for e in _KEY_ENDINGS for c in (e[-2], e[-2].upper())}))
-    last = "".join(sorted({c for e in _KEY_ENDINGS for c in (e[-1], e[-1].upper())}))
-    pair = f"[{second}][{last}]"
+    third, second, last = (
+        "".join(sorted({c for e in _KEY_ENDINGS for c in (e[i], e[i].upper())})) for i in (-3, -2, -1)
+    )
+    letters = f"[{third}][{second}][{last}]"
     tails = ("", "[\"'` ]", '(?:\\\\"|["\'`] )', '\\\\" ')
     widths = (0, 1, 2, 3)
-    quick = "|".join(f"(?<={pair}{tail}{p})" for tail in tails)
+    quick = "|".join(f"(?<={letters}{tail}{p})" for tail in tails)
     by_width: dict[int, list[str]] = {}
     for ending in _KEY_ENDINGS:
         for case in {ending, ending.capitalize(), ending.upper()}:
