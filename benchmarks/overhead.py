@@ -9,6 +9,7 @@ injects a full history budget (20 messages) on every call.
     python benchmarks/overhead.py [--calls 2000] [--store memory://] [--json]
     python benchmarks/overhead.py --body-kb 70 --new-session [--provider anthropic] [--calls 300]
     python benchmarks/overhead.py --matrix [--calls 300]   # 1/16/70 KB x session kinds x providers
+    python benchmarks/overhead.py --only capture --calls 400 --json   # one scenario, for A/B rounds
 """
 
 from __future__ import annotations
@@ -233,6 +234,12 @@ def main() -> None:
     parser.add_argument(
         "--provider", choices=["openai", "anthropic"], default="openai", help="with --body-kb"
     )
+    parser.add_argument(
+        "--only",
+        choices=["capture", "history"],
+        default=None,
+        help="only capture (no history) or only history 20 msgs: short runs to alternate source trees",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
@@ -247,6 +254,8 @@ def main() -> None:
             rows = run_body(
                 args.calls, store, args.body_kb, new_session=args.new_session, provider=args.provider
             )
+        elif args.only:
+            rows = run(args.calls, store, 0 if args.only == "capture" else 20)
         else:
             rows = run(args.calls, store, 0) + run(args.calls, store, 20)
             if args.defaults:

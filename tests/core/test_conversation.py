@@ -389,14 +389,21 @@ def test_budget_negative_limits_raise(kwargs):
 
 _call_ids = st.sampled_from(["c1", "c2", "c3"])
 _text = st.text(alphabet="ab ", max_size=60)
-_messages = st.lists(
-    st.one_of(
-        st.builds(user, _text),
-        st.builds(assistant, _text, st.lists(_call_ids, max_size=2, unique=True)),
-        st.builds(lambda cid, text: tool(cid, text), _call_ids, _text),
-    ),
-    max_size=30,
-)
+
+
+def _message_lists(text: st.SearchStrategy[str], max_size: int) -> st.SearchStrategy[list[Message]]:
+    """Lists of user, assistant (with up to two calls) and tool messages."""
+    return st.lists(
+        st.one_of(
+            st.builds(user, text),
+            st.builds(assistant, text, st.lists(_call_ids, max_size=2, unique=True)),
+            st.builds(lambda cid, content: tool(cid, content), _call_ids, text),
+        ),
+        max_size=max_size,
+    )
+
+
+_messages = _message_lists(_text, 30)
 
 
 @settings(max_examples=300, deadline=None)
@@ -468,14 +475,7 @@ _texts = st.sampled_from(["a", "b", "", REDACTED, f"x {REDACTED}"])
 
 @settings(max_examples=500, deadline=None)
 @given(
-    history=st.lists(
-        st.one_of(
-            st.builds(user, _texts),
-            st.builds(assistant, _texts, st.lists(_call_ids, max_size=2, unique=True)),
-            st.builds(lambda cid, text: tool(cid, text), _call_ids, _texts),
-        ),
-        max_size=12,
-    ),
+    history=_message_lists(_texts, 12),
     picks=st.lists(st.integers(0, 11), max_size=6),
     extra=st.lists(st.one_of(st.builds(user, _texts), st.builds(assistant, _texts)), max_size=2),
 )

@@ -364,33 +364,26 @@ def journal_call(
         response, events = payload()
         agent = getattr(getattr(call, "profile", None), "name", None)
         present = None if getattr(call, "resent_later", ()) else call.already_present
+        answer: dict[str, Any] = {
+            "ended_at": ended_at.isoformat(),
+            "stream": stream,
+            "error": error,
+            "partial": partial,
+            "response": response,
+            "events": events,
+            "agent": agent,
+            "already_present": present,
+        }
         if job is not None and job.body is body:  # the request half was handed to the worker
-            tail = encode_tail(
-                ended_at=ended_at.isoformat(),
-                stream=stream,
-                error=error,
-                partial=partial,
-                response=response,
-                events=events,
-                agent=agent,
-                already_present=present,
-            )
-            line = job.data() + tail.encode()
+            line = job.data() + encode_tail(**answer).encode()
         else:  # a small body (or prepare() never ran, or saw another body): all at once
             line = encode_record(
                 call_id=call.id,
                 protocol=call.protocol.name,
                 attribution=call.attribution,
                 started_at=call.started_at.isoformat(),
-                ended_at=ended_at.isoformat(),
-                already_present=present,
-                stream=stream,
-                error=error,
-                partial=partial,
                 body=body,
-                response=response,
-                events=events,
-                agent=agent,
+                **answer,
             )
     except Exception:
         spool.stats.failed += 1
