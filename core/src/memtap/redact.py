@@ -987,8 +987,9 @@ def _scan_many(texts: list[str], results: dict[str, str]) -> None:
 
 def _scanned(text: str, results: dict[str, str]) -> str:
     """``text`` redacted, once the strings :func:`_collect` gathered are scanned
-    (:func:`_scan_many`): changed in ``results``, else unchanged when short (all short ones
-    were scanned), else from the cache (scanned again if dropped from it since)."""
+    (:func:`_scan_many`): changed in ``results``, else unchanged when short (each short one
+    was scanned, or is known clean: :data:`_CLEAN_SHORT`), else from the cache (scanned
+    again if dropped from it since)."""
     found = results.get(text)
     if found is not None:
         return found

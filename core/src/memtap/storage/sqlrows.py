@@ -115,7 +115,7 @@ def injected_json(exchange: Exchange) -> str | None:
     The JSON of :func:`memtap.protocol.model.injected_to_json`, written block by block: a
     session's history is injected call after call, its turns the same objects each time
     (:mod:`memtap.capture.explanation` keeps them), so each turn is encoded once
-    (:class:`_TurnJson`) and each block around its turns."""
+    (:data:`_TURNS`) and each block around its turns."""
     if not exchange.injected:
         return None
     return "[" + ",".join(map(_block_json, exchange.injected)) + "]"
