@@ -297,6 +297,45 @@ def test_short_texts_found_clean_are_not_scanned_again_and_short_secrets_always_
         assert aws not in redact._CLEAN_SHORT
 
 
+@pytest.mark.parametrize("secret_key", ["aws", "github"])
+def test_keys_found_clean_cost_a_lookup_and_secret_keys_are_redacted_every_time(monkeypatch, secret_key):
+    """A mapping's keys recur on every call: a key found clean is remembered with its kind
+    (not scanned again, and a secret-named key still takes its value out); a key that is
+    itself a secret is never remembered, and is redacted each time it comes."""
+    from memtap import redact
+
+    redact.clear_cache()
+    secret = SECRETS[secret_key]
+    scanned: list[str] = []
+    spans = redact._SCANNER.spans
+    monkeypatch.setattr(redact._SCANNER, "spans", lambda text: scanned.append(text) or spans(text))
+    body = {"finish_reason_long_key_name": {"password": "Tr0ub4dor&3x", "system_fingerprint": 1}}
+    expected = {"finish_reason_long_key_name": {"password": REDACTED, "system_fingerprint": 1}}
+    assert redact.redact_json(body) == expected
+    assert scanned
+    scanned.clear()
+    for _ in range(2):
+        assert redact.redact_json(body) == expected
+        assert scanned == []  # every key known clean, no value to scan
+        assert {"finish_reason_long_key_name", "password", "system_fingerprint"} <= set(redact._CLEAN_KEYS)
+    for _ in range(3):
+        assert redact.redact_json({secret: "value"}) == {REDACTED: "value"}
+        assert secret not in redact._CLEAN_KEYS
+    redact.clear_cache()
+    assert redact._CLEAN_KEYS == {}
+
+
+def test_the_clean_keys_are_bounded(monkeypatch):
+    from memtap import redact
+
+    redact.clear_cache()
+    monkeypatch.setattr(redact, "_CLEAN_KEYS_MAX", 50)
+    for i in range(200):
+        assert redact.redact_json({f"key number {i}": i}) == {f"key number {i}": i}
+        redact.redact_json({f"key number {i}": i})  # known clean now: remembered if room
+    assert len(redact._CLEAN_KEYS) == 50
+
+
 def test_the_set_of_short_clean_texts_is_bounded(monkeypatch):
     from memtap import redact
 

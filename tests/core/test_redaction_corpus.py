@@ -5,6 +5,7 @@ counted: zero)."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 from pathlib import Path
@@ -23,6 +24,7 @@ from memtap.redact import (
     find_secrets,
     redact_json,
     redact_stream,
+    redact_stream_events,
     redact_text,
     redact_url,
 )
@@ -231,9 +233,16 @@ def test_redact_url_masks_passwords_and_secret_parameters(url: str, shown: str):
     assert "hunter2" not in redact_url(url) and "s3cret" not in redact_url(url)
 
 
-def test_a_spool_record_holds_no_secret_in_any_part():
+@pytest.mark.parametrize("form", ["text", "decoded"])
+def test_a_spool_record_holds_no_secret_in_any_part(form: str):
+    """The answer given as JSON text (the proxy's replayed form) or decoded (what the SDK
+    taps give: ``to_json``'s mapping, an SDK model's events)."""
     secrets = [s for s in SECRETS if s.inline][:12]
     joined = "\n".join(s.text for s in secrets)
+    response: Any = {"choices": [{"message": {"content": joined}}]}
+    events: list[Any] = [{"delta": s.text} for s in secrets]
+    if form == "text":
+        response, events = json.dumps(response), [json.dumps(e) for e in events]
     line = encode_record(
         call_id="c1",
         protocol="openai.chat",
@@ -245,8 +254,8 @@ def test_a_spool_record_holds_no_secret_in_any_part():
         error=f"APIError: rejected {secrets[0].text}",
         partial=False,
         body={"messages": [{"role": "user", "content": joined}], "password": "Tr0ub4dor&3"},
-        response=json.dumps({"choices": [{"message": {"content": joined}}]}),
-        events=[json.dumps({"delta": s.text}) for s in secrets],
+        response=response,
+        events=events,
     )
     text = line.decode()
     record = json.loads(text)
@@ -290,11 +299,26 @@ def _streamed_text(events: list[str]) -> str:
     return "".join(json.loads(e)["choices"][0]["delta"]["content"] for e in events)
 
 
+def _redacted_stream(form: str, pieces: list[str]) -> list[str]:
+    """The stream of ``pieces`` redacted as JSON texts (the proxy's and a replay's form) or
+    decoded (an SDK's events as ``to_json`` returns them), as JSON texts; the decoded events
+    given are checked unchanged (the capture writer reads them again)."""
+    texts = _stream_of(pieces)
+    if form == "text":
+        return redact_stream(texts)
+    events = [json.loads(t) for t in texts]
+    out = redact_stream_events(events)
+    assert [json.dumps(e) for e in events] == texts  # the caller's events are not changed
+    return [json.dumps(e) for e in out]
+
+
+@pytest.mark.parametrize("form", ["text", "decoded"])
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])
-def test_a_streamed_secret_is_redacted_wherever_the_pieces_fall(secret: FakeSecret):
+def test_a_streamed_secret_is_redacted_wherever_the_pieces_fall(secret: FakeSecret, form: str):
     """Every secret, in each of its contexts, streamed: in a piece of its own after a word
     (joined, the word and the secret are one word, which no detector reads), cut in pieces
-    of several sizes, and after pieces that end in a word's start."""
+    of several sizes, and after pieces that end in a word's start; events given as JSON
+    text or decoded."""
     leaks = []
     for context in contexts_for(secret):
         text = context.wrap(secret.text)
@@ -303,10 +327,26 @@ def test_a_streamed_secret_is_redacted_wherever_the_pieces_fall(secret: FakeSecr
             ways[f"cut every {size}"] = ["ok: ", *[text[i : i + size] for i in range(0, len(text), size)]]
         ways["glued to the piece before"] = ["the key", text]
         for way, pieces in ways.items():
-            out = redact_stream(_stream_of(pieces))
+            out = _redacted_stream(form, pieces)
             if leaked(secret, "".join(out)) or leaked(secret, _streamed_text(out)):
                 leaks.append(f"{context.name}: {way}")
     assert leaks == []
+
+
+def test_decoded_events_come_back_as_they_are_unless_they_hold_a_secret():
+    """Events without a secret are returned as the same objects (nothing copied); one with
+    a secret comes back as a redacted copy; objects that are not JSON types are converted
+    as the spool's encoder converts them, and scanned."""
+    key = next(s for s in SECRETS if s.name == "anthropic").text
+    clean = {"choices": [{"delta": {"content": "hello"}}], "model": "m"}
+    split = [{"delta": {"text": "my key is " + key[:10]}}, {"delta": {"text": key[10:] + " ok"}}]
+    foreign = {"when": datetime.date(2025, 1, 2), "pair": (1, 2), "note": f"key {key}"}
+    out = redact_stream_events([clean, *split, foreign, f"text {key}"])
+    assert out[0] is clean
+    assert "".join(e["delta"]["text"] for e in out[1:3]) == f"my key is {REDACTED} ok"
+    assert split[0]["delta"]["text"].endswith(key[:10])  # the given event is unchanged
+    assert out[3] == {"when": "2025-01-02", "pair": [1, 2], "note": f"key {REDACTED}"}
+    assert out[4] == f"text {REDACTED}"
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])

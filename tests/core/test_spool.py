@@ -235,7 +235,7 @@ def test_a_small_or_known_body_is_encoded_when_the_answer_comes(tmp_path: Path, 
         events=None,
         already_present=2,
     )
-    assert json.loads(raw) == json.loads(head + tail.encode())
+    assert json.loads(raw) == json.loads(head + tail)
     assert json.loads(raw)["req"]["messages"][0]["content"].startswith(
         "hi [REDACTED]" if not known else content[:20]
     )

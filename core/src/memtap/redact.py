@@ -44,6 +44,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import copy
 import functools
 import json
 import logging
@@ -79,6 +80,7 @@ __all__ = [
     "redact_fact",
     "redact_json",
     "redact_stream",
+    "redact_stream_events",
     "redact_text",
     "redact_url",
 ]
@@ -754,6 +756,7 @@ def clear_cache() -> None:
     """Forget every scanned text (for benchmarks and tests)."""
     _CACHE.clear()
     _CLEAN_SHORT.clear()
+    _CLEAN_KEYS.clear()
     _CLEAN_PIECES.clear()
 
 
@@ -934,22 +937,58 @@ def _collect_text(text: str, pending: dict[str, None]) -> int:
 
 
 def _collect_items(obj: Mapping[Any, Any], pending: dict[str, None], convert: Callable[[Any], Any]) -> int:
-    """:func:`_collect` of a mapping: its keys, its values, and the values of secret-named keys."""
+    """:func:`_collect` of a mapping: its keys, its values, and the values of secret-named
+    keys. A key found clean before costs one lookup (:data:`_CLEAN_KEYS`), and so does a
+    short value known clean: the keys and short values of bodies and answers repeat."""
     found = 0
+    keys = _CLEAN_KEYS
     for key, value in obj.items():
-        value_kind = type(value)
-        if isinstance(key, str):
-            if len(key) >= MIN_SECRET_CHARS:
-                found |= _collect_text(key, pending)
-            kind = _key_kind_cached(key)
-            if kind is not None and isinstance(value, str) and is_secret_value(kind, value):
+        kind = keys.get(key, _UNSEEN)
+        if kind is _UNSEEN:
+            kind = _new_key(key, pending) if isinstance(key, str) else None
+            if kind is _FLAGGED_KEY:
                 found |= _FLAGGED
-                continue
-        if value_kind is str:
-            found |= _collect_text(value, pending)
+                kind = _key_kind_cached(key)
+        value_kind = type(value)
+        if kind is not None and isinstance(value, str) and is_secret_value(kind, value):
+            found |= _FLAGGED
+        elif value_kind is str:
+            n = len(value)
+            if n >= MIN_SECRET_CHARS and not (n < CACHE_MIN_CHARS and value in _CLEAN_SHORT):
+                found |= _collect_text(value, pending)
+        elif value_kind is dict:
+            found |= _collect_items(value, pending, convert)
         elif value_kind not in _SCALAR_TYPES:
             found |= _collect(value, pending, convert)
     return found
+
+
+#: Keys found clean (scanned, or too short to hold a secret), with their
+#: :func:`key_kind`: the keys of request bodies and answers repeat on every call. Bounded:
+#: past :data:`_CLEAN_KEYS_MAX` new keys are not remembered (they are still checked).
+_CLEAN_KEYS: dict[str, str | None] = {}
+_CLEAN_KEYS_MAX = 10_000
+#: :func:`_new_key`'s answer for a key that holds a secret itself.
+_FLAGGED_KEY: Any = object()
+
+
+def _new_key(key: str, pending: dict[str, None]) -> Any:
+    """A key not known clean: gathered to be scanned when long enough (as any string),
+    remembered in :data:`_CLEAN_KEYS` once known clean. Returns its kind, or
+    :data:`_FLAGGED_KEY` when the key itself is a known secret."""
+    n = len(key)
+    if n >= MIN_SECRET_CHARS and _collect_text(key, pending) & _FLAGGED:
+        return _FLAGGED_KEY
+    kind = _key_kind_cached(key)
+    if n < MIN_SECRET_CHARS:
+        known = True
+    elif n < CACHE_MIN_CHARS:
+        known = key in _CLEAN_SHORT
+    else:
+        known = _CACHE.data.get(key, _UNSEEN) is None
+    if known and len(_CLEAN_KEYS) < _CLEAN_KEYS_MAX:
+        _CLEAN_KEYS[key] = kind
+    return kind
 
 
 def _spans_each(texts: list[str]) -> dict[int, list[tuple[int, int, str]]]:
@@ -1067,25 +1106,78 @@ _CLEAN_PIECES = _CleanPieces(4096)
 
 def redact_stream(events: Sequence[str]) -> list[str]:
     """A stream's events (JSON texts, in order) with every secret removed, including one the
-    stream cut across several events: the strings found at the same place of successive
-    events (``choices.0.delta.content``, ``delta.partial_json``...) are joined and scanned
-    as one text, and each event keeps its part of the result. Events that change are
-    encoded again; the others are returned as they were. A text that is not JSON is
-    redacted on its own."""
+    stream cut across several events (:func:`redact_stream_events`). Events that change are
+    encoded again; the others are returned as they were. A text that is not a JSON object
+    or array is redacted on its own."""
     decoded: list[Any] = []
-    pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
-    for index, event in enumerate(events):
+    for event in events:
         try:
             obj = json.loads(event)
         except ValueError:
             obj = None
-        if not isinstance(obj, (dict, list)):
-            obj = None  # not a JSON object: redacted as text
-        decoded.append(obj)
-        if obj is not None:
+        decoded.append(obj if type(obj) is dict or type(obj) is list else event)
+    redacted = redact_stream_events(decoded)
+    return [
+        event if new is old else (new if type(new) is str else compact_encoder().encode(new))
+        for event, old, new in zip(events, decoded, redacted)
+    ]
+
+
+def redact_stream_events(events: Sequence[Any], default: Callable[[Any], Any] | None = None) -> list[Any]:
+    """A stream's decoded events (dicts or lists, in order) with every secret removed,
+    including one the stream cut across several events: the strings found at the same place
+    of successive events (``choices.0.delta.content``, ``delta.partial_json``...) are joined
+    and scanned as one text, and each event keeps its part of the result.
+
+    ``events`` are not changed: an event that holds a secret comes back as a redacted copy,
+    the others as they are (an SDK's events are read again by the capture writer). An event
+    that is a string is redacted as text; one holding objects that are not JSON types is
+    first converted as :func:`json.dumps` with ``default`` would (``str`` when ``None``)."""
+    objs = list(events)
+    pieces = _stream_pieces(objs)
+    foreign = pieces.pop(_FOREIGN, None)
+    if foreign:  # rare: objects that are not JSON types, converted as the encoder will
+        for index in {p[0] for p in foreign}:
+            objs[index] = json.loads(compact_encoder(default or str).encode(objs[index]))
+        pieces = _stream_pieces(objs)
+    found = _stream_findings(pieces)
+    if found:
+        # Rare: cut the secrets out of copies (their strings are gathered again).
+        copies = [copy.deepcopy(e) for e in objs]
+        copied = _stream_pieces(copies)
+        changed: set[int] = set()
+        for path, spans in found:
+            _cut(copied[path], spans, copies, changed)
+        objs = [copies[i] if i in changed else e for i, e in enumerate(objs)]
+    return [redact_text(e) if type(e) is str else e for e in objs]
+
+
+#: The place under which :func:`_stream_leaves` notes an event holding an object that is
+#: not a JSON type (no event has an empty-named place: paths are tuples of keys).
+_FOREIGN: tuple[Any, ...] = ()
+
+
+def _stream_pieces(events: Sequence[Any]) -> dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]]:
+    """The strings of ``events`` (decoded JSON; strings among them are left out) grouped by
+    their place in an event, in order: ``(event index, parent, key, text)``; events that
+    hold other objects than JSON's are listed under :data:`_FOREIGN`."""
+    pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
+    for index, obj in enumerate(events):
+        kind = type(obj)
+        if kind is dict or kind is list:
             _stream_leaves(obj, (), index, pieces)
-    changed: set[int] = set()
-    for group in pieces.values():
+        elif kind is not str:
+            pieces.setdefault(_FOREIGN, []).append((index, None, None, ""))
+    return pieces
+
+
+def _stream_findings(
+    pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]],
+) -> list[tuple[tuple[Any, ...], list[tuple[int, int]]]]:
+    """Where secrets are among a stream's ``pieces``: per place, the spans (offsets in its
+    pieces joined)."""
+    found_at = []
+    for path, group in pieces.items():
         texts = tuple(p[3] for p in group)
         joined = "".join(texts)
         if len(joined) < MIN_SECRET_CHARS or texts in _CLEAN_PIECES:
@@ -1094,18 +1186,10 @@ def redact_stream(events: Sequence[str]) -> list[str]:
         if len(group) > 1:  # each piece alone too: joining may glue a word to a key's start
             found += _piece_spans(list(texts))
         if found:
-            _cut(group, _merge(found), decoded, changed)
+            found_at.append((path, _merge(found)))
         else:
             _CLEAN_PIECES.add(texts)
-    out = []
-    for index, event in enumerate(events):
-        if decoded[index] is None:
-            out.append(redact_text(event))
-        elif index in changed:
-            out.append(compact_encoder().encode(decoded[index]))
-        else:
-            out.append(event)
-    return out
+    return found_at
 
 
 def _piece_spans(pieces: list[str]) -> list[tuple[int, int, str]]:
@@ -1126,10 +1210,10 @@ def _stream_leaves(
     index: int,
     pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]],
 ) -> None:
-    """Add the strings of ``obj`` (a decoded event's dict or list, at ``path``) to
-    ``pieces``, by their path. The values of decoded JSON are exactly str, dict, list or a
-    scalar (numbers, true, null are no secret's place and are passed over without a path
-    being made for them)."""
+    """Add the strings of ``obj`` (an event's dict or list, at ``path``) to ``pieces``, by
+    their path. The values of decoded JSON are exactly str, dict, list or a scalar (numbers,
+    true, null are no secret's place and are passed over without a path being made for
+    them); an event holding anything else is noted under :data:`_FOREIGN`."""
     for k, v in obj.items() if type(obj) is dict else enumerate(obj):
         kind = type(v)
         if kind is str:
@@ -1141,6 +1225,8 @@ def _stream_leaves(
                 group.append((index, obj, k, v))
         elif kind is dict or kind is list:
             _stream_leaves(v, (*path, k), index, pieces)
+        elif kind not in _SCALAR_TYPES:
+            pieces.setdefault(_FOREIGN, []).append((index, None, None, ""))
 
 
 def _cut(

@@ -42,7 +42,14 @@ from memtap.metrics import count
 from memtap.protocol.anchors import AgentProfile
 from memtap.protocol.model import Attribution
 from memtap.protocol.wire import RawExchange, StreamAccumulator, WireProtocol
-from memtap.redact import compact_encoder, dumps_redacted, new_text, redact_stream, redact_text
+from memtap.redact import (
+    compact_encoder,
+    dumps_redacted,
+    new_text,
+    redact_stream,
+    redact_stream_events,
+    redact_text,
+)
 
 log = logging.getLogger("memtap.capture.spool")
 
@@ -55,6 +62,9 @@ _SUFFIX = ".jsonl"
 #: A segment renamed so by :meth:`Spool.close`: its process closed normally with calls in
 #: it still unstored (the store was down), as opposed to a process that crashed.
 _CLOSED_SUFFIX = ".closed" + _SUFFIX
+#: A response or stream event as the spool takes it: decoded (what an adapter's ``to_json``
+#: returns) or JSON text.
+Answer = Mapping[str, Any] | str | None
 
 
 def spool_dir_for(identity: str, home: Path) -> Path:
@@ -82,20 +92,6 @@ def _fallback(obj: Any) -> Any:
 
 def _dumps(obj: Any) -> str:
     return compact_encoder(_fallback).encode(obj)
-
-
-def response_json(obj: Any, to_json: Callable[[Any], Mapping[str, Any] | None]) -> str | None:
-    """The wire JSON of an SDK response object, as text: pydantic models serialise
-    themselves (fast); anything else goes through ``to_json``."""
-    dump_json = getattr(obj, "model_dump_json", None)
-    if dump_json is not None:
-        try:
-            text: str = dump_json(by_alias=True, exclude_unset=True, warnings=False)
-            return text
-        except TypeError:
-            pass
-    data = to_json(obj)
-    return None if data is None else _dumps(data)
 
 
 @attrs.define(eq=False)
@@ -158,22 +154,23 @@ def encode_tail(
     stream: bool,
     error: str | None,
     partial: bool,
-    response: str | None,
-    events: Sequence[str] | None,
+    response: Answer,
+    events: Sequence[Answer] | None,
     agent: str | None = None,
     already_present: int | None = 0,
-) -> str:
-    """The response half of a spool record, closing it: the response as JSON text,
-    redacted escape-aware, or the stream's events, redacted across events (a secret the
-    stream split is found too). Small: what the model answered. ``agent`` names the call's
-    agent profile (known once the request is read; its scaffolding is left out when the
-    call is replayed). ``already_present`` is how many of the request's leading messages
-    resend its session; ``None`` when it is counted only where the call is formatted
-    (history off: :attr:`memtap.protocol.wire.HistoryInjection.resent_later`), and then
-    counted again when the record is replayed (records of earlier versions hold it in the
-    request half; either is read)."""
+) -> bytes:
+    """The response half of a spool record, closing it: the response, redacted, or the
+    stream's events, redacted across events (a secret the stream split is found too), each
+    given decoded (as the SDK's ``to_json`` returns it) or as JSON text. Small: what the
+    model answered. ``agent`` names the call's agent profile (known once the request is
+    read; its scaffolding is left out when the call is replayed). ``already_present`` is
+    how many of the request's leading messages resend its session; ``None`` when it is
+    counted only where the call is formatted (history off:
+    :attr:`memtap.protocol.wire.HistoryInjection.resent_later`), and then counted again
+    when the record is replayed (records of earlier versions hold it in the request half;
+    either is read)."""
     fields = _dumps(_tail_fields(ended_at, already_present, stream, error, partial, agent))
-    return "," + fields[1:-1] + _answer(response, events)
+    return ("," + fields[1:-1]).encode() + _answer(response, events)
 
 
 def _tail_fields(
@@ -197,11 +194,32 @@ def _tail_fields(
     return fields
 
 
-def _answer(response: str | None, events: Sequence[str] | None) -> str:
-    """The end of a record: the response JSON text or the stream's events, redacted."""
-    res = redact_text(response, remember=False) if response is not None else "null"
-    ev = "[" + ",".join(redact_stream(events)) + "]" if events is not None else "null"
-    return ',"res":' + res + ',"ev":' + ev + "}\n"
+def _answer(response: Answer, events: Sequence[Answer] | None) -> bytes:
+    """The end of a record: the response or the stream's events, redacted. Decoded ones
+    are scanned string by string and encoded once (JSON text given is scanned as text)."""
+    if response is None:
+        res = b"null"
+    elif isinstance(response, str):
+        res = redact_text(response, remember=False).encode()
+    else:
+        res = dumps_redacted(response, _fallback)
+    if events is None:
+        ev = b"null"
+    elif all(type(e) is str for e in events):
+        ev = ("[" + ",".join(redact_stream(events)) + "]").encode()  # type: ignore[arg-type]
+    else:  # decoded events (text among them decoded too, as redact_stream does)
+        objs = [_json_or_text(e) if type(e) is str else e for e in events]
+        ev = _dumps(redact_stream_events(objs, _fallback)).encode()
+    return b',"res":' + res + b',"ev":' + ev + b"}\n"
+
+
+def _json_or_text(text: str) -> Any:
+    """``text`` decoded when it is a JSON object or array, else as it is."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    return data if isinstance(data, (dict, list)) else text
 
 
 def encode_record(
@@ -216,8 +234,8 @@ def encode_record(
     error: str | None,
     partial: bool,
     body: Mapping[str, Any],
-    response: str | None,
-    events: Sequence[str] | None,
+    response: Answer,
+    events: Sequence[Answer] | None,
     agent: str | None = None,
 ) -> bytes:
     """One spool line for a finished call, redacted (no credential reaches the disk), made
@@ -229,7 +247,7 @@ def encode_record(
     fields.update(_tail_fields(ended_at, already_present, stream, error, partial, agent))
     req = dumps_redacted(body, _fallback)
     text = _dumps(fields)
-    return (text[:-1] + ',"req":').encode() + req + _answer(response, events).encode()
+    return (text[:-1] + ',"req":').encode() + req + _answer(response, events)
 
 
 class RequestJournal:
@@ -348,7 +366,7 @@ def journal_call(
     call: Any,
     body: Mapping[str, Any],
     ended_at: _dt.datetime,
-    payload: Callable[[], tuple[str | None, list[str] | None]],
+    payload: Callable[[], tuple[Answer, Sequence[Answer] | None]],
     *,
     error: str | None,
     partial: bool,
@@ -356,9 +374,9 @@ def journal_call(
 ) -> Segment | None:
     """Journal one finished :class:`memtap.request.tap.Call` (request path; never raises): the
     request half made ahead (:func:`journal_request`) joined to the response half
-    (``payload``: the response JSON or the stream's events), redacted, in one write.
-    Returns the segment, or ``None`` if the call could not be journaled (counted and
-    logged)."""
+    (``payload``: the response or the stream's events, decoded or as JSON text), redacted,
+    in one write. Returns the segment, or ``None`` if the call could not be journaled
+    (counted and logged)."""
     try:
         job: RequestJournal | None = getattr(call, "journal", None)
         response, events = payload()
@@ -375,7 +393,7 @@ def journal_call(
             "already_present": present,
         }
         if job is not None and job.body is body:  # the request half was handed to the worker
-            line = job.data() + encode_tail(**answer).encode()
+            line = job.data() + encode_tail(**answer)
         else:  # a small body (or prepare() never ran, or saw another body): all at once
             line = encode_record(
                 call_id=call.id,

@@ -29,7 +29,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from memtap import telemetry
 from memtap.builtins import stream_accumulator
 from memtap.capture.explanation import with_injected
-from memtap.capture.spool import RequestJournal, Spool, journal_call, journal_request, response_json
+from memtap.capture.spool import Answer, RequestJournal, Spool, journal_call, journal_request
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.history.injector import SessionHistories, without_waiting
 from memtap.metrics import count
@@ -482,12 +482,18 @@ class Call:
 
     def succeeded(self, response: Any, to_json: JsonFn) -> None:
         """A non-streamed call returned ``response``; capture it (converted later)."""
-        self._capture(
-            lambda: (to_json(response), None),
-            error=None,
-            partial=False,
-            journal=lambda: (response_json(response, to_json), None),
-        )
+        # Converted once: by the journal on the request path when there is a spool (the
+        # writer then reads what it made; neither changes it), else by the writer.
+        journaled: list[Mapping[str, Any] | None] = []
+
+        def journal() -> tuple[Mapping[str, Any] | None, None]:
+            journaled.append(to_json(response))
+            return journaled[0], None
+
+        def read() -> tuple[Mapping[str, Any] | None, None]:
+            return (journaled[0] if journaled else to_json(response)), None
+
+        self._capture(read, error=None, partial=False, journal=journal)
 
     def failed(self, exc: BaseException) -> None:
         """The call raised before a response: nothing is stored, the span records it."""
@@ -536,11 +542,15 @@ class Call:
         """The stream ended, was closed or abandoned early (``partial``), or failed
         (``error``). Only the first report counts."""
         items = self._stream_items
+        journaled: list[list[Mapping[str, Any] | None]] = []  # converted once, as in succeeded()
+
+        def journal() -> tuple[None, list[Mapping[str, Any]]]:
+            journaled.append([to_json(item) for item in items])
+            return None, [event for event in journaled[0] if event is not None]
 
         def accumulate() -> tuple[None, ResponseView]:
             acc = stream_accumulator(self.tap.hook, self.protocol)
-            for item in items:
-                event = to_json(item)
+            for event in journaled[0] if journaled else map(to_json, items):
                 if event is not None:
                     acc.feed(event)
             return None, acc.result()
@@ -551,7 +561,7 @@ class Call:
             error=message,
             partial=partial,
             stream=True,
-            journal=lambda: (None, [t for t in (response_json(i, to_json) for i in items) if t is not None]),
+            journal=journal,
         )
 
     def _capture_profile(self, body: Mapping[str, Any]) -> AgentProfile | None:
@@ -581,7 +591,7 @@ class Call:
         error: str | None,
         partial: bool,
         stream: bool = False,
-        journal: Callable[[], tuple[str | None, list[str] | None]] | None = None,
+        journal: Callable[[], tuple[Answer, Sequence[Answer] | None]] | None = None,
     ) -> None:
         if not self._finished.acquire(blocking=False):
             return
