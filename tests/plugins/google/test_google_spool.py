@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import memtap
-import memtap_duckdb
 import memtap_google
 from memtap.capture.spool import Spool
 from memtap.storage.store import InMemoryStore
@@ -22,12 +21,8 @@ MODEL = "gemini-2.0-flash"
 
 @pytest.fixture
 def spooled(tmp_path: Path) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(
-        f"duckdb:///{tmp_path / 'memory.duckdb'}",
-        spool=str(tmp_path / "spool"),
-        plugins=[memtap_google, memtap_duckdb],
-        entry_points=False,
-    )
+    spool = tmp_path / "spool"
+    memory = memtap.Memory(InMemoryStore(), plugins=[memtap_google], entry_points=False, spool=spool)
     yield memory
     memory.close()
 
