@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import enum
+import functools
 import logging
 import threading
 import time
@@ -484,16 +485,8 @@ class Call:
         """A non-streamed call returned ``response``; capture it (converted later)."""
         # Converted once: by the journal on the request path when there is a spool (the
         # writer then reads what it made; neither changes it), else by the writer.
-        journaled: list[Mapping[str, Any] | None] = []
-
-        def journal() -> tuple[Mapping[str, Any] | None, None]:
-            journaled.append(to_json(response))
-            return journaled[0], None
-
-        def read() -> tuple[Mapping[str, Any] | None, None]:
-            return (journaled[0] if journaled else to_json(response)), None
-
-        self._capture(read, error=None, partial=False, journal=journal)
+        data = functools.cache(lambda: to_json(response))
+        self._capture(lambda: (data(), None), error=None, partial=False, journal=lambda: (data(), None))
 
     def failed(self, exc: BaseException) -> None:
         """The call raised before a response: nothing is stored, the span records it."""
@@ -542,15 +535,11 @@ class Call:
         """The stream ended, was closed or abandoned early (``partial``), or failed
         (``error``). Only the first report counts."""
         items = self._stream_items
-        journaled: list[list[Mapping[str, Any] | None]] = []  # converted once, as in succeeded()
-
-        def journal() -> tuple[None, list[Mapping[str, Any]]]:
-            journaled.append([to_json(item) for item in items])
-            return None, [event for event in journaled[0] if event is not None]
+        events = functools.cache(lambda: [to_json(item) for item in items])  # once, as in succeeded()
 
         def accumulate() -> tuple[None, ResponseView]:
             acc = stream_accumulator(self.tap.hook, self.protocol)
-            for event in journaled[0] if journaled else map(to_json, items):
+            for event in events():
                 if event is not None:
                     acc.feed(event)
             return None, acc.result()
@@ -561,7 +550,7 @@ class Call:
             error=message,
             partial=partial,
             stream=True,
-            journal=journal,
+            journal=lambda: (None, [event for event in events() if event is not None]),
         )
 
     def _capture_profile(self, body: Mapping[str, Any]) -> AgentProfile | None:
