@@ -61,8 +61,9 @@ CONTRIB_PLUGINS = {
     "langchain": ["anthropic", "google", "litellm"],
     "ui": ["proxy"],
 }
-#: What every test session installs (tests/core talk to the scripted server with httpx).
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24", "httpx>=0.27"]
+#: What every test session installs (tests/core talk to the scripted server with httpx, and
+#: write the spool with either JSON encoder: pydantic-core's and the standard library's).
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24", "httpx>=0.27", "pydantic-core>=2.10"]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 
 

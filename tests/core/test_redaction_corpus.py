@@ -234,9 +234,10 @@ def test_redact_url_masks_passwords_and_secret_parameters(url: str, shown: str):
 
 
 @pytest.mark.parametrize("form", ["text", "decoded"])
-def test_a_spool_record_holds_no_secret_in_any_part(form: str):
+def test_a_spool_record_holds_no_secret_in_any_part(form: str, json_encoder: str):
     """The answer given as JSON text (the proxy's replayed form) or decoded (what the SDK
-    taps give: ``to_json``'s mapping, an SDK model's events)."""
+    taps give: ``to_json``'s mapping, an SDK model's events); written by either JSON
+    encoder."""
     secrets = [s for s in SECRETS if s.inline][:12]
     joined = "\n".join(s.text for s in secrets)
     response: Any = {"choices": [{"message": {"content": joined}}]}
@@ -347,6 +348,37 @@ def test_decoded_events_come_back_as_they_are_unless_they_hold_a_secret():
     assert split[0]["delta"]["text"].endswith(key[:10])  # the given event is unchanged
     assert out[3] == {"when": "2025-01-02", "pair": [1, 2], "note": f"key {REDACTED}"}
     assert out[4] == f"text {REDACTED}"
+    scalars: list[Any] = [None, 3, 1.5, True, clean]
+    assert redact_stream_events(scalars) == scalars  # events that are JSON scalars pass as they are
+    assert redact_stream_events([None, datetime.date(2025, 1, 2)]) == [None, "2025-01-02"]
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])
+def test_a_secret_every_event_repeats_is_cut_from_each(secret: FakeSecret):
+    """A string a stream repeats in every event (as it repeats its id, model and
+    fingerprint) is scanned alone once, not once per event: a secret there is still cut
+    from every event, in every context."""
+    leaks = []
+    for context in contexts_for(secret):
+        text = context.wrap(secret.text)
+        events = [{"id": text, "choices": [{"delta": {"content": p}}]} for p in ("a", "b", "c", "d")]
+        out = redact_stream_events(events)
+        for i, event in enumerate(out):
+            if leaked(secret, json.dumps(event)):
+                leaks.append(f"{context.name}: event {i}")
+    assert leaks == []
+
+
+def test_a_secret_that_only_repeated_pieces_make_is_redacted():
+    """Identical pieces are scanned joined too: joined, these two (neither of which holds a
+    key: 10 characters follow ``sk-``) make an OpenAI-style key of 20."""
+    piece = "k9m2x7q4w1 sk-r8t3y6u5i0"
+    assert find_secrets(piece) == []
+    made = "sk-r8t3y6u5i0k9m2x7q4w1"
+    assert [name for _, _, name in find_secrets(piece + piece)] == ["openai"]
+    for form in ("text", "decoded"):
+        text = _streamed_text(_redacted_stream(form, [piece, piece]))
+        assert made not in text and REDACTED in text
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])

@@ -1,9 +1,9 @@
 """Secret redaction: credentials found in text, JSON and URLs are replaced before anything
 is stored, spooled, exported, traced or logged.
 
-A leaf module (the standard library, and memtap's record types for :func:`redact_exchange`
-and :func:`redact_fact`): the spool, the capture path, long-term memory, the CLI and plugins
-all use it. Public API: :func:`redact_text`, :func:`redact_json`, :func:`redact_url`,
+A leaf module (the standard library, pydantic-core's JSON encoder when it is installed, and
+memtap's record types for :func:`redact_exchange` and :func:`redact_fact`): the spool, the
+capture path, long-term memory, the CLI and plugins all use it. Public API: :func:`redact_text`, :func:`redact_json`, :func:`redact_url`,
 :func:`redact_exchange`, :func:`redact_fact`, :func:`find_secrets`, :data:`REDACTED` and
 :class:`RedactingFilter` (for loggers).
 
@@ -70,6 +70,8 @@ __all__ = [
     "RedactingFilter",
     "clear_cache",
     "dumps_redacted",
+    "dumps_redacted_record",
+    "encode_json",
     "find_secrets",
     "guard_loggers",
     "is_secret_value",
@@ -1134,15 +1136,16 @@ def redact_stream_events(events: Sequence[Any], default: Callable[[Any], Any] | 
     that is a string is redacted as text; one holding objects that are not JSON types is
     first converted as :func:`json.dumps` with ``default`` would (``str`` when ``None``)."""
     objs = list(events)
-    pieces = _stream_pieces(objs)
-    foreign = pieces.pop(_FOREIGN, None)
-    if foreign:  # rare: objects that are not JSON types, converted as the encoder will
-        for index in {p[0] for p in foreign}:
+    groups = _stream_texts(objs)
+    if groups is None:  # rare: objects that are not JSON types, converted as the encoder will
+        for index in {p[0] for p in _stream_pieces(objs).get(_FOREIGN, ())}:
             objs[index] = json.loads(compact_encoder(default or str).encode(objs[index]))
-        pieces = _stream_pieces(objs)
-    found = _stream_findings(pieces)
+        groups = _stream_texts(objs)
+        assert groups is not None
+    found = _stream_findings(groups)
     if found:
-        # Rare: cut the secrets out of copies (their strings are gathered again).
+        # Rare: cut the secrets out of copies (their strings are gathered again, with the
+        # places they are at).
         copies = [copy.deepcopy(e) for e in objs]
         copied = _stream_pieces(copies)
         changed: set[int] = set()
@@ -1157,51 +1160,117 @@ def redact_stream_events(events: Sequence[Any], default: Callable[[Any], Any] | 
 _FOREIGN: tuple[Any, ...] = ()
 
 
+def _stream_texts(events: Sequence[Any]) -> dict[tuple[Any, ...], list[str]] | None:
+    """The strings of ``events`` (decoded JSON; strings and numbers among them are left
+    out) grouped by their place in an event, in order; ``None`` when an event is or holds an
+    object that is not a JSON type. Gathered in a tree shaped like the events (a place's
+    path is made once per place, not once per string: this runs on every stream)."""
+    tree: dict[Any, list[Any]] = {}
+    for obj in events:
+        kind = type(obj)
+        if kind is dict or kind is list:
+            if not _event_texts(obj, tree):
+                return None
+        elif kind is not str and kind not in _SCALAR_TYPES:
+            return None
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    _flatten(tree, (), groups)
+    return groups
+
+
+def _event_texts(obj: Any, tree: dict[Any, list[Any]]) -> bool:
+    """Add the strings of one event's dict or list to ``tree`` (``key -> [strings, subtree]``);
+    ``False`` at an object that is not a JSON type."""
+    for k, v in obj.items() if type(obj) is dict else enumerate(obj):
+        kind = type(v)
+        if kind is str:
+            node = tree.get(k)
+            if node is None:
+                tree[k] = [[v], None]
+            else:
+                node[0].append(v)
+        elif kind is dict or kind is list:
+            node = tree.get(k)
+            if node is None:
+                tree[k] = node = [[], {}]
+            elif node[1] is None:
+                node[1] = {}
+            if not _event_texts(v, node[1]):
+                return False
+        elif kind not in _SCALAR_TYPES:
+            return False
+    return True
+
+
+def _flatten(
+    tree: dict[Any, list[Any]], path: tuple[Any, ...], groups: dict[tuple[Any, ...], list[str]]
+) -> None:
+    for key, (texts, subtree) in tree.items():
+        if texts:
+            groups[(*path, key)] = texts
+        if subtree:
+            _flatten(subtree, (*path, key), groups)
+
+
 def _stream_pieces(events: Sequence[Any]) -> dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]]:
-    """The strings of ``events`` (decoded JSON; strings among them are left out) grouped by
-    their place in an event, in order: ``(event index, parent, key, text)``; events that
-    hold other objects than JSON's are listed under :data:`_FOREIGN`."""
+    """The strings of ``events`` as :func:`_stream_texts` groups them, each with where it is:
+    ``(event index, parent, key, text)`` (to cut a secret out); events that hold other
+    objects than JSON's are listed under :data:`_FOREIGN`."""
     pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
     for index, obj in enumerate(events):
         kind = type(obj)
         if kind is dict or kind is list:
             _stream_leaves(obj, (), index, pieces)
-        elif kind is not str:
+        elif kind is not str and kind not in _SCALAR_TYPES:
             pieces.setdefault(_FOREIGN, []).append((index, None, None, ""))
     return pieces
 
 
 def _stream_findings(
-    pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]],
+    groups: dict[tuple[Any, ...], list[str]],
 ) -> list[tuple[tuple[Any, ...], list[tuple[int, int]]]]:
-    """Where secrets are among a stream's ``pieces``: per place, the spans (offsets in its
-    pieces joined)."""
-    found_at = []
-    for path, group in pieces.items():
-        texts = tuple(p[3] for p in group)
-        joined = "".join(texts)
-        if len(joined) < MIN_SECRET_CHARS or texts in _CLEAN_PIECES:
+    """Where secrets are among a stream's strings (``groups``: by place, in order): per
+    place, the spans (offsets in its strings joined). Each place's strings are scanned
+    joined (a secret the stream cut) and each alone (joining may glue a word to a key's
+    start; a string that recurs, an id in every event, alone once), all of them in one scan.
+    """
+    texts: list[str] = []
+    plan: list[tuple[tuple[Any, ...], tuple[str, ...], int, dict[str, int] | None]] = []
+    for path, group in groups.items():
+        pieces = tuple(group)
+        if pieces in _CLEAN_PIECES:
             continue
-        found = _SCANNER.spans(joined)
-        if len(group) > 1:  # each piece alone too: joining may glue a word to a key's start
-            found += _piece_spans(list(texts))
+        joined = "".join(pieces)
+        if len(joined) < MIN_SECRET_CHARS:
+            continue
+        at = len(texts)
+        texts.append(joined)
+        alone: dict[str, int] | None = None
+        if len(pieces) > 1:
+            alone = {}
+            for piece in pieces:
+                if len(piece) >= MIN_SECRET_CHARS and piece not in alone:
+                    alone[piece] = len(texts)
+                    texts.append(piece)
+        plan.append((path, pieces, at, alone))
+    if not texts:
+        return []
+    hits = _spans_each(texts)
+    found_at = []
+    for path, pieces, at, alone in plan:
+        found = list(hits.get(at, ()))
+        if alone:
+            offset = 0
+            for piece in pieces:
+                index = alone.get(piece)
+                if index is not None and index in hits:
+                    found += [(a + offset, b + offset, name) for a, b, name in hits[index]]
+                offset += len(piece)
         if found:
             found_at.append((path, _merge(found)))
         else:
-            _CLEAN_PIECES.add(texts)
+            _CLEAN_PIECES.add(pieces)
     return found_at
-
-
-def _piece_spans(pieces: list[str]) -> list[tuple[int, int, str]]:
-    """The secrets of each piece alone (:func:`_spans_each`), as offsets in the pieces
-    joined without a separator."""
-    hits = _spans_each(pieces)
-    out = []
-    offset = 0
-    for i, piece in enumerate(pieces):
-        out += [(a + offset, b + offset, name) for a, b, name in hits.get(i, ())]
-        offset += len(piece)
-    return out
 
 
 def _stream_leaves(
@@ -1396,28 +1465,93 @@ def compact_encoder(default: Callable[[Any], Any] | None = None) -> json.JSONEnc
     return _CompactEncoder(default)
 
 
+def _pydantic_encoder() -> Callable[..., bytes] | None:
+    """pydantic-core's JSON encoder (Rust), when it is installed (imported at the first
+    encoding, not by ``import memtap``).
+
+    It writes the small structures of a call (a record of the spool, a stream's events)
+    4-8 times faster than the standard library's, whose C encoder makes a string per token.
+    It is installed with every SDK memtap taps (openai, anthropic, google-genai and litellm
+    build on pydantic), but it is not a dependency of memtap-core: without it (the proxy
+    alone) the standard library writes the same data (numbers may be spelt otherwise:
+    ``1.5e-7``, ``1.5e-07``; strings are written byte for byte alike)."""
+    try:
+        from pydantic_core import to_json
+    except ImportError:
+        return None
+    return to_json
+
+
+_UNRESOLVED: Any = object()
+#: :func:`_pydantic_encoder`'s answer, once asked (``None``: not installed).
+_fast_to_json: Any = _UNRESOLVED
+
+
+def encode_json(obj: Any, default: Callable[[Any], Any] | None = None) -> bytes:
+    """Compact UTF-8 JSON of ``obj``: ``compact_encoder(default).encode(obj).encode()``,
+    written by pydantic-core's faster encoder when it is installed. For JSON data (dicts,
+    lists, strings, numbers, booleans, ``None``, as :func:`redact_json` returns them), both
+    write what decodes to the same data; other objects go to ``default`` with the standard
+    library, while pydantic-core writes those it knows (a datetime, a model) itself. Falls
+    back to the standard library whenever pydantic-core cannot encode ``obj`` (nesting
+    deeper than it goes, a string UTF-8 cannot hold: then the standard library raises)."""
+    global _fast_to_json
+    fast = _fast_to_json
+    if fast is _UNRESOLVED:
+        fast = _fast_to_json = _pydantic_encoder()
+    if fast is not None:
+        try:
+            data: bytes = fast(obj, fallback=default or str)
+            return data
+        except Exception:  # e.g. a string it cannot write: the standard library decides
+            pass
+    return compact_encoder(default).encode(obj).encode()
+
+
 def dumps_redacted(obj: Any, default: Callable[[Any], Any] | None = None) -> bytes:
     """Compact UTF-8 JSON of ``obj`` with every secret replaced (:func:`redact_json`).
 
     Long strings (an agent's system prompt, earlier turns) come back on every call: their
     JSON encoding is kept, and each call encodes only the rest (the long strings are swapped
-    for placeholders that cannot occur in text, the rest goes through :func:`json.dumps`,
-    and the kept encodings are joined in), so a 70 KB body costs about a copy of it.
+    for placeholders that cannot occur in text, the rest is encoded, and the kept encodings
+    are joined in), so a 70 KB body costs about a copy of it.
     """
     redacted, found = _redact_json(obj, default)
+    return _encode_keeping_long(redacted, found, default)
+
+
+def dumps_redacted_record(
+    fields: Mapping[str, Any], parts: Mapping[str, Any], default: Callable[[Any], Any] | None = None
+) -> bytes:
+    """Compact UTF-8 JSON of one object: ``fields`` as they are (values the caller made or
+    redacted itself), then ``parts`` redacted as :func:`dumps_redacted` redacts one value
+    (all of their strings gathered and scanned at once, and encoded in one piece)."""
+    names = list(parts)
+    redacted, found = _redact_json([parts[name] for name in names], default)
+    record = dict(fields)
+    record.update(zip(names, redacted))
+    return _encode_keeping_long(record, found, default)
+
+
+def _encode_keeping_long(obj: Any, found: int, default: Callable[[Any], Any] | None) -> bytes:
+    """:func:`encode_json` of ``obj`` (redacted, with :func:`_collect`'s findings), its long
+    strings' encodings kept (:data:`_ENCODED`)."""
     longs: list[str] = []
-    light = _lift(redacted, longs) if found & (_LONG | _FLAGGED) else redacted
-    text = compact_encoder(default).encode(light)
+    light = _lift(obj, longs) if found & (_LONG | _FLAGGED) else obj
+    data = encode_json(light, default)
     if not longs:
-        return text.encode()
-    marker = f'"\\u0000{_NONCE}'
-    pieces = text.split(marker)
-    out = [pieces[0].encode()]
+        return data
+    pieces = data.split(_PLACEHOLDER_OPENING)
+    out = [pieces[0]]
     for piece in pieces[1:]:
-        index, rest = piece.split('\\u0000"', 1)
+        index, rest = piece.split(b'\\u0000"', 1)
         out.append(_ENCODED.get(longs[int(index)]))
-        out.append(rest.encode())
+        out.append(rest)
     return b"".join(out)
+
+
+#: How a placeholder of :func:`_lift` starts, encoded (either encoder writes NUL so).
+_PLACEHOLDER_OPENING = f'"\\u0000{_NONCE}'.encode()
 
 
 def _lift(obj: Any, longs: list[str]) -> Any:

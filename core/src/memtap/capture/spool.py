@@ -43,8 +43,9 @@ from memtap.protocol.anchors import AgentProfile
 from memtap.protocol.model import Attribution
 from memtap.protocol.wire import RawExchange, StreamAccumulator, WireProtocol
 from memtap.redact import (
-    compact_encoder,
     dumps_redacted,
+    dumps_redacted_record,
+    encode_json,
     new_text,
     redact_stream,
     redact_stream_events,
@@ -90,8 +91,8 @@ def _fallback(obj: Any) -> Any:
     return str(obj)
 
 
-def _dumps(obj: Any) -> str:
-    return compact_encoder(_fallback).encode(obj)
+def _dumps(obj: Any) -> bytes:
+    return encode_json(obj, _fallback)
 
 
 @attrs.define(eq=False)
@@ -134,7 +135,7 @@ def encode_head(
     app's body redacted (decoded: every string of it, and secret-named keys), as UTF-8
     JSON without its closing brace (:func:`encode_tail` completes it)."""
     head = _dumps(_head_fields(call_id, protocol, attribution, started_at))
-    return (head[:-1] + ',"req":').encode() + dumps_redacted(body, _fallback)
+    return head[:-1] + b',"req":' + dumps_redacted(body, _fallback)
 
 
 def _head_fields(call_id: str, protocol: str, attribution: Attribution, started_at: str) -> dict[str, Any]:
@@ -169,8 +170,8 @@ def encode_tail(
     :attr:`memtap.protocol.wire.HistoryInjection.resent_later`), and then counted again
     when the record is replayed (records of earlier versions hold it in the request half;
     either is read)."""
-    fields = _dumps(_tail_fields(ended_at, already_present, stream, error, partial, agent))
-    return ("," + fields[1:-1]).encode() + _answer(response, events)
+    fields = _tail_fields(ended_at, already_present, stream, error, partial, agent)
+    return b"," + _with_answer(fields, {}, response, events)[1:]
 
 
 def _tail_fields(
@@ -194,9 +195,26 @@ def _tail_fields(
     return fields
 
 
+def _with_answer(
+    fields: dict[str, Any], parts: dict[str, Any], response: Answer, events: Sequence[Answer] | None
+) -> bytes:
+    """A record (its end, when ``fields`` are the response half's) as one line: ``fields``,
+    then ``parts`` (the request body, when the record is made in one piece) and the response
+    or the stream's events, redacted. Decoded answers (what ``to_json`` returns) are
+    redacted with the parts, every string scanned in one pass, and the whole line encoded
+    once; JSON text given (records of earlier versions) is scanned as text."""
+    if type(response) is not str and (events is None or all(type(e) is not str for e in events)):
+        fields["ev"] = None if events is None else redact_stream_events(events, _fallback)
+        return dumps_redacted_record(fields, {**parts, "res": response}, _fallback) + b"\n"
+    head = _dumps(fields)[:-1]
+    for name, value in parts.items():
+        head += b',"' + name.encode() + b'":' + dumps_redacted(value, _fallback)
+    return head + _answer(response, events)
+
+
 def _answer(response: Answer, events: Sequence[Answer] | None) -> bytes:
-    """The end of a record: the response or the stream's events, redacted. Decoded ones
-    are scanned string by string and encoded once (JSON text given is scanned as text)."""
+    """The end of a record given JSON text: the response or the stream's events, redacted
+    (text events among decoded ones decoded first)."""
     if response is None:
         res = b"null"
     elif isinstance(response, str):
@@ -209,7 +227,7 @@ def _answer(response: Answer, events: Sequence[Answer] | None) -> bytes:
         ev = ("[" + ",".join(redact_stream(events)) + "]").encode()  # type: ignore[arg-type]
     else:  # decoded events (text among them decoded too, as redact_stream does)
         objs = [_json_or_text(e) if type(e) is str else e for e in events]
-        ev = _dumps(redact_stream_events(objs, _fallback)).encode()
+        ev = _dumps(redact_stream_events(objs, _fallback))
     return b',"res":' + res + b',"ev":' + ev + b"}\n"
 
 
@@ -245,9 +263,7 @@ def encode_record(
     left out when the call is replayed)."""
     fields = _head_fields(call_id, protocol, attribution, started_at)
     fields.update(_tail_fields(ended_at, already_present, stream, error, partial, agent))
-    req = dumps_redacted(body, _fallback)
-    text = _dumps(fields)
-    return (text[:-1] + ',"req":').encode() + req + _answer(response, events)
+    return _with_answer(fields, {"req": body}, response, events)
 
 
 class RequestJournal:
