@@ -3,9 +3,11 @@ is stored, spooled, exported, traced or logged.
 
 A leaf module (the standard library, pydantic-core's JSON encoder when it is installed, and
 memtap's record types for :func:`redact_exchange` and :func:`redact_fact`): the spool, the
-capture path, long-term memory, the CLI and plugins all use it. Public API: :func:`redact_text`, :func:`redact_json`, :func:`redact_url`,
-:func:`redact_exchange`, :func:`redact_fact`, :func:`find_secrets`, :data:`REDACTED` and
-:class:`RedactingFilter` (for loggers).
+capture path, long-term memory, the CLI and plugins all use it. Public API:
+:func:`redact_text`, :func:`redact_json`, :func:`redact_url`, :func:`redact_exchange`,
+:func:`redact_fact`, :func:`find_secrets`, :data:`REDACTED` and :class:`RedactingFilter`
+(for loggers); for the spool, :func:`redact_stream_events`, :func:`dumps_redacted_record`
+and :func:`encode_json`.
 
 **Why not a detector library.** Yelp's detect-secrets (the best known, last released in
 2024) scans a line with every plugin's regexes in turn and reports values, not positions:
