@@ -1140,8 +1140,9 @@ def redact_stream_events(events: Sequence[Any], default: Callable[[Any], Any] | 
     objs = list(events)
     groups = _stream_texts(objs)
     if groups is None:  # rare: objects that are not JSON types, converted as the encoder will
-        for index in {p[0] for p in _stream_pieces(objs).get(_FOREIGN, ())}:
-            objs[index] = json.loads(compact_encoder(default or str).encode(objs[index]))
+        for index, event in enumerate(objs):
+            if _stream_texts([event]) is None:
+                objs[index] = json.loads(compact_encoder(default or str).encode(event))
         groups = _stream_texts(objs)
         assert groups is not None
     found = _stream_findings(groups)
@@ -1155,11 +1156,6 @@ def redact_stream_events(events: Sequence[Any], default: Callable[[Any], Any] | 
             _cut(copied[path], spans, copies, changed)
         objs = [copies[i] if i in changed else e for i, e in enumerate(objs)]
     return [redact_text(e) if type(e) is str else e for e in objs]
-
-
-#: The place under which :func:`_stream_leaves` notes an event holding an object that is
-#: not a JSON type (no event has an empty-named place: paths are tuples of keys).
-_FOREIGN: tuple[Any, ...] = ()
 
 
 def _stream_texts(events: Sequence[Any]) -> dict[tuple[Any, ...], list[str]] | None:
@@ -1215,16 +1211,14 @@ def _flatten(
 
 
 def _stream_pieces(events: Sequence[Any]) -> dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]]:
-    """The strings of ``events`` as :func:`_stream_texts` groups them, each with where it is:
-    ``(event index, parent, key, text)`` (to cut a secret out); events that hold other
-    objects than JSON's are listed under :data:`_FOREIGN`."""
+    """The strings of ``events`` (decoded JSON, as :func:`redact_stream_events` has made
+    them) as :func:`_stream_texts` groups them, each with where it is: ``(event index,
+    parent, key, text)`` (to cut a secret out)."""
     pieces: dict[tuple[Any, ...], list[tuple[int, Any, Any, str]]] = {}
     for index, obj in enumerate(events):
         kind = type(obj)
         if kind is dict or kind is list:
             _stream_leaves(obj, (), index, pieces)
-        elif kind is not str and kind not in _SCALAR_TYPES:
-            pieces.setdefault(_FOREIGN, []).append((index, None, None, ""))
     return pieces
 
 
@@ -1284,7 +1278,7 @@ def _stream_leaves(
     """Add the strings of ``obj`` (an event's dict or list, at ``path``) to ``pieces``, by
     their path. The values of decoded JSON are exactly str, dict, list or a scalar (numbers,
     true, null are no secret's place and are passed over without a path being made for
-    them); an event holding anything else is noted under :data:`_FOREIGN`."""
+    them)."""
     for k, v in obj.items() if type(obj) is dict else enumerate(obj):
         kind = type(v)
         if kind is str:
@@ -1296,8 +1290,6 @@ def _stream_leaves(
                 group.append((index, obj, k, v))
         elif kind is dict or kind is list:
             _stream_leaves(v, (*path, k), index, pieces)
-        elif kind not in _SCALAR_TYPES:
-            pieces.setdefault(_FOREIGN, []).append((index, None, None, ""))
 
 
 def _cut(
