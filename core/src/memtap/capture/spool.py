@@ -3,16 +3,18 @@ that neither a storage outage nor a crashed process (``kill -9``) loses it.
 
 The request thread appends one line of JSON per call (the app's request body and the
 response as raw JSON, redacted) to the process's current *segment* file: one ``write(2)``
-to the page cache, no fsync. No secret reaches the disk, and redacting costs the call
-almost nothing: the request half of the record is redacted and encoded by a worker thread
-while the request is in flight (see :class:`RequestJournal`); when the answer arrives only
-the (small) response half is redacted on the request path, joined to it, and written in one
-``write`` before the call returns. The background writer formats and stores calls as before; once
-the store has every call of a segment, the segment is deleted (that is the compaction). A
-process that dies leaves its segments behind; the next :class:`memtap.Memory` on the same
-store finds them (segments are ``flock``-ed by the live process that owns them, so only a
-dead process's segments are taken) and replays them, oldest first. Writes are idempotent by
-exchange id, so a call replayed after it had already been stored is not stored twice.
+to the page cache, no fsync (it keeps the GIL, so that no other thread slips in before the
+call returns: :mod:`memtap.capture.filewrite`). No secret reaches the disk, and redacting
+costs the call little: the request half of a record with new text to scan is redacted and
+encoded by a worker thread while the request is in flight (see :class:`RequestJournal`);
+when the answer arrives the response half is redacted on the request path, joined to it,
+and written in one ``write`` before the call returns. The background writer formats and
+stores calls as before; once the store has every call of a segment, the segment is deleted
+(that is the compaction). A process that dies leaves its segments behind; the next
+:class:`memtap.Memory` on the same store finds them (segments are ``flock``-ed by the live
+process that owns them, so only a dead process's segments are taken) and replays them,
+oldest first. Writes are idempotent by exchange id, so a call replayed after it had already
+been stored is not stored twice.
 
 The spool is bounded (``max_bytes``): past the bound the oldest segments are dropped, their
 calls counted and logged. A full disk never fails a call: the call is still stored from
@@ -37,6 +39,7 @@ from typing import Any
 
 import attrs
 
+from memtap.capture.filewrite import append_record
 from memtap.capture.private import make_private, private_dir
 from memtap.metrics import count
 from memtap.protocol.anchors import AgentProfile
@@ -80,8 +83,10 @@ def spool_dir_for(identity: str, home: Path) -> Path:
 
 
 def _write(fd: int, data: bytes) -> int:
-    """``os.write`` (a seam for fault-injection tests: a full disk, an I/O error)."""
-    return os.write(fd, data)
+    """Write one record (:func:`~memtap.capture.filewrite.append_record`: a small one without
+    letting another thread take the GIL before the call returns); a seam for
+    fault-injection tests (a full disk, an I/O error)."""
+    return append_record(fd, data)
 
 
 def _fallback(obj: Any) -> Any:
