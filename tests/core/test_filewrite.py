@@ -86,16 +86,18 @@ _FSIZE_SCRIPT = textwrap.dedent(
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: EFBIG, not death
     directory, size = Path(sys.argv[1]), int(sys.argv[2])
     sp = spool.Spool(directory)
-    first = b'{"v":2,"id":"a"}\\n'
+    first = b'{"v":1,"id":"a"}\\n'
     assert sp.append(first) is not None
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    torn = b'{"v":2,"id":"b","x":"' + b"y" * size + b'"}\\n'
-    # Room for half of it: write(2) writes what fits (a short write), the next gets EFBIG.
+    torn = b'{"v":1,"id":"b","x":"' + b"y" * size + b'"}\\n'
+    # Room for half of it: write(2) writes what fits (a short write), cut off again.
     resource.setrlimit(resource.RLIMIT_FSIZE, (len(first) + len(torn) // 2, hard))
     assert sp.append(torn) is None
+    # No room at all: write(2) fails with EFBIG.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(first), hard))
     assert sp.append(torn) is None
     resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    assert sp.append(b'{"v":2,"id":"c"}\\n') is not None
+    assert sp.append(b'{"v":1,"id":"c"}\\n') is not None
     print(sp.stats.failed)
     sp.close()
     """
@@ -115,4 +117,4 @@ def test_a_real_short_write_and_efbig_leave_the_spool_readable(tmp_path: Path, s
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2"]
     (path,) = (tmp_path / "spool").glob("*.jsonl*")
-    assert path.read_bytes() == b'{"v":2,"id":"a"}\n{"v":2,"id":"c"}\n'
+    assert path.read_bytes() == b'{"v":1,"id":"a"}\n{"v":1,"id":"c"}\n'
