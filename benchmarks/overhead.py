@@ -10,18 +10,30 @@ injects a full history budget (20 messages) on every call.
     python benchmarks/overhead.py --body-kb 70 --new-session [--provider anthropic] [--calls 300]
     python benchmarks/overhead.py --matrix [--calls 300]   # 1/16/70 KB x session kinds x providers
     python benchmarks/overhead.py --only capture --calls 400 --json   # one scenario, for A/B rounds
+    python benchmarks/overhead.py --server process --pin   # the server in its own process and CPU
+
+Where the scripted server runs matters on a small machine. In a thread of this process
+(``--server thread``, the default) it shares the GIL, and the cores, with the app and
+memtap's background threads: work memtap does off the request path (formatting a finished
+call, the record of what it injected, the store's writes) then slows the server's answer
+too. A provider is elsewhere: ``--server process`` runs the server in a child process, and
+``--pin`` (Linux) gives it the last CPU and this process the others, as when the model
+runs on another machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +94,60 @@ def summarise(label: str, bare: list[float], tapped: list[float]) -> dict[str, f
     return {"scenario": label, "bare_ms": b, "memtap_ms": t, "added_ms": t - b, "ratio": t / b}
 
 
+class ServerURLs:
+    """Where a scripted server answers (what the benchmarks read of one)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.openai_base_url = base_url + "/v1"
+        self.anthropic_base_url = base_url
+
+
+#: What the child process of ``--server process`` runs: the scripted server (on the CPU its
+#: argument names, if any), its URL printed, until its standard input closes.
+_SERVE = """
+import os, sys
+if len(sys.argv) > 1:
+    os.sched_setaffinity(0, {int(sys.argv[1])})
+from memtap.testing.server import ScriptedModelServer
+with ScriptedModelServer() as server:
+    print(server.base_url, flush=True)
+    sys.stdin.read()
+"""
+
+#: Where the server runs (``--server``) and whether it gets a CPU of its own (``--pin``).
+SERVER = {"where": "thread", "pin": False}
+
+
+@contextlib.contextmanager
+def model_server() -> Iterator[ServerURLs]:
+    """The scripted model server, where :data:`SERVER` says: a thread of this process, or a
+    child process (pinned: the last CPU for it, the others for this process)."""
+    if SERVER["where"] == "thread":
+        with ScriptedModelServer() as server:
+            yield ServerURLs(server.base_url)
+        return
+    cpus = sorted(os.sched_getaffinity(0)) if SERVER["pin"] else []
+    if SERVER["pin"] and len(cpus) < 2:
+        raise SystemExit("--pin needs at least two CPUs")
+    command = [sys.executable, "-c", _SERVE, *([str(cpus[-1])] if cpus else [])]
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    url = child.stdout.readline().strip()
+    if not url:
+        child.wait(timeout=10)
+        raise SystemExit(f"the scripted server's process did not start (exit status {child.returncode})")
+    if cpus:
+        os.sched_setaffinity(0, cpus[:-1])
+    try:
+        yield ServerURLs(url)
+    finally:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        child.stdin.close()
+        child.wait(timeout=10)
+
+
 #: Long-term memory switched off: what issue 2 measures (capture + history injection).
 NO_LONGTERM = {"embedder": False, "episodes": False, "recall": memtap.RecallBudget(k=0)}
 
@@ -92,7 +158,7 @@ def run(
     results = []
     budget = memtap.HistoryBudget(max_messages=history_messages, max_tokens=100_000)
     options: dict[str, object] = {} if longterm else dict(NO_LONGTERM)
-    with ScriptedModelServer() as server:
+    with model_server() as server:
         mem = memtap.Memory(store, history=budget, **options)  # type: ignore[arg-type]
         bare = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
         tapped = mem.register(
@@ -140,14 +206,14 @@ def agent_prompt(kb: int) -> str:
     return "\n".join(lines)
 
 
-def _openai_clients(mem: memtap.Memory, server: ScriptedModelServer) -> tuple[Any, Any]:
+def _openai_clients(mem: memtap.Memory, server: ServerURLs) -> tuple[Any, Any]:
     def make() -> openai.OpenAI:
         return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-bench", max_retries=0)
 
     return make(), mem.register(make())
 
 
-def _anthropic_clients(mem: memtap.Memory, server: ScriptedModelServer) -> tuple[Any, Any]:
+def _anthropic_clients(mem: memtap.Memory, server: ServerURLs) -> tuple[Any, Any]:
     import anthropic  # only for --provider anthropic
 
     def make() -> anthropic.Anthropic:
@@ -180,7 +246,7 @@ def run_body(
         elapsed = time.perf_counter() - started
         return elapsed, elapsed
 
-    with ScriptedModelServer() as server:
+    with model_server() as server:
         mem = memtap.Memory(store)
         bare, tapped = (_anthropic_clients if provider == "anthropic" else _openai_clients)(mem, server)
 
@@ -240,7 +306,19 @@ def main() -> None:
         default=None,
         help="only capture (no history) or only history 20 msgs: short runs to alternate source trees",
     )
+    parser.add_argument(
+        "--server",
+        choices=["thread", "process"],
+        default="thread",
+        help="where the scripted server runs: a thread of this process, or a process of its own",
+    )
+    parser.add_argument(
+        "--pin", action="store_true", help="with --server process: the server on a CPU of its own (Linux)"
+    )
     args = parser.parse_args()
+    if args.pin and args.server != "process":
+        parser.error("--pin goes with --server process")
+    SERVER.update(where=args.server, pin=args.pin)
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or f"duckdb:///{Path(tmp) / 'bench.duckdb'}"
         if args.matrix:
@@ -263,7 +341,9 @@ def main() -> None:
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         return
-    print(f"store: {args.store or 'duckdb (temporary file)'}; {args.calls} calls per client, interleaved")
+    where = f"server in a {args.server}" + (", pinned to a CPU of its own" if args.pin else "")
+    store_name = args.store or "duckdb (temporary file)"
+    print(f"store: {store_name}; {args.calls} calls per client, interleaved; {where}")
     print(f"{'scenario':44} {'bare ms':>9} {'memtap ms':>10} {'added ms':>9} {'ratio':>7}")
     for r in rows:
         cells = f"{r['bare_ms']:9.3f} {r['memtap_ms']:10.3f} {r['added_ms']:9.3f} {r['ratio']:7.3f}"

@@ -204,15 +204,14 @@ class HistoryBudget:
         """:meth:`select` over units given newest first (:func:`units_newest_first`)."""
         if self.off:
             return []
+        max_messages, max_tokens = self.max_messages, self.max_tokens
         chosen: list[list[Message]] = []
         count = tokens = 0
         for unit in units:
-            unit_tokens = approx_tokens(unit[0]) if len(unit) == 1 else sum(approx_tokens(m) for m in unit)
-            required = not chosen and _relies_on(unit, answered_next)
-            if not required and (
-                count + len(unit) > self.max_messages or tokens + unit_tokens > self.max_tokens
-            ):
-                break
+            unit_tokens = approx_tokens(unit[0]) if len(unit) == 1 else sum(map(approx_tokens, unit))
+            over = count + len(unit) > max_messages or tokens + unit_tokens > max_tokens
+            if over and (chosen or not _relies_on(unit, answered_next)):
+                break  # only the unit the request's leading results answer may go over
             chosen.append(unit)
             count += len(unit)
             tokens += unit_tokens
@@ -311,10 +310,14 @@ def _not_carried(newest_first: Iterable[Message], carried: _Carried) -> Iterator
             replies.append(m)
             continue
         if m not in carried:
-            yield from (r for r in replies if r not in carried)
+            for r in replies:
+                if r not in carried:
+                    yield r
             yield m
         replies = []
-    yield from (r for r in replies if r not in carried)
+    for r in replies:
+        if r not in carried:
+            yield r
 
 
 def plan_history(
