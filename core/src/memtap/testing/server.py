@@ -7,7 +7,8 @@ to parse its answers:
 * OpenAI Responses (``POST /v1/responses``), JSON and SSE;
 * Anthropic Messages (``POST /v1/messages``), JSON and SSE, plus ``/v1/messages/count_tokens``;
 * Gemini (``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``),
-  plus ``:countTokens`` and the model list (``GET /v1beta/models``, ``GET /v1beta/models/{model}``).
+  plus ``:countTokens`` and the model list (``GET /v1beta/models``, ``GET /v1beta/models/{model}``;
+  ``/v1/models`` stays OpenAI's, which this server does not answer).
 
 Replies are queued with :meth:`ScriptedModelServer.script` and consumed first-in first-out by
 whichever protocol is called next. With an empty queue the server echoes the last user text as
@@ -754,7 +755,7 @@ _GEMINI_PATH = re.compile(
 
 
 _GEMINI_COUNT = re.compile(r"^/v1(?:beta|alpha)?/models/[^/:]+:countTokens$")
-_GEMINI_MODELS = re.compile(r"^/v1(?:beta|alpha)?/models(?:/([^/:]+))?$")
+_GEMINI_MODELS = re.compile(r"^/v1(?:beta|alpha)/models(?:/([^/:]+))?$")
 #: The models ``GET /v1beta/models`` lists.
 GEMINI_MODELS = ("gemini-2.5-flash", "gemini-2.5-pro")
 
