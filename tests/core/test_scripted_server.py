@@ -414,8 +414,10 @@ def test_gemini_model_list_and_lookup(
 def test_gemini_post_to_a_model_list_is_not_found(server: ScriptedModelServer, client: httpx.Client) -> None:
     assert client.post(f"{server.gemini_base_url}/v1beta/models", json={}).status_code == 404
     assert client.get(f"{server.gemini_base_url}/v1beta/models/x:countTokens").status_code == 404
-    # OpenAI's model list is not Gemini's
+    # /v1/models is Gemini's only for Google's SDKs (they send x-goog-api-key)
     assert client.get(f"{server.openai_base_url}/models").status_code == 404
+    google = client.get(f"{server.openai_base_url}/models", headers={"x-goog-api-key": "k"})
+    assert len(google.json()["models"]) == 2
 
 
 # ----------------------------------------------------------------------------- scripting

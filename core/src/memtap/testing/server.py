@@ -8,7 +8,7 @@ to parse its answers:
 * Anthropic Messages (``POST /v1/messages``), JSON and SSE, plus ``/v1/messages/count_tokens``;
 * Gemini (``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``),
   plus ``:countTokens`` and the model list (``GET /v1beta/models``, ``GET /v1beta/models/{model}``;
-  ``/v1/models`` stays OpenAI's, which this server does not answer).
+  ``/v1/models`` too when the request carries Google's ``x-goog-api-key``).
 
 Replies are queued with :meth:`ScriptedModelServer.script` and consumed first-in first-out by
 whichever protocol is called next. With an empty queue the server echoes the last user text as
@@ -756,6 +756,7 @@ _GEMINI_PATH = re.compile(
 
 _GEMINI_COUNT = re.compile(r"^/v1(?:beta|alpha)?/models/[^/:]+:countTokens$")
 _GEMINI_MODELS = re.compile(r"^/v1(?:beta|alpha)/models(?:/([^/:]+))?$")
+_GEMINI_V1_MODELS = re.compile(r"^/v1/models(?:/([^/:]+))?$")
 #: The models ``GET /v1beta/models`` lists.
 GEMINI_MODELS = ("gemini-2.5-flash", "gemini-2.5-pro")
 
@@ -770,9 +771,10 @@ def _gemini_model(name: str) -> JSONObject:
     }
 
 
-def _gemini_models(path: str) -> JSONObject | None:
-    """The answer to a Gemini model list or model lookup, ``None`` for any other path."""
-    match = _GEMINI_MODELS.match(path)
+def _gemini_models(path: str, google: bool) -> JSONObject | None:
+    """The answer to a Gemini model list or model lookup, ``None`` for any other path
+    (``/v1/models`` is Gemini's only for a request with Google's ``x-goog-api-key``)."""
+    match = _GEMINI_MODELS.match(path) or (_GEMINI_V1_MODELS.match(path) if google else None)
     if match is None:
         return None
     if match.group(1) is not None:
@@ -880,7 +882,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._count_tokens(request)
         elif self.command == "POST" and _GEMINI_COUNT.match(path):
             self._gemini_count_tokens(request)
-        elif self.command == "GET" and (listed := _gemini_models(path)) is not None:
+        elif (
+            self.command == "GET"
+            and (listed := _gemini_models(path, "x-goog-api-key" in headers)) is not None
+        ):
             self._send_json(200, listed)
         elif route is None:
             self._send_json(404, _not_found(self.command, path))
