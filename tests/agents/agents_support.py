@@ -220,21 +220,23 @@ class GeminiCli:
         settings.parent.mkdir(parents=True, exist_ok=True)
         settings.write_text(json.dumps(GEMINI_SETTINGS, indent=1))
 
-    def env(self) -> dict[str, str]:
+    def env(self, **extra: str) -> dict[str, str]:
         """The environment of one run (the docs' recipe)."""
         return {
             **base_env(self.home),
             "GOOGLE_GEMINI_BASE_URL": self.base_url,
             "GEMINI_API_KEY": "gemini-test-dummy-key",
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            **extra,
         }
 
-    def prompt(self, *args: str, model: str | None = GEMINI_MODEL) -> Run:
-        """``gemini -p <prompt> --output-format json [-m model] <args>``: its JSON result
-        names Gemini CLI's own session. ``model=None`` lets Gemini CLI route the prompt."""
+    def prompt(self, *args: str, model: str | None = GEMINI_MODEL, **extra: str) -> Run:
+        """``gemini -p <prompt> --output-format json [-m model] <args>``, ``extra`` added to
+        its environment: its JSON result names Gemini CLI's own session. ``model=None`` lets
+        Gemini CLI route the prompt."""
         chosen = ["-m", model] if model else []
         command = [str(self.binary), "--output-format", "json", *chosen, "-p", *args]
-        return _run(command, self.env(), self.workdir)
+        return _run(command, self.env(**extra), self.workdir)
 
 
 def gemini_result(run: Run) -> dict[str, Any]:

@@ -191,3 +191,35 @@ def test_mem_status_is_answered_by_the_proxy(gemini: GeminiCli, upstream: Script
     assert "agent profile gemini-cli" in result["response"]
     assert "(derived from the conversation)" in result["response"]
     assert turns(upstream) == []
+
+
+def test_a_session_named_in_gemini_cli_custom_headers_gets_its_history(
+    gemini: GeminiCli, upstream: ScriptedModelServer, mem: memtap.Memory
+) -> None:
+    named = {"GEMINI_CLI_CUSTOM_HEADERS": "x-memtap-session: project-x, x-memtap-entity: alice"}
+    upstream.script(Reply(text="Noted."))
+    gemini_result(gemini.prompt("The staging cluster runs on Kubernetes.", **named))
+    settle(mem, 1)
+    upstream.script(Reply(text="Kubernetes."))
+    gemini_result(gemini.prompt("Where does staging run?", **named))
+    sent = turns(upstream)[-1]
+    assert not any(name.startswith("x-memtap-") for name in sent.headers)  # read, never forwarded
+    # two `gemini -p` runs, one named session: the earlier turn is injected as history,
+    # before Gemini CLI's own first Content
+    keys = content_keys(sent.json)
+    expected = [
+        "user: The staging cluster runs on",
+        "model: Noted.",
+        "user: <session_context>",
+        "user: Where does",
+    ]
+    assert len(keys) == len(expected) and all(k.startswith(e) for k, e in zip(keys, expected)), keys
+    settle(mem, 2)
+    assert [m.content for m in mem.history("project-x")] == [
+        "The staging cluster runs on Kubernetes.",
+        "Noted.",
+        "Where does staging run?",
+        "Kubernetes.",
+    ]
+    assert mem.sessions(entity_id="default") == []
+    assert [s.session_id for s in mem.sessions(entity_id="alice")] == ["project-x"]
