@@ -106,6 +106,8 @@ ROUTES = [
     ("POST", "/v1beta/cachedContents", b"", "gemini", None, None, None),
     # OpenAI's and Anthropic's routes are theirs still
     ("GET", "/v1/models", b"", "openai", None, None, None),
+    ("GET", "/v1/models/ft:gpt-4o:acme::abc123", b"", "openai", None, None, None),
+    ("DELETE", "/v1/models/ft:davinci", b"", "openai", None, None, None),
     ("GET", "/v1/models", b"key=abc", "gemini", None, None, None),
     ("GET", "/v1/models/gemini-2.5-pro", b"pageSize=5&key=abc", "gemini", None, None, None),
     ("POST", "/v1/chat/completions", b"", "openai", "openai.chat", None, None),

@@ -30,11 +30,19 @@ _MODEL_CALL = re.compile(r"^/v1(?:beta|alpha)?/(?:models|tunedModels)/([^/:]+):(
 #: The methods memtap reads (the others, e.g. ``countTokens``, are passed through).
 GENERATE = "generateContent"
 STREAM = "streamGenerateContent"
+#: The model methods that make a ``/v1/models/{model}:{method}`` path Gemini's (OpenAI's
+#: fine-tuned model names hold colons too: ``/v1/models/ft:gpt-4o:acme::id``).
+METHODS = frozenset(
+    {GENERATE, STREAM, "countTokens", "embedContent", "batchEmbedContents", "batchGenerateContent"}
+)
 
 
 def is_gemini_path(path: str) -> bool:
     """Whether ``path`` (agent prefix removed, no query) is the Gemini API's."""
-    return path.startswith(VERSIONS) or _MODEL_CALL.match(path) is not None
+    if path.startswith(VERSIONS):
+        return True
+    call = model_call(path)
+    return call is not None and call[1] in METHODS
 
 
 #: Headers only Google's SDKs send (``/v1/models`` is both Gemini's and OpenAI's path).
