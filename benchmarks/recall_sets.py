@@ -100,8 +100,14 @@ def store_by_capture(mem: memtap.Memory, person: Person) -> None:
     for session, said in sessions_of(person.turns).items():
         for n in range(0, len(said), 2):
             pair = said[n : n + 2]
-            messages = [Message(role, t.text) for role, t in zip(("user", "assistant"), pair)]
-            mem.capture(messages[:1], messages[1:], entity_id=person.id, session_id=session, at=pair[0].at)
+            answer = [Message("assistant", t.text) for t in pair[1:]]
+            mem.capture(
+                [Message("user", pair[0].text)],
+                answer,
+                entity_id=person.id,
+                session_id=session,
+                at=pair[0].at,
+            )
 
 
 def store_by_remember(mem: memtap.Memory, person: Person, window: int = 2) -> None:

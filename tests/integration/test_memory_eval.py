@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import memtap
+import memtap.longterm.recall as recall_module
 from memtap import hookimpl
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
@@ -154,6 +155,6 @@ def test_injection_is_measured_through_the_injection_hooks(gate: bool):
 def test_the_question_is_asked_at_its_time():
     seen = []
     with memory_eval.clock_at(_dt.datetime(2024, 6, 1, tzinfo=UTC)):
-        seen.append(memory_eval.recall_module.utcnow())
+        seen.append(recall_module.utcnow())
     assert seen == [_dt.datetime(2024, 6, 1, tzinfo=UTC)]
-    assert memory_eval.recall_module.utcnow().year >= 2025
+    assert recall_module.utcnow().year >= 2025
