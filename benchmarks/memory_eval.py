@@ -73,7 +73,9 @@ How each figure is computed
 
 ``--json`` prints every figure; ``--per-question FILE`` writes one JSON line per question and
 path (ranks per ranker, first hits, what was injected) for diagnosis: look at the tuning half.
-``--quick``: the tuning half of paraphrase and longmem (no LOCOMO), for ``nox -s benchmarks``.
+``--markdown``: the tables as docs/benchmarks.md shows them; ``--from-json FILE``: the tables
+of a saved ``--json`` output, without running anything. ``--quick``: the tuning half of
+paraphrase and longmem (no LOCOMO), for ``nox -s benchmarks``.
 """
 
 from __future__ import annotations
@@ -522,11 +524,66 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tuning halves of paraphrase and longmem only")
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     parser.add_argument("--per-question", metavar="FILE", help="write one JSON line per question and path")
+    parser.add_argument("--markdown", action="store_true", help="the tables as docs/benchmarks.md shows them")
+    parser.add_argument("--from-json", metavar="FILE", help="print the tables of a saved --json output")
     return parser.parse_args(argv)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """One set and half as the Markdown table docs/benchmarks.md shows: R@10 (R@1) per kind
+    for each path and the baselines on its units, then the update, injection and assistant
+    figures."""
+    paths = result["paths"]
+    columns = [(p, name) for p in paths for name in RANKERS]
+    heads = [p if name == "memtap" else {"dense": "dense", "bm25": "BM25"}[name] for p, name in columns]
+    out = [
+        f"{result['set']}, {result['half']} half ({result['users']} users): R@10 (R@1); dense and BM25 "
+        "rank the units of the path on their left",
+        "",
+        "| kind | n | " + " | ".join(heads) + " |",
+        "|---|---:|" + "---:|" * len(columns),
+    ]
+    kinds = list(dict.fromkeys(k for p in paths.values() for k in p["per_kind"]))
+    for kind in kinds:
+        entry = [paths[p]["per_kind"].get(kind) for p, _ in columns]
+        n = next((e["n"] for e in entry if e), 0)
+        cells = [
+            f"{e[name]['R@10']:.3f} ({e[name]['R@1']:.2f})" if e else "-"
+            for e, (_, name) in zip(entry, columns)
+        ]
+        bold = "**" if kind == "overall" else ""
+        out.append(f"| {bold}{kind}{bold} | {n} | " + " | ".join(cells) + " |")
+    out.append("")
+    for p, figures in paths.items():
+        per, inj, notes = figures["per_kind"], figures["injection"], []
+        if "update" in per:
+            notes.append(
+                "newest above stale "
+                + ", ".join(f"{n} {per['update'][n]['newest_above_stale']:.2f}" for n in RANKERS)
+            )
+        if inj["abstention_questions"]:
+            notes.append(f"false injection {inj['false_injection']:.2f} of {inj['abstention_questions']}")
+        notes.append(f"evidence injected {inj['evidence_injected']:.2f}")
+        aucs = ", ".join(f"{n} {v:.2f}" for n, v in inj["auc"].items() if v is not None and n != "bm25")
+        if aucs:
+            notes.append(f"AUC {aucs}")
+        if p == "capture" and figures["assistant"]["top10_share"] is not None:
+            a = figures["assistant"]
+            notes.append(
+                f"assistant turns {a['top10_share']:.2f} of top-10 slots, "
+                f"first in {_cell(a['misses_topped_by_assistant']).strip()} of {a['misses']} misses"
+            )
+        notes.append(f"evidence turns without a unit {figures['evidence_turns_without_unit']}")
+        out.append(f"- {p}: " + "; ".join(notes))
+    return "\n".join(out)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = options(argv)
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())["results"]
+        print("\n\n".join((markdown if args.markdown else report)(r) for r in saved))
+        return
     started = time.perf_counter()
     results = evaluate(args, log=lambda line: print(line, file=sys.stderr))
     if args.per_question:
@@ -543,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print()
         return
     for result in results:
-        print(report(result) + "\n")
+        print((markdown if args.markdown else report)(result) + "\n")
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

@@ -90,7 +90,7 @@ def test_a_question_naming_a_turn_its_user_lacks_is_a_clear_error(tmp_path: Path
 
 @pytest.fixture(scope="module")
 def tiny() -> dict[tuple[str, str], dict[str, Any]]:
-    args = memory_eval.options(["--set", "longmem", "--half", "all", "--longmem", str(TINY)])
+    args = memory_eval.options(["--set", "longmem", "--half", "tune", "--longmem", str(TINY)])
     results = memory_eval.evaluate(args, log=lambda _: None)
     return {(r["half"], path): figures for r in results for path, figures in r["paths"].items()}
 
@@ -113,7 +113,16 @@ def test_each_path_is_judged_on_its_own_units(tiny):
     records = {r["id"]: r for r in capture["records"]}
     assert records["t01-q1"]["bm25"]["first"] == ["I adopted a beagle named Biscuit."]
     assert records["t01-q3"]["evidence_without_unit"] == ["t01-s2-3"]
-    assert tiny["heldout", "capture"]["per_kind"]["overall"]["n"] == 1
+
+
+def test_the_tables_show_every_kind(tiny):
+    result = {"set": "longmem", "half": "tune", "users": 1}
+    result["paths"] = {p: tiny["tune", p] for p in ("capture", "remember")}
+    table = memory_eval.markdown(result)
+    assert "| single | 2 | 0.500 (0.50) | 0.500 (" in table
+    assert "| **overall** | 3 |" in table and "false injection" in table
+    text = memory_eval.report(result)
+    assert text.splitlines()[2].split()[:2] == ["single", "2"]
 
 
 def test_injection_figures_come_from_the_records(tiny):
