@@ -72,7 +72,8 @@ How each figure is computed
   with evidence and no gold unit in the first 10, those whose first hit is an assistant's.
 
 ``--json`` prints every figure; ``--per-question FILE`` writes one JSON line per question and
-path (ranks per ranker, first hits, what was injected) for diagnosis: look at the tuning half.
+path (ranks per ranker, first hits, what was injected) for diagnosis, of the tuning half only
+unless ``--half heldout`` is asked for by name (so that diagnosing does not mean reading it).
 ``--markdown``: the tables as docs/benchmarks.md shows them; ``--from-json FILE``: the tables
 of a saved ``--json`` output, without running anything. ``--quick``: the tuning half of
 paraphrase and longmem (no LOCOMO), for ``nox -s benchmarks``.
@@ -589,6 +590,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.per_question:
         with open(args.per_question, "w") as out:
             for result in results:
+                if result["half"] == "heldout" and args.half != "heldout":
+                    continue
                 for figures in result["paths"].values():
                     for record in figures["records"]:
                         out.write(json.dumps(record) + "\n")
