@@ -530,60 +530,83 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def markdown(result: dict[str, Any]) -> str:
-    """One set and half as the Markdown table docs/benchmarks.md shows: R@10 (R@1) per kind
-    for each path and the baselines on its units, then the update, injection and assistant
-    figures."""
-    paths = result["paths"]
-    columns = [(p, name) for p in paths for name in RANKERS]
-    heads = [p if name == "memtap" else {"dense": "dense", "bm25": "BM25"}[name] for p, name in columns]
+def markdown(results: Sequence[dict[str, Any]]) -> str:
+    """The halves of one set as docs/benchmarks.md shows them: R@10 per kind for memtap's
+    paths and the two baselines (on the first path's units), halves side by side, overall
+    R@1 and R@5 under them; then the update, injection and assistant figures per half."""
+    halves = [(r, r["paths"]) for r in results]
+    columns = []
+    for r, paths in halves:
+        base = next(iter(paths))
+        columns += [(r["half"], p, "memtap") for p in paths]
+        columns += [(r["half"], base, name) for name in ("dense", "bm25")]
+    figures = {(r["half"], p): f for r, paths in halves for p, f in paths.items()}
+    names = {"dense": "dense", "bm25": "BM25"}
+    heads = [f"{h} {p if name == 'memtap' else names[name]}" for h, p, name in columns]
+    users = ", ".join(f"{r['half']} {r['users']} users" for r in results)
     out = [
-        f"{result['set']}, {result['half']} half ({result['users']} users): R@10 (R@1); dense and BM25 "
-        "rank the units of the path on their left",
+        f"{results[0]['set']} ({users}), R@10; dense and BM25 rank the {columns[0][1]} path's units",
         "",
-        "| kind | n | " + " | ".join(heads) + " |",
-        "|---|---:|" + "---:|" * len(columns),
+        "| kind | " + " | ".join(heads) + " |",
+        "|---|" + "---:|" * len(columns),
     ]
-    kinds = list(dict.fromkeys(k for p in paths.values() for k in p["per_kind"]))
+    kinds = list(dict.fromkeys(k for f in figures.values() for k in f["per_kind"]))
     for kind in kinds:
-        entry = [paths[p]["per_kind"].get(kind) for p, _ in columns]
-        n = next((e["n"] for e in entry if e), 0)
-        cells = [
-            f"{e[name]['R@10']:.3f} ({e[name]['R@1']:.2f})" if e else "-"
-            for e, (_, name) in zip(entry, columns)
-        ]
-        bold = "**" if kind == "overall" else ""
-        out.append(f"| {bold}{kind}{bold} | {n} | " + " | ".join(cells) + " |")
+        cells = []
+        for half, p, name in columns:
+            entry = figures[half, p]["per_kind"].get(kind)
+            cells.append(f"{entry[name]['R@10']:.3f}" if entry else "-")
+        n = "/".join(
+            str(figures[half, p]["per_kind"][kind]["n"])
+            for half, p, name in columns
+            if name == "memtap" and p == columns[0][1] and kind in figures[half, p]["per_kind"]
+        )
+        label = f"**{kind}** ({n})" if kind == "overall" else f"{kind} ({n})"
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    for k in ("R@1", "R@5"):
+        cells = [f"{figures[h, p]['per_kind']['overall'][name][k]:.3f}" for h, p, name in columns]
+        out.append(f"| overall {k} | " + " | ".join(cells) + " |")
     out.append("")
-    for p, figures in paths.items():
-        per, inj, notes = figures["per_kind"], figures["injection"], []
+    for (half, p), f in figures.items():
+        per, inj, notes = f["per_kind"], f["injection"], []
         if "update" in per:
             notes.append(
                 "newest above stale "
                 + ", ".join(f"{n} {per['update'][n]['newest_above_stale']:.2f}" for n in RANKERS)
             )
+        for kind in ("multi", "multi-hop"):
+            if kind in per:
+                notes.append("all@10 " + ", ".join(f"{n} {per[kind][n]['all@10']:.2f}" for n in RANKERS))
         if inj["abstention_questions"]:
             notes.append(f"false injection {inj['false_injection']:.2f} of {inj['abstention_questions']}")
         notes.append(f"evidence injected {inj['evidence_injected']:.2f}")
         aucs = ", ".join(f"{n} {v:.2f}" for n, v in inj["auc"].items() if v is not None and n != "bm25")
         if aucs:
             notes.append(f"AUC {aucs}")
-        if p == "capture" and figures["assistant"]["top10_share"] is not None:
-            a = figures["assistant"]
+        if p == "capture" and f["assistant"]["top10_share"] is not None:
+            a = f["assistant"]
             notes.append(
-                f"assistant turns {a['top10_share']:.2f} of top-10 slots, "
-                f"first in {_cell(a['misses_topped_by_assistant']).strip()} of {a['misses']} misses"
+                f"assistant turns {a['top10_share']:.2f} of top-10 slots and first in "
+                f"{_cell(a['misses_topped_by_assistant']).strip()} of {a['misses']} misses"
             )
-        notes.append(f"evidence turns without a unit {figures['evidence_turns_without_unit']}")
-        out.append(f"- {p}: " + "; ".join(notes))
+        if f["evidence_turns_without_unit"]:
+            notes.append(f"{f['evidence_turns_without_unit']} evidence turns without a unit")
+        out.append(f"- {half}, {p}: " + "; ".join(notes))
     return "\n".join(out)
+
+
+def tables(results: Sequence[dict[str, Any]], as_markdown: bool = False) -> str:
+    """The readable tables of ``results``: per set and half, or per set as Markdown."""
+    if not as_markdown:
+        return "\n\n".join(report(r) for r in results)
+    sets = dict.fromkeys(r["set"] for r in results)
+    return "\n\n".join(markdown([r for r in results if r["set"] == name]) for name in sets)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = options(argv)
     if args.from_json:
-        saved = json.loads(Path(args.from_json).read_text())["results"]
-        print("\n\n".join((markdown if args.markdown else report)(r) for r in saved))
+        print(tables(json.loads(Path(args.from_json).read_text())["results"], args.markdown))
         return
     started = time.perf_counter()
     results = evaluate(args, log=lambda line: print(line, file=sys.stderr))
@@ -602,8 +625,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         json.dump({"results": results, "total_s": time.perf_counter() - started}, sys.stdout, indent=1)
         print()
         return
-    for result in results:
-        print((markdown if args.markdown else report)(result) + "\n")
+    print(tables(results, args.markdown) + "\n")
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

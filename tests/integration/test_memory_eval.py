@@ -118,9 +118,10 @@ def test_each_path_is_judged_on_its_own_units(tiny):
 def test_the_tables_show_every_kind(tiny):
     result = {"set": "longmem", "half": "tune", "users": 1}
     result["paths"] = {p: tiny["tune", p] for p in ("capture", "remember")}
-    table = memory_eval.markdown(result)
-    assert "| single | 2 | 0.500 (0.50) | 0.500 (" in table
-    assert "| **overall** | 3 |" in table and "false injection" in table
+    table = memory_eval.markdown([result])
+    # Columns: capture, remember, then dense and BM25 on the capture path's units.
+    assert "| single (2) | 0.500 | 1.000 | 0.500 | 0.500 |" in table
+    assert "| **overall** (3) |" in table and "false injection" in table
     text = memory_eval.report(result)
     assert text.splitlines()[2].split()[:2] == ["single", "2"]
 
