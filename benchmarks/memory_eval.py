@@ -1,8 +1,9 @@
 """Memory quality per kind of question, against two baselines on the same units, in halves.
 
-    python benchmarks/memory_eval.py [--set longmem|locomo|paraphrase|all]
-        [--half tune|heldout|all] [--path capture|remember|all] [--quick]
-        [--longmem DIR] [--locomo FILE] [--json] [--per-question FILE]
+    python benchmarks/memory_eval.py [--set longmem|locomo|paraphrase|all (default)]
+        [--half tune (default)|heldout|all] [--path capture|remember|all (default)]
+        [--quick] [--longmem DIR] [--locomo FILE] [--json | --markdown]
+        [--per-question FILE] [--from-json FILE]
 
 Tune on the ``tune`` half only; the ``heldout`` half is run to report, never to choose.
 
@@ -39,7 +40,8 @@ How each figure is computed
   text no unit has (memorize keeps no question or small talk as an episode).
 - Rankers, over exactly the path's units of the user:
   ``memtap``: ``mem.recall(question, entity_id=, k=10, now=asked_at)`` (``update``
-  questions: k = every unit, the full ranking), defaults otherwise.
+  questions: k = every unit, the full ranking), defaults otherwise; the units recall does
+  not return (it leaves out those scoring 0) are absent.
   ``dense``: cosine of the full MiniLM model's vectors (``MiniLMEmbedder(quick_queries=False)``)
   of the unit's text (only) and of the question; every unit is ranked; ties keep the order
   of ``mem.facts`` (newest first).
