@@ -166,6 +166,31 @@ def _aws_secret(secret: str) -> bool:
     return any(c.isdigit() for c in secret) and any(c.isupper() for c in secret) and not secret.isupper()
 
 
+#: ``Set-Cookie`` attributes: their values (dates, ages, paths) are no one's session.
+_COOKIE_ATTRIBUTES = frozenset(
+    ("path", "domain", "expires", "max-age", "samesite", "secure", "httponly", "partitioned", "priority")
+)
+
+
+def _cookie_header(value: str) -> bool:
+    """A ``Cookie``/``Set-Cookie`` header value holding a session-like cookie: a value of
+    8+ characters with letters and digits, or of 16+ (``theme=dark; Max-Age=3600`` is not)."""
+    for pair in value.split(";"):
+        name, sep, v = pair.partition("=")
+        if not sep or name.strip().lower() in _COOKIE_ATTRIBUTES:
+            continue
+        v = v.strip().strip('"')
+        if len(v) >= 16 or (len(v) >= 8 and _HAS_DIGIT_AND_LETTER.match(v)):
+            return _PLACEHOLDER.match(v) is None
+    return False
+
+
+def _cookie_value(secret: str) -> bool:
+    """A cookie-jar value worth hiding: 8+ characters, not a placeholder (a jar holds
+    session cookies next to ``lang=en``; short values identify nobody)."""
+    return len(secret) >= 8 and _PLACEHOLDER.match(secret) is None
+
+
 # -- detectors --------------------------------------------------------------------------
 
 
@@ -199,6 +224,7 @@ class Detector:
 _D = Detector
 _TOK = r"[A-Za-z0-9_-]"
 _SL = r"\\*/"  # a slash, escaped or not (some JSON encoders write "\/", nested JSON "\\\/")
+_TAB = r"(?:\t|\\+t)"  # a tab, or its JSON escape (nested JSON: "\\\\t"...)
 
 DETECTORS: tuple[Detector, ...] = (
     # -- "-" ---------------------------------------------------------------------
@@ -277,6 +303,15 @@ DETECTORS: tuple[Detector, ...] = (
     _D("url-credentials", ":", "",
        rf"{_SL}{_SL}[^\s\x00/@:\"'\\<>]{{0,128}}:(?P<pw>[^\s\x00/@\"'\\<>]{{1,256}})@",
        secret="pw", boundary=False, check=_real_password),
+    # A key as the URL's user name: Sentry DSNs (https://<key>@o1.ingest.sentry.io/2),
+    # https://<token>@github.com/... (with a password, "url-credentials" takes it).
+    _D("url-token-user", ":", "", rf"{_SL}{_SL}(?P<user>[A-Za-z0-9_.~%+-]{{16,256}})@[A-Za-z0-9]",
+       secret="user", boundary=False, check=looks_random),
+    # -- "E" (of TRUE/FALSE): a Netscape cookies.txt line, domain flag path SECURE expiry name
+    # value, tab-separated (``\t`` in JSON text); the value goes.
+    _D("cookie-jar", "E", "",
+       rf"{_TAB}\d{{1,12}}{_TAB}[^\t\r\n\\\"]{{1,256}}{_TAB}(?P<v>[^\t\r\n\\\"]{{1,4096}})", secret="v",
+       boundary=False, check=_cookie_value, gate=rf"(?={_TAB}\d)(?<=TRUE|ALSE)"),
     _D("telegram-bot", ":", r"\d{8}", rf"AA{_TOK}{{33}}(?![A-Za-z0-9_-])", extend="0-9", boundary=False,
        gate=r"(?=AA)(?<=\d:)"),
 )  # fmt: skip
@@ -286,6 +321,7 @@ DETECTORS: tuple[Detector, ...] = (
 
 _PASSWORD_KEYS = re.compile(r"(?:passw(?:or)?d|pwd|passphrase|(?:^|[_.-])pass)$")
 _HEADER_KEYS = re.compile(r"authorization$")
+_COOKIE_KEYS = re.compile(r"cookie$")
 _RANDOM_KEYS = re.compile(r"(?:key|secret|token|auth|credentials?|sig|signature)$")
 #: Keys ending like secrets whose values are not (ids, hashes, pagination).
 _NOT_SECRET_KEYS = re.compile(
@@ -324,13 +360,17 @@ _MAX_VALUE = 512
 
 def key_kind(key: str) -> str | None:
     """How a value assigned to ``key`` is judged: ``"password"`` (any real value),
-    ``"header"`` (an ``Authorization`` header's whole value), ``"random"`` (a value that
-    looks machine-made), or ``None`` (not a secret's name)."""
+    ``"header"`` (an ``Authorization`` header's whole value), ``"cookies"`` (a ``Cookie``
+    or ``Set-Cookie`` header's whole value, when a cookie in it holds a session-like
+    value), ``"random"`` (a value that looks machine-made), or ``None`` (not a secret's
+    name)."""
     k = key.lower().strip("\"'`-")
     if _PASSWORD_KEYS.search(k):
         return "password"
     if _HEADER_KEYS.search(k):
         return "header"
+    if _COOKIE_KEYS.search(k):
+        return "cookies"
     if _RANDOM_KEYS.search(k) and not _NOT_SECRET_KEYS.search(k):
         return "random"
     return None
@@ -352,6 +392,10 @@ def is_secret_value(kind: str, value: str, *, quoted: bool = True, separator: st
         if not quoted and _CODE_REFERENCE.search(v):
             return False
         return len(v) >= 3 and (quoted or separator == "=" or not _PLAIN_WORD.match(v))
+    if kind == "cookie":
+        return _cookie_value(v)
+    if kind == "cookies":
+        return _cookie_header(v)
     if kind == "header":
         return any(_HAS_DIGIT_AND_LETTER.search(run) for run in _TOKEN_RUN.findall(v)) or _basic_credentials(
             v
@@ -372,9 +416,10 @@ def _key_before(text: str, pivot: int) -> str:
 
 def _assignment(text: str, pivot: int) -> tuple[int, int] | None:
     """The value span of ``key<pivot>value`` (``=`` or ``:`` at ``pivot``) when it is a secret."""
-    kind = _key_kind_cached(_key_before(text, pivot))
+    key = _key_before(text, pivot)
+    kind = _key_kind_cached(key)
     if kind is None:
-        return None
+        return _har_value(text, pivot) if key == "value" and text[pivot] == ":" else None
     return _value_span(text, pivot + 1, kind, text[pivot])
 
 
@@ -392,7 +437,7 @@ def _value_span(text: str, at: int, kind: str, separator: str) -> tuple[int, int
         newline = _CONTROL_OR_ESCAPED_NEWLINE.search(text, start, end)
         end = newline.start() if newline else end
     else:
-        unquoted = not quote_mark and kind != "header"
+        unquoted = not quote_mark and kind != "header" and kind != "cookies"
         pattern = _QUOTED_BY[quote_mark] if quote_mark else _UNQUOTED if unquoted else _HEADER_VALUE
         value = pattern.match(text, start, limit)
         assert value is not None
@@ -405,18 +450,49 @@ def _value_span(text: str, at: int, kind: str, separator: str) -> tuple[int, int
 
 
 _CLI_FLAG = re.compile(
-    r"-(?P<name>password|passwd|pass|token|api-key|apikey|secret|client-secret|access-token|auth-token)"
+    r"(?:-(?P<name>password|passwd|pass|token|api-key|apikey|secret|client-secret|access-token|auth-token"
+    r"|cookie)|(?P<short>b)(?=[ \t]+(?:\\*[\"'])?[A-Za-z0-9_.-]{1,64}=))"
     r"(?P<sep>=|[ \t]+)"
 )
 
 
 def _cli_flag(text: str, pivot: int) -> tuple[int, int] | None:
-    """``--password hunter2`` / ``--token=...`` (``pivot``: the first ``-``)."""
+    """``--password hunter2`` / ``--token=...`` / curl's ``--cookie 'sid=...'`` and
+    ``-b 'sid=...'`` (``pivot``: the first ``-``)."""
     m = _CLI_FLAG.match(text, pivot + 1)
     if m is None or not _starts_word(text, pivot):
         return None
-    kind = key_kind(m.group("name").replace("-", "_")) or "random"
+    name = m.group("name") or "cookie"
+    kind = key_kind(name.replace("-", "_")) or "random"
     return _value_span(text, m.end(), kind, "=" if m.group("sep") == "=" else ":")
+
+
+#: HAR (the browsers' network log, JSON): ``"value":`` of a ``{"name": "Cookie", ...}``
+#: header or of an entry of a ``"cookies": [...]`` list; ``\"value\":`` in JSON text (JSON
+#: nested deeper passes the assignment gate, whose handler sends ``value`` here).
+_HAR_GATE = r'(?:(?<=value":)|(?<=value\\":))(?=[ \t]{0,3}\\*")'
+_HAR_NAME = re.compile(r'\\*"name\\*"[ \t]{0,3}:[ \t]{0,3}\\*"([A-Za-z-]{1,64})\\*"')
+_HAR_COOKIES = re.compile(r'\\*"cookies\\*"[ \t]{0,3}:[ \t\r\n]{0,8}\[')
+#: How far back a HAR entry's ``{`` and its list's ``"cookies": [`` are looked for.
+_HAR_ENTRY_CHARS = 400
+_HAR_LIST_CHARS = 4000
+
+
+def _har_value(text: str, pivot: int) -> tuple[int, int] | None:
+    """The value of a HAR cookie (``pivot``: the ``:`` after ``"value"``), when it is one."""
+    entry = text.rfind("{", max(0, pivot - _HAR_ENTRY_CHARS), pivot)
+    if entry < 0:
+        return None
+    name = _HAR_NAME.search(text, entry, pivot)
+    if name is not None and name.group(1).lower() in ("cookie", "set-cookie"):
+        return _value_span(text, pivot + 1, "cookies", ":")
+    window = max(0, entry - _HAR_LIST_CHARS)
+    opening = None
+    for found in _HAR_COOKIES.finditer(text, window, entry):
+        opening = found  # the last one before the entry
+    if opening is None or "]" in text[opening.end() : entry]:
+        return None
+    return _value_span(text, pivot + 1, "cookie", ":")
 
 
 #: What must follow ``=``/``:`` of an assignment worth a closer look.
@@ -493,7 +569,7 @@ def _merged_lookbehinds(detectors: Iterable[Detector]) -> str:
 #: Endings of the key names :func:`key_kind` knows, as long as needed to be rare in keys
 #: that are not secrets ("description", "version" end like "authorization" in ``ion``).
 _KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "word", "gnature", "ntial",
-                "ntials", "hrase", "ization")  # fmt: skip
+                "ntials", "hrase", "ization", "ookie")  # fmt: skip
 
 
 def _assignment_gate(pivot: str) -> str:
@@ -526,7 +602,8 @@ def _assignment_gate(pivot: str) -> str:
 #: The ``--password``-style flags (``pivot``: the first ``-``).
 _CLI_GATE = (
     r"(?:(?<![A-Za-z0-9-]-)|(?<=[ntrm0-9a-fA-F]-))"
-    r"(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token))"
+    r"(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token|cookie)"
+    r"|b[ \t]+\\*[\"'A-Za-z0-9_.])"
 )
 
 
@@ -559,6 +636,8 @@ class _Scanner:
             gates.setdefault(pivot, []).append(
                 (_assignment_gate(pivot), [_Rule("assignment", None, handler=_assignment)])
             )
+        # Before the assignment gate, whose nested-JSON branch lets ``\\"value\\":`` through too.
+        gates[":"].insert(0, (_HAR_GATE, [_Rule("har-cookie", None, handler=_har_value)]))
         gates["-"].append((_CLI_GATE, [_Rule("cli-flag", None, handler=_cli_flag)]))
         self.rules: dict[str, list[_Rule]] = {}
         self.patterns: list[tuple[str, re.Pattern[str]]] = []
