@@ -473,9 +473,9 @@ def _cli_flag(text: str, pivot: int) -> tuple[int, int] | None:
 #: HAR (the browsers' network log, JSON): ``"value":`` of a ``{"name": "Cookie", ...}``
 #: header or of an entry of a ``"cookies": [...]`` list; ``\"value\":`` in JSON text (JSON
 #: nested deeper passes the assignment gate, whose handler sends ``value`` here).
-_HAR_GATE = r'(?:(?<=value":)|(?<=value\\":))(?=[ \t]{0,3}\\*")'
+_HAR_GATE = r'(?<=value":|alue\\":)(?=[ \t]{0,3}\\*")'
 _HAR_NAME = re.compile(r'\\*"name\\*"[ \t]{0,3}:[ \t]{0,3}\\*"([A-Za-z-]{1,64})\\*"')
-_HAR_COOKIES = re.compile(r'\\*"cookies\\*"[ \t]{0,3}:[ \t\r\n]{0,8}\[')
+_HAR_COOKIES_AFTER = re.compile(r'\\*"[ \t]{0,3}:[ \t\r\n]{0,8}\[')  # after the word "cookies"
 #: How far back a HAR entry's ``{`` and its list's ``"cookies": [`` are looked for.
 _HAR_ENTRY_CHARS = 400
 _HAR_LIST_CHARS = 4000
@@ -489,10 +489,8 @@ def _har_value(text: str, pivot: int) -> tuple[int, int] | None:
     name = _HAR_NAME.search(text, entry, pivot)
     if name is not None and name.group(1).lower() in ("cookie", "set-cookie"):
         return _value_span(text, pivot + 1, "cookies", ":")
-    window = max(0, entry - _HAR_LIST_CHARS)
-    opening = None
-    for found in _HAR_COOKIES.finditer(text, window, entry):
-        opening = found  # the last one before the entry
+    word = text.rfind("cookies", max(0, entry - _HAR_LIST_CHARS), entry)
+    opening = _HAR_COOKIES_AFTER.match(text, word + 7, entry) if word >= 0 else None
     if opening is None or "]" in text[opening.end() : entry]:
         return None
     return _value_span(text, pivot + 1, "cookie", ":")
@@ -639,8 +637,9 @@ class _Scanner:
             gates.setdefault(pivot, []).append(
                 (_assignment_gate(pivot), [_Rule("assignment", None, handler=_assignment)])
             )
-        # Before the assignment gate, whose nested-JSON branch lets ``\\"value\\":`` through too.
-        gates[":"].insert(0, (_HAR_GATE, [_Rule("har-cookie", None, handler=_har_value)]))
+        # After the assignment gate: JSON nested twice or more (``\\\\"value\\\\":``) passes
+        # that one, whose handler sends ``value`` keys to :func:`_har_value`.
+        gates[":"].append((_HAR_GATE, [_Rule("har-cookie", None, handler=_har_value)]))
         gates["-"].append((_CLI_GATE, [_Rule("cli-flag", None, handler=_cli_flag)]))
         self.rules: dict[str, list[_Rule]] = {}
         self.patterns: list[tuple[str, re.Pattern[str]]] = []
