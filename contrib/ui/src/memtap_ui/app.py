@@ -3,21 +3,25 @@
 Pages are rendered on the server with Jinja2 (autoescaped: every stored text is hostile
 input) and use no script. Every link is built from the request's ``root_path``, so the UI
 works at ``/`` (``memtap ui``) and under a prefix (``/_memtap/`` of ``memtap proxy --ui``).
-Reading the store is blocking: the page functions are plain ``def``, which Starlette runs in
-its thread pool.
+Reading the store is blocking: each page's work (reading and rendering) runs in a daemon
+thread and answers within :data:`PAGE_DEADLINE` (:mod:`memtap_ui.bounded`); recall does not
+wait for an entity's vectors, nor more than :data:`RECALL_INDEX_WAIT` for its index.
+
+Entity ids are single path segments (``/`` in an id is written ``%2F``), and the entity
+routes are told apart on the raw path: ``/entities/a%2Fb%2Frecall`` is the page of the
+entity ``a/b/recall``, ``/entities/a%2Fb/recall`` the recall page of ``a/b``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import jinja2
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -26,9 +30,19 @@ from starlette.staticfiles import StaticFiles
 from memtap import Memory
 
 from . import pages
+from .bounded import BoundedPages, Overdue
 from .guard import UIGuard
 
 HERE = Path(__file__).parent
+#: Seconds a page may take; a page not done by then answers 503 (its work finishes in the
+#: background), and while :data:`SLOW_PAGES` works of one page are overdue, that page is
+#: refused without starting another.
+PAGE_DEADLINE = 3.0
+SLOW_PAGES = 2
+#: Seconds the recall page waits for a cold entity's index (words; vectors never waited
+#: for), and for the question's vector.
+RECALL_INDEX_WAIT = 0.5
+RECALL_QUERY_DEADLINE = 0.25
 #: Facts an entity page lists (newest first) unless asked for all of them (``?facts=all``).
 FACTS_SHOWN = 200
 #: Facts the recall playground ranks by default, and at most.
@@ -88,6 +102,48 @@ class MemoryBrowser:
     def __init__(self, memory: Memory, env: jinja2.Environment) -> None:
         self.memory = memory
         self.env = env
+        self.bounded = BoundedPages(PAGE_DEADLINE, SLOW_PAGES)
+
+    def bounded_page(
+        self, name: str, page: Callable[[Request], Response]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``page`` as an endpoint that answers within the deadline (503 after it)."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await self.bounded.run(name, page, request)
+            except Overdue as late:
+                return self.busy(request, late)
+
+        return endpoint
+
+    def busy(self, request: Request, late: Overdue) -> Response:
+        """The 503 page of a page not done within the deadline."""
+        if late.started:
+            reason = f"this page was not ready within {late.deadline:g} s (a large entity or a busy store)"
+        else:
+            reason = "this page is still being prepared for earlier requests"
+        response = self.render(request, "busy.html", status=503, reason=reason)
+        response.headers["retry-after"] = "5"
+        return response
+
+    async def entities_route(self, request: Request) -> Response:
+        """``/entities/...``: the entity page, its recall page or its forget form, told
+        apart on the raw path (an id's ``/`` is ``%2F`` there; an id sent with plain
+        slashes still works, ``/recall`` and ``/forget`` at its end then being the pages)."""
+        entity_id, action = _entity_route(request)
+        if action == "forget":
+            if request.method != "POST":
+                return self.render(request, "refused.html", status=405, reason="forget needs the page's form")
+            return await self.forget(request, entity_id)
+        if request.method != "GET":
+            return self.render(request, "refused.html", status=405, reason="this page is read-only")
+        if not entity_id:
+            return self.not_found(request, "entity ''")
+        request.scope["path_params"] = {"entity_id": entity_id}
+        if action == "recall":
+            return await self.bounded_page("recall", self.recall)(request)
+        return await self.bounded_page("entity", self.entity)(request)
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         """A page: ``template`` with ``context``, ``root`` (the UI's path prefix) and the
@@ -155,14 +211,22 @@ class MemoryBrowser:
         entity_id = request.path_params["entity_id"]
         query = request.query_params.get("q", "")
         k = _int(request.query_params.get("k"), DEFAULT_K, 1, MAX_K)
-        results = self.memory.recall(query, entity_id=entity_id, k=k) if query.strip() else []
-        return self.render(request, "recall.html", entity_id=entity_id, query=query, k=k, results=results)
+        loading = False
+        results: list[Any] = []
+        if query.strip():
+            # Words now, vectors when they come: an entity imported a moment ago has none,
+            # and embedding 20,000 facts for one page took minutes.
+            loading = not self.memory.longterm.engine.indexes.wait_loaded(entity_id, RECALL_INDEX_WAIT)
+            if not loading:
+                results = self.memory.recall(query, entity_id=entity_id, k=k, deadline=RECALL_QUERY_DEADLINE)
+        return self.render(
+            request, "recall.html", entity_id=entity_id, query=query, k=k, results=results, loading=loading
+        )
 
-    async def forget(self, request: Request) -> Response:
+    async def forget(self, request: Request, entity_id: str) -> Response:
         """``POST /entities/<id>/forget``: forget one fact (``fact_id``) or everything of
         the entity (``entity=yes``). Needs the form's CSRF token; the guard has already
         refused a request from another origin."""
-        entity_id = request.path_params["entity_id"]
         form = await request.form()
         guard: UIGuard = request.scope["state"]["memtap_ui_guard"]
         if not guard.valid_csrf(form.get("csrf")):
@@ -174,14 +238,38 @@ class MemoryBrowser:
             )
         fact_id = form.get("fact_id")
         root = request.scope.get("root_path", "")
-        if isinstance(fact_id, str) and fact_id:
-            count = await run_in_threadpool(self.memory.forget, entity_id=entity_id, fact_id=fact_id)
-            url = f"{root}/entities/{_seg(entity_id)}?forgotten={count}"
-            return RedirectResponse(url, status_code=303)
-        if form.get("entity") == "yes":
-            await run_in_threadpool(self.memory.forget, entity_id=entity_id)
-            return RedirectResponse(f"{root}/?forgotten={_seg(entity_id)}", status_code=303)
+        try:
+            if isinstance(fact_id, str) and fact_id:
+                count = await self.bounded.run(
+                    "forget", self.memory.forget, entity_id=entity_id, fact_id=fact_id
+                )
+                url = f"{root}/entities/{_seg(entity_id)}?forgotten={count}"
+                return RedirectResponse(url, status_code=303)
+            if form.get("entity") == "yes":
+                await self.bounded.run("forget", self.memory.forget, entity_id=entity_id)
+                return RedirectResponse(f"{root}/?forgotten={_seg(entity_id)}", status_code=303)
+        except Overdue as late:  # the deletion goes on: the page says so
+            return self.busy(request, late)
         return self.render(request, "refused.html", status=400, reason="the form names nothing to forget")
+
+
+_ENTITY_ACTIONS = ("recall", "forget")
+
+
+def _entity_route(request: Request) -> tuple[str, str | None]:
+    """The entity id and the action (``"recall"``, ``"forget"``, ``None``: its page) of an
+    ``/entities/...`` request, read from the raw path (where ``%2F`` is not a ``/``)."""
+    raw = request.scope.get("raw_path")
+    path = raw.decode("latin-1") if raw else quote(request.scope["path"])
+    path = path.split("?", 1)[0]
+    root = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    rest = path.split("/entities/", 1)[1] if "/entities/" in path else ""
+    parts = rest.split("/")
+    if len(parts) > 1 and parts[-1] in _ENTITY_ACTIONS:
+        return unquote("/".join(parts[:-1])), parts[-1]
+    return unquote(rest), None
 
 
 def _int(value: str | None, default: int, low: int, high: int) -> int:
@@ -209,12 +297,10 @@ def create_app(
     """
     ui = MemoryBrowser(memory, make_environment())
     routes = [
-        Route("/", ui.home),
-        Route("/entities/{entity_id:path}/recall", ui.recall),
-        Route("/entities/{entity_id:path}/forget", ui.forget, methods=["POST"]),
-        Route("/entities/{entity_id:path}", ui.entity),
-        Route("/sessions/{session_id:path}", ui.session),
-        Route("/exchanges/{exchange_id:path}", ui.exchange),
+        Route("/", ui.bounded_page("home", ui.home)),
+        Route("/entities/{rest:path}", ui.entities_route, methods=["GET", "POST"]),
+        Route("/sessions/{session_id:path}", ui.bounded_page("session", ui.session)),
+        Route("/exchanges/{exchange_id:path}", ui.bounded_page("exchange", ui.exchange)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
