@@ -103,7 +103,10 @@ def test_recall_page_on_20000_just_imported_facts_answers_within_a_second(tmp_pa
             assert embedder.texts < FACTS  # the page did not wait for the facts' vectors
     finally:
         mem.close()
-    print(f"recall page on {FACTS} facts: {len(times)} requests, slowest {max(times):.3f} s")
+    print(
+        f"recall page on {FACTS} facts: {len(times)} requests, slowest {max(times):.3f} s",
+        [round(t, 3) for t in times],
+    )
 
 
 def test_a_page_that_outlasts_the_deadline_answers_503_and_slow_work_is_bounded(

@@ -41,7 +41,7 @@ PAGE_DEADLINE = 3.0
 SLOW_PAGES = 2
 #: Seconds the recall page waits for a cold entity's index (words; vectors never waited
 #: for), and for the question's vector.
-RECALL_INDEX_WAIT = 0.5
+RECALL_INDEX_WAIT = 0.3
 RECALL_QUERY_DEADLINE = 0.25
 #: Facts an entity page lists (newest first) unless asked for all of them (``?facts=all``).
 FACTS_SHOWN = 200
