@@ -4,7 +4,7 @@ Pages are rendered on the server with Jinja2 (autoescaped: every stored text is 
 input) and use no script. Every link is built from the request's ``root_path``, so the UI
 works at ``/`` (``memtap ui``) and under a prefix (``/_memtap/`` of ``memtap proxy --ui``).
 Reading the store is blocking: each page's work (reading and rendering) runs in a daemon
-thread and answers within :data:`PAGE_DEADLINE` (:mod:`memtap_ui.bounded`); recall does not
+thread and answers within :data:`PAGE_DEADLINE` (:mod:`memtap.workers.deadline`); recall does not
 wait for an entity's vectors, nor more than :data:`RECALL_INDEX_WAIT` for its index.
 
 Entity ids are single path segments (``/`` in an id is written ``%2F``), and the entity
@@ -28,9 +28,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memtap import Memory
+from memtap.redact import redact_id
+from memtap.workers.deadline import BoundedWork, Overdue
 
 from . import pages
-from .bounded import BoundedPages, Overdue
 from .guard import UIGuard
 
 HERE = Path(__file__).parent
@@ -102,7 +103,7 @@ class MemoryBrowser:
     def __init__(self, memory: Memory, env: jinja2.Environment) -> None:
         self.memory = memory
         self.env = env
-        self.bounded = BoundedPages(PAGE_DEADLINE, SLOW_PAGES)
+        self.bounded = BoundedWork(PAGE_DEADLINE, SLOW_PAGES, name="memtap-ui-page")
 
     def bounded_page(
         self, name: str, page: Callable[[Request], Response]
@@ -216,9 +217,15 @@ class MemoryBrowser:
         if query.strip():
             # Words now, vectors when they come: an entity imported a moment ago has none,
             # and embedding 20,000 facts for one page took minutes.
-            loading = not self.memory.longterm.engine.indexes.wait_loaded(entity_id, RECALL_INDEX_WAIT)
-            if not loading:
-                results = self.memory.recall(query, entity_id=entity_id, k=k, deadline=RECALL_QUERY_DEADLINE)
+            found = self.memory.longterm.recall_soon(
+                query,
+                entity_id=redact_id(entity_id),
+                k=k,
+                index_wait=RECALL_INDEX_WAIT,
+                deadline=RECALL_QUERY_DEADLINE,
+            )
+            loading = found is None
+            results = found or []
         return self.render(
             request, "recall.html", entity_id=entity_id, query=query, k=k, results=results, loading=loading
         )
