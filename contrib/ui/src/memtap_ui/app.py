@@ -23,11 +23,12 @@ from urllib.parse import quote, unquote
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memtap import Memory
+from memtap.protocol.model import to_dict
 from memtap.redact import redact_id
 from memtap.workers.deadline import BoundedWork, Overdue
 
@@ -66,6 +67,9 @@ PAGE_HEADERS = {
     "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
+
+#: Headers of a page's JSON (``?format=json``): no CSP needed (nothing is rendered).
+JSON_HEADERS = {k: v for k, v in PAGE_HEADERS.items() if k != "content-security-policy"}
 
 
 def _when(value: _dt.datetime | None) -> str:
@@ -146,16 +150,19 @@ class MemoryBrowser:
             return await self.bounded_page("recall", self.recall)(request)
         return await self.bounded_page("entity", self.entity)(request)
 
-    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> Response:
         """A page: ``template`` with ``context``, ``root`` (the UI's path prefix) and the
-        forms' CSRF token."""
+        forms' CSRF token; with ``?format=json``, ``context`` as JSON (the model's JSON
+        form: :func:`memtap.protocol.model.to_dict`)."""
+        if request.query_params.get("format") == "json":
+            return JSONResponse(to_dict(context), status_code=status, headers=JSON_HEADERS)
         guard: UIGuard = request.scope["state"]["memtap_ui_guard"]
         html = self.env.get_template(template).render(
             root=request.scope.get("root_path", ""), csrf=guard.csrf_token(), **context
         )
-        return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
+        return Response(html, status_code=status, headers=PAGE_HEADERS, media_type="text/html")
 
-    def not_found(self, request: Request, what: str) -> HTMLResponse:
+    def not_found(self, request: Request, what: str) -> Response:
         """A 404 page naming what was not found."""
         return self.render(request, "missing.html", status=404, what=what)
 
