@@ -58,3 +58,24 @@ def test_a_missing_page_is_a_json_404(client: TestClient) -> None:
     page = client.get("/entities/nobody", params={"format": "json"})
     assert page.status_code == 404
     assert page.json() == {"what": "entity 'nobody'"}
+
+
+def test_the_entity_page_says_who_said_each_fact(client: TestClient, mem: memtap.Memory) -> None:
+    from memtap import Fact
+    from memtap_ui.pages import said_by
+
+    assert said_by(Fact(entity_id="a", text="t", kind="episode")) == "user"
+    assert (
+        said_by(Fact(entity_id="a", text="t", kind="episode", metadata={"role": "assistant"})) == "assistant"
+    )
+    assert said_by(Fact(entity_id="a", text="t", source_exchange_id="x")) == "learned"
+    assert said_by(Fact(entity_id="a", text="t")) == "remembered"
+    assert said_by(Fact(entity_id="a", text="t", metadata={"source": "memory_tool"})) == "remembered"
+
+    rows = get_json(client, "/entities/alice")["page"]["facts"]
+    by_text = {row["fact"]["text"]: row["said_by"] for row in rows}
+    assert by_text["Alice prefers green tea"] == "remembered"
+    assert by_text["I adopted a beagle called Miso last week."] == "user"
+    html = client.get("/entities/alice").text
+    assert "<th>said by</th>" in html
+    assert html.count('class="said-by"') == len(rows)

@@ -25,10 +25,23 @@ class EntityRow:
 
 @attrs.frozen
 class FactRow:
-    """A current fact and the facts it replaced, newest first (its superseded history)."""
+    """A current fact, the facts it replaced, newest first (its superseded history), and
+    who said it (:func:`said_by`)."""
 
     fact: Fact
     history: tuple[Fact, ...]
+    said_by: str = ""
+
+
+def said_by(fact: Fact) -> str:
+    """Who a fact comes from: ``"user"`` or ``"assistant"`` (a turn kept verbatim: an
+    episode), ``"learned"`` (memorize drew it from a conversation), ``"remembered"`` (the
+    app's ``remember()`` or the agent's memory tool, or an import of those)."""
+    if fact.kind == "episode":
+        return fact.metadata.get("role", "user")
+    if fact.source_exchange_id and fact.metadata.get("source") != "memory_tool":
+        return "learned"
+    return "remembered"
 
 
 @attrs.frozen
@@ -80,7 +93,7 @@ def entity(memory: Memory, entity_id: str) -> EntityPage:
         if f.kind == TOMBSTONE:
             continue
         if f.superseded_by is None:
-            rows.append(FactRow(f, tuple(_replaced(f, by_id))))
+            rows.append(FactRow(f, tuple(_replaced(f, by_id)), said_by(f)))
         elif by_id.get(f.superseded_by, f).kind == TOMBSTONE:
             retracted.append(f)
     sessions = memory.sessions(entity_id=entity_id, limit=1_000_000)
