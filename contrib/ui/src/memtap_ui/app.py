@@ -15,6 +15,9 @@ entity ``a/b/recall``, ``/entities/a%2Fb/recall`` the recall page of ``a/b``.
 from __future__ import annotations
 
 import datetime as _dt
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -108,6 +111,25 @@ class MemoryBrowser:
         self.memory = memory
         self.env = env
         self.bounded = BoundedWork(PAGE_DEADLINE, SLOW_PAGES, name="memtap-ui-page")
+        # What a forget offers to forget next (the facts that repeat the forgotten one), by
+        # a random key in the redirect's address: the forgotten text is never in a URL.
+        self._offers: OrderedDict[str, tuple[str, tuple[str, ...]]] = OrderedDict()
+        self._offers_lock = threading.Lock()
+
+    def offer(self, entity_id: str, fact_ids: list[str]) -> str:
+        """A key for the facts offered to forget after a forget (the newest 64 kept)."""
+        key = secrets.token_urlsafe(12)
+        with self._offers_lock:
+            self._offers[key] = (entity_id, tuple(fact_ids))
+            while len(self._offers) > 64:
+                self._offers.popitem(last=False)
+        return key
+
+    def offered(self, key: str | None, entity_id: str) -> tuple[str, ...]:
+        """The fact ids offered under ``key`` for ``entity_id`` (none if unknown)."""
+        with self._offers_lock:
+            entity, ids = self._offers.get(key or "", ("", ()))
+        return ids if entity == entity_id else ()
 
     def bounded_page(
         self, name: str, page: Callable[[Request], Response]
@@ -186,7 +208,11 @@ class MemoryBrowser:
             return self.not_found(request, f"entity {entity_id!r}")
         forgotten = request.query_params.get("forgotten")
         shown = len(page.facts) if request.query_params.get("facts") == "all" else FACTS_SHOWN
-        return self.render(request, "entity.html", page=page, forgotten=forgotten, shown=shown)
+        offered = set(self.offered(request.query_params.get("repeats"), entity_id))
+        repeats = [row for row in page.facts if row.fact.id in offered]
+        return self.render(
+            request, "entity.html", page=page, forgotten=forgotten, shown=shown, repeats=repeats
+        )
 
     def session(self, request: Request) -> Response:
         """``/sessions/<id>[?entity=E]``: the session's messages grouped by captured call,
@@ -254,10 +280,12 @@ class MemoryBrowser:
         root = request.scope.get("root_path", "")
         try:
             if isinstance(fact_id, str) and fact_id:
-                count = await self.bounded.run(
-                    "forget", self.memory.forget, entity_id=entity_id, fact_id=fact_id
+                count, repeats = await self.bounded.run(
+                    "forget", pages.forget_fact, self.memory, entity_id, fact_id
                 )
                 url = f"{root}/entities/{_seg(entity_id)}?forgotten={count}"
+                if repeats:
+                    url += f"&repeats={self.offer(entity_id, [f.id for f in repeats])}"
                 return RedirectResponse(url, status_code=303)
             if form.get("entity") == "yes":
                 await self.bounded.run("forget", self.memory.forget, entity_id=entity_id)

@@ -8,9 +8,15 @@ from collections.abc import Iterable
 import attrs
 
 from memtap import Exchange, Fact, Memory, Message, SessionInfo
+from memtap.longterm.text import term_counts
+from memtap.redact import redact_id
 
 #: Fact kinds that record a retraction, not something known (memorize's DELETE).
 TOMBSTONE = "tombstone"
+#: A fact repeats a forgotten one when it holds this share of its words (stemmed).
+REPEAT_SHARE = 0.6
+#: Repeats offered at most after one forget.
+MAX_REPEATS = 20
 
 
 @attrs.frozen
@@ -98,6 +104,30 @@ def entity(memory: Memory, entity_id: str) -> EntityPage:
             retracted.append(f)
     sessions = memory.sessions(entity_id=entity_id, limit=1_000_000)
     return EntityPage(entity_id, tuple(rows), tuple(retracted), tuple(sessions))
+
+
+def forget_fact(memory: Memory, entity_id: str, fact_id: str) -> tuple[int, list[Fact]]:
+    """Forget one fact; how many facts were deleted, and the entity's facts and episodes
+    that repeat it (:func:`repeats_of`): the model's echo of it, the turn that said it."""
+    every = memory.store.facts(entity_id=redact_id(entity_id), include_superseded=True)
+    text = next((f.text for f in every if f.id == fact_id), None)
+    count = memory.forget(entity_id=entity_id, fact_id=fact_id)
+    return count, repeats_of(memory, entity_id, text) if count and text else []
+
+
+def repeats_of(memory: Memory, entity_id: str, text: str) -> list[Fact]:
+    """The entity's current facts and episodes that hold most (:data:`REPEAT_SHARE`) of
+    the words of ``text``, newest first, :data:`MAX_REPEATS` at most."""
+    wanted = set(term_counts(text))
+    if not wanted:
+        return []
+    found = []
+    for fact in memory.facts(entity_id=entity_id):
+        if len(wanted & set(term_counts(fact.text))) >= REPEAT_SHARE * len(wanted):
+            found.append(fact)
+            if len(found) >= MAX_REPEATS:
+                break
+    return found
 
 
 def _replaced(fact: Fact, by_id: dict[str, Fact]) -> Iterable[Fact]:
