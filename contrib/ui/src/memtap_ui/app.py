@@ -48,6 +48,8 @@ SLOW_PAGES = 2
 #: for), and for the question's vector.
 RECALL_INDEX_WAIT = 0.3
 RECALL_QUERY_DEADLINE = 0.25
+#: Facts and sessions the search page lists at most.
+SEARCH_LIMIT = 200
 #: Facts an entity page lists (newest first) unless asked for all of them (``?facts=all``).
 FACTS_SHOWN = 200
 #: Facts the recall playground ranks by default, and at most.
@@ -231,6 +233,17 @@ class MemoryBrowser:
             calls=calls,
         )
 
+    def search(self, request: Request) -> Response:
+        """``/search?q=...``: facts of every entity holding all the words of ``q``, and the
+        sessions whose id or entity holds it."""
+        query = request.query_params.get("q", "")[:200]
+        found = (
+            pages.search(self.memory, query, SEARCH_LIMIT)
+            if query.strip()
+            else pages.SearchResults((), (), False)
+        )
+        return self.render(request, "search.html", query=query, found=found, limit=SEARCH_LIMIT)
+
     def exchange(self, request: Request) -> Response:
         """``/exchanges/<id>``: one captured call, what memtap injected into it and why."""
         exchange_id = request.path_params["exchange_id"]
@@ -341,6 +354,7 @@ def create_app(
     routes = [
         Route("/", ui.bounded_page("home", ui.home)),
         Route("/entities/{rest:path}", ui.entities_route, methods=["GET", "POST"]),
+        Route("/search", ui.bounded_page("search", ui.search)),
         Route("/sessions/{session_id:path}", ui.bounded_page("session", ui.session)),
         Route("/exchanges/{exchange_id:path}", ui.bounded_page("exchange", ui.exchange)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -106,6 +106,44 @@ def entity(memory: Memory, entity_id: str) -> EntityPage:
     return EntityPage(entity_id, tuple(rows), tuple(retracted), tuple(sessions))
 
 
+@attrs.frozen
+class SearchResults:
+    """What the search page shows: facts holding every word of the query, and sessions
+    whose id or entity holds it; ``truncated`` when there were more than the page lists."""
+
+    facts: tuple[Fact, ...]
+    sessions: tuple[SessionInfo, ...]
+    truncated: bool
+
+
+def search(memory: Memory, query: str, limit: int) -> SearchResults:
+    """Every entity's current facts that hold all the words of ``query`` (stemmed, as
+    recall reads them), and the sessions whose id or entity holds ``query``
+    (case-insensitive), :data:`limit` of each at most, newest first."""
+    memory.flush()
+    wanted = set(term_counts(query))
+    needle = query.strip().lower()
+    facts: list[Fact] = []
+    sessions: list[SessionInfo] = []
+    truncated = False
+    for entity_id in memory.store.entities():
+        if wanted:
+            for fact in memory.facts(entity_id=entity_id):
+                if wanted <= set(term_counts(fact.text)):
+                    facts.append(fact)
+        if needle:
+            for info in memory.sessions(entity_id=entity_id, limit=1_000_000):
+                if needle in info.session_id.lower() or needle in info.entity_id.lower():
+                    sessions.append(info)
+        if len(facts) > limit or len(sessions) > limit:
+            truncated = True
+            break
+    facts.sort(key=lambda f: f.created_at, reverse=True)
+    sessions.sort(key=lambda s: s.updated_at, reverse=True)
+    truncated = truncated or len(facts) > limit or len(sessions) > limit
+    return SearchResults(tuple(facts[:limit]), tuple(sessions[:limit]), truncated)
+
+
 def forget_fact(memory: Memory, entity_id: str, fact_id: str) -> tuple[int, list[Fact]]:
     """Forget one fact; how many facts were deleted, and the entity's facts and episodes
     that repeat it (:func:`repeats_of`): the model's echo of it, the turn that said it."""
