@@ -511,16 +511,16 @@ class Memorizer:
                 if item is _STOP:
                     stop = True
                     break
-            if batch:
-                try:
+            try:
+                if batch:
                     work = functools.partial(self._process, batch)
                     self._guarded(work, f"{len(batch)} exchange(s)", len(batch))
-                finally:
-                    self._pending.done(len(batch))
-            # Also after a failure (logged, counted): a replay would most likely fail alike,
-            # and records kept for it would pile up in the spool.
-            for then in thens:
-                self._guarded(then.callback, "the end of memorizing")
+                # Also after a failure (logged, counted): a replay would most likely fail
+                # alike, and records kept for it would pile up in the spool.
+                for then in thens:
+                    self._guarded(then.callback, "the end of memorizing")
+            finally:
+                self._pending.done(len(batch))  # a flush returns with the spool released
             if stop:
                 return
 
