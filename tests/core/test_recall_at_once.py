@@ -193,3 +193,19 @@ def test_replacing_a_context_keeps_the_vector_and_skips_what_is_not_indexed() ->
     assert index.live_facts()[0].metadata == {"context": "Lisbon"}
     assert [f.id for f, _ in index.search("lisbon")] == [said.id]
     assert index.search("trip") == []
+
+
+def test_a_fact_whose_embedded_text_changes_with_its_context_is_embedded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Were a fact's vector ever made of its context too, a new context would drop the
+    vector and hand the fact back to be embedded again (in the background)."""
+    import memtap.longterm.index as index_module
+
+    monkeypatch.setattr(index_module, "embedding_text", lambda f: f"{f.text} {f.metadata.get('context', '')}")
+    index = EntityIndex()
+    said = fact(0, "Yes, in June!", "a trip?")
+    index.add([said], {said.id: np.asarray([1.0, 0.0], np.float32)})
+    (stale,) = index.replace_context([attrs.evolve(said, metadata={"context": "Lisbon"})])
+    assert stale.metadata == {"context": "Lisbon"}
+    assert index.vector_of(said.id) is None and index.missing_vectors() == [stale]
