@@ -348,7 +348,8 @@ class CaptureWriter:
     def _hand_over(self, stored: list[Exchange], items: list[CapturedCall]) -> None:
         """Hand a stored batch to :attr:`memorize`, which releases its spool records when
         it is done with it; or release them now."""
-        release = functools.partial(self._release, items)
+        # The spool segments only: the calls themselves are let go while memorize works.
+        release = functools.partial(self._release_segments, [item.segment for item in items])
         kept = False
         if self.memorize is not None:
             try:
@@ -360,13 +361,16 @@ class CaptureWriter:
 
     def _release(self, items: list[CapturedCall]) -> None:
         """Tell the spool these calls need no replay any more (stored, or given up)."""
-        if self.spool is not None:
-            segments = [item.segment for item in items if item.segment is not None]
-            if segments:
-                try:
-                    self.spool.done(segments)
-                except Exception:
-                    log.exception("memtap could not update its spool")
+        self._release_segments([item.segment for item in items])
+
+    def _release_segments(self, segments: list[Segment | None]) -> None:
+        """Tell the spool the records of these segments need no replay any more."""
+        journaled = [seg for seg in segments if seg is not None]
+        if self.spool is not None and journaled:
+            try:
+                self.spool.done(journaled)
+            except Exception:
+                log.exception("memtap could not update its spool")
 
     def _drop_spool_dropped(self) -> None:
         """Forget held calls whose spool segment was dropped for the spool's bound (they

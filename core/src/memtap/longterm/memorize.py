@@ -368,6 +368,27 @@ class _Latest:
     before: tuple[Message, ...]
 
 
+def _slim(exchange: Exchange) -> Exchange:
+    """What remaking ``exchange``'s episodes needs of it (kept per session until its next
+    exchange: small): its turns with text, cut where an episode cuts them, its ids, time and
+    agent mark; not its tool output, system prompt or record of what was injected."""
+    keep = {id(m) for m in conversation_turns(exchange)}
+
+    def cut(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        return tuple(
+            attrs.evolve(m, content=m.content.strip()[:MAX_EPISODE_CHARS]) for m in messages if id(m) in keep
+        )
+
+    return attrs.evolve(
+        exchange,
+        input=cut(exchange.input),
+        output=cut(exchange.output),
+        system=None,
+        injected=(),
+        metadata={k: v for k, v in exchange.metadata.items() if k == AGENT_KEY},
+    )
+
+
 class SessionTails:
     """Per recently memorized session: its last turns (the context of the next exchange's
     first turns) and its latest exchange that made episodes (whose episodes the next
@@ -392,7 +413,7 @@ class SessionTails:
         previous = self._latest.pop(key, None)
         self._tails[key] = (*before, *own)[-2 * CONTEXT_TURNS :]
         if keep:
-            self._latest[key] = _Latest(exchange, before)
+            self._latest[key] = _Latest(_slim(exchange), before)
         while len(self._tails) > self.max_sessions:
             gone, _ = self._tails.popitem(last=False)
             self._latest.pop(gone, None)
@@ -523,6 +544,7 @@ class Memorizer:
                 self._pending.done(len(batch))  # a flush returns with the spool released
             if stop:
                 return
+            del batch, thens, item  # not kept alive while waiting for the next exchanges
 
     @staticmethod
     def _guarded(work: Callable[[], None], what: str, n: int = 1) -> None:
