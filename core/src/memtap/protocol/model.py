@@ -300,6 +300,20 @@ class Fact:
         """The fact's text."""
         return self.text
 
+    def with_context_of(self, other: Fact) -> Fact:
+        """This fact with ``other``'s context (``metadata["context"]``, :data:`CONTEXT_KEY`)
+        in place of its own; without one when ``other`` has none."""
+        metadata = {k: v for k, v in self.metadata.items() if k != CONTEXT_KEY}
+        context = other.metadata.get(CONTEXT_KEY)
+        if context:
+            metadata[CONTEXT_KEY] = context
+        return attrs.evolve(self, metadata=metadata)
+
+
+#: Metadata key of a fact's context: text indexed (with a lower weight) alongside its own,
+#: such as the turns around an episode.
+CONTEXT_KEY = "context"
+
 
 @attrs.frozen
 class ScoredFact:
