@@ -31,9 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memtap import Memory
-from memtap.protocol.model import to_dict
-from memtap.redact import redact_id
-from memtap.workers.deadline import BoundedWork, Overdue
+from memtap.sdk import BoundedWork, Overdue, redact_id, to_dict
 
 from . import pages
 from .guard import UIGuard
