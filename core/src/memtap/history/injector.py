@@ -92,6 +92,10 @@ RELOAD_AFTER_FAILURE = 5.0
 LOAD_DEADLINE = 0.25
 #: Threads reading histories (a frozen store may hold each of them until it answers).
 LOAD_WORKERS = 4
+#: Seconds a call waits for the store to say whether its session has a turn this process
+#: does not know, and for that turn to be read (:attr:`SessionHistories.latest`); past that
+#: the call goes on with what is cached.
+CATCH_UP_DEADLINE = 1.0
 
 _no_wait: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_history_no_wait", default=False)
 
@@ -180,6 +184,9 @@ class SessionHistories:
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
+        #: Threads of :attr:`latest`'s checks: never queued behind the reads of sessions
+        #: other processes wrote to (the change feed starts one per write).
+        self._checkers = DaemonPool(LOAD_WORKERS, "memtap-history-check")
 
     @staticmethod
     def key(attribution: Attribution) -> tuple[str, str]:
@@ -212,28 +219,28 @@ class SessionHistories:
         costs no await at all, unless :attr:`latest` is set: then the store is asked which
         exchange is the session's latest, and when this process does not know it (another
         process served the session's last turn) the session is read again, both in a
-        thread and within :attr:`deadline` (past it the call goes on with what is cached)."""
+        thread and within :data:`CATCH_UP_DEADLINE` (past it the call goes on with what is
+        cached)."""
         entry = self._lookup(attribution)
         future = entry.future
-        started = time.monotonic()
         if not entry.loaded.is_set() and future is not None:
-            remaining = entry.wait_until - started
+            remaining = entry.wait_until - time.monotonic()
             if remaining > 0:
                 try:
                     await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
                 except asyncio.TimeoutError:
                     count("failed", reason="history_deadline")
                     return
-            else:
-                return
-        if self.latest is None or not entry.loaded.is_set():
+        if self.latest is None:
             return
+        # Also for a session not read yet that this process took for new (another process
+        # may have just written its first turns): the store's answer decides.
         try:
-            check = self._readers.submit(self._catch_up, attribution, entry)
+            check = self._checkers.submit(self._catch_up, attribution, entry)
         except RuntimeError:  # closed
             return
         try:
-            await asyncio.wait_for(asyncio.wrap_future(check), self.deadline)
+            await asyncio.wait_for(asyncio.wrap_future(check), CATCH_UP_DEADLINE)
         except asyncio.TimeoutError:
             count("failed", reason="history_deadline")
 
@@ -467,6 +474,7 @@ class SessionHistories:
     def close(self) -> None:
         """Stop the reader threads (a read in progress is abandoned)."""
         self._readers.shutdown()
+        self._checkers.shutdown()
 
 
 def _resolved(pending: Sequence[_Pending]) -> list[Message]:
