@@ -138,7 +138,9 @@ class Proxy:
                 "(from a clone of memtap: pip install ./contrib/ui)"
             ) from exc
         c = self.config
-        return create_app(self.memory, token=c.token, bound_host=c.host, allow_hosts=c.allow_hosts)
+        return create_app(
+            self.memory, token=c.token, bound_host=c.host, allow_hosts=c.allow_hosts, form_key=c.ui_form_key
+        )
 
     @property
     def app(self) -> Proxy:
