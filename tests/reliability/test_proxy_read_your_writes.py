@@ -34,6 +34,8 @@ TURNS = 25  # 8 x 24 = 192 follow-ups
 #: Earlier turns each follow-up must carry: its latest ones (the default history budget,
 #: 20 messages, holds 10 turns; older ones are left out by design).
 RECENT = 5
+#: The proxies' warnings (a store late to answer), shown when a follow-up missed a turn.
+LATE: list[str] = []
 
 
 class RoundRobin:
@@ -181,6 +183,7 @@ def two_proxies(tmp_path: Path, server: ScriptedModelServer, store_url: str) -> 
         relay = RoundRobin([a.port, b.port])
         yield relay
         assert a.stop() == 0 and b.stop() == 0, a.output() + b.output()
+        LATE[:] = [line for line in (a.output() + b.output()).splitlines() if "WARNING" in line]
     finally:
         if relay is not None:
             relay.close()
@@ -203,7 +206,7 @@ def test_follow_ups_through_two_proxies_behind_a_round_robin_miss_no_turn(
         for i in range(1, TURNS)
     )
     assert moved >= CLIENTS * (TURNS - 1) // 4, moved
-    assert missing_turns(server) == []
+    assert missing_turns(server) == [], LATE
 
 
 @pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
@@ -214,8 +217,9 @@ def test_follow_ups_through_two_workers_miss_no_turn(
     try:
         run_clients(proxy.port)
         assert proxy.stop() == 0, proxy.output()
+        LATE[:] = [line for line in proxy.output().splitlines() if "WARNING" in line]
 
     finally:
         proxy.kill()
     assert len(server.requests) == CLIENTS * TURNS
-    assert missing_turns(server) == []
+    assert missing_turns(server) == [], LATE

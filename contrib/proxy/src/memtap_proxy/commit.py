@@ -23,7 +23,8 @@ from memtap.sdk import Attribution, Call, Exchange
 log = logging.getLogger("memtap.proxy")
 
 #: Seconds a call's answer waits for its exchange to be stored (a shared store only); past
-#: that it is sent anyway (fail open: the call is journaled and stored later).
+#: that it is sent anyway (fail open: the call is journaled and stored later), and later
+#: calls do not wait until the writer stores again (a failing store slows one call).
 COMMIT_DEADLINE = 1.0
 
 
@@ -44,17 +45,23 @@ class Commits:
         #: Whether calls are committed to the store before they are answered.
         self.shared = shares_store(memory) if shared is None else shared
         self._waiting: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = {}
+        #: A call's commit was late: calls do not wait until the writer stores a batch again.
+        self.behind = False
         if self.shared:
             memory.writer.on_written.append(self._written)
             memory.histories.latest = self._latest
 
     def _latest(self, attribution: Attribution) -> str | None:
-        """The id of the session's latest stored exchange (``None``: none stored)."""
+        """The id of the session's latest stored exchange (``None``: none stored, or the
+        store is not storing calls in time: not asked)."""
+        if self.behind:
+            return None
         last = self.memory.store.history(attribution.session_id, entity_id=attribution.entity_id, limit=1)
         return last[-1].exchange_id if last else None
 
     def _written(self, exchanges: Sequence[Exchange]) -> None:
         """The writer stored ``exchanges`` (its thread): release the calls waiting for them."""
+        self.behind = False
         waiting = self._waiting
         if not waiting:
             return
@@ -67,8 +74,8 @@ class Commits:
     async def finish(self, call: Call, capture: Callable[[], None], loop: asyncio.AbstractEventLoop) -> None:
         """Run ``capture()`` (which finishes ``call``: journals and queues it); on a shared
         store, then wait until the call is stored, at most :data:`COMMIT_DEADLINE`."""
-        if not self.shared:
-            capture()
+        if not self.shared or self.behind or self.memory.histories.store_late:
+            capture()  # a store not answering in time is not waited for
             return
         future: asyncio.Future[None] = loop.create_future()
         self._waiting[call.id] = (loop, future)
@@ -80,11 +87,14 @@ class Commits:
                     return  # nothing to store (a failed call, or one that cannot be formatted)
                 await asyncio.wait_for(future, COMMIT_DEADLINE)
         except asyncio.TimeoutError:
-            log.warning(
-                "memtap proxy: a call was not stored within %.1f s; answering it anyway (it is "
-                "journaled and stored later; the session's next turn may miss it on another process)",
-                COMMIT_DEADLINE,
-            )
+            if not self.behind:
+                self.behind = True
+                log.warning(
+                    "memtap proxy: a call was not stored within %.1f s; answering calls without "
+                    "waiting for the store until it stores again (they are journaled and stored "
+                    "later; a session's next turn on another process may miss them meanwhile)",
+                    COMMIT_DEADLINE,
+                )
         finally:
             self._waiting.pop(call.id, None)
 

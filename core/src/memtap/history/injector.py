@@ -94,8 +94,10 @@ LOAD_DEADLINE = 0.25
 LOAD_WORKERS = 4
 #: Seconds a call waits for the store to say whether its session has a turn this process
 #: does not know, and for that turn to be read (:attr:`SessionHistories.latest`); past that
-#: the call goes on with what is cached.
-CATCH_UP_DEADLINE = 1.0
+#: the call goes on with what is cached, and calls do not ask while that check is still
+#: waiting for the store (:attr:`SessionHistories.store_late`: a failing store slows one
+#: call, not every call).
+CATCH_UP_DEADLINE = 0.4
 
 _no_wait: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_history_no_wait", default=False)
 
@@ -181,6 +183,9 @@ class SessionHistories:
         #: before the call goes on (read-your-writes across processes: see
         #: :meth:`preload`). ``None``: the cache is trusted (one process writes).
         self.latest: Callable[[Attribution], str | None] | None = None
+        #: A check of :attr:`latest` outlived its deadline and has not finished: the store
+        #: is not answering in time; :attr:`latest` is not asked until it has.
+        self.store_late = False
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
@@ -231,7 +236,7 @@ class SessionHistories:
                 except asyncio.TimeoutError:
                     count("failed", reason="history_deadline")
                     return
-        if self.latest is None:
+        if self.latest is None or self.store_late:
             return
         # Also for a session not read yet that this process took for new (another process
         # may have just written its first turns): the store's answer decides.
@@ -240,9 +245,18 @@ class SessionHistories:
         except RuntimeError:  # closed
             return
         try:
-            await asyncio.wait_for(asyncio.wrap_future(check), CATCH_UP_DEADLINE)
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(check)), CATCH_UP_DEADLINE)
         except asyncio.TimeoutError:
             count("failed", reason="history_deadline")
+            if not check.done() and not self.store_late:
+                self.store_late = True
+                log.warning(
+                    "the store did not say within %.1f s whether session %r has turns this process "
+                    "does not know; calls go on with what is cached until it answers",
+                    CATCH_UP_DEADLINE,
+                    attribution.session_id,
+                )
+                check.add_done_callback(self._answered)
 
     def _catch_up(self, attribution: Attribution, entry: _Entry) -> None:
         """Read the session again if the store's latest exchange of it is one this
@@ -262,6 +276,10 @@ class SessionHistories:
             if loaded and self._known is not None:
                 self._known.add(self.key(attribution))
             self._merge(entry, loaded)
+
+    def _answered(self, check: Future[None]) -> None:
+        """A late check has finished: the store answers again."""
+        self.store_late = False
 
     def _knows(self, entry: _Entry, exchange_id: str) -> bool:
         """Whether ``entry`` holds the exchange ``exchange_id`` (cached or pending)."""
