@@ -201,6 +201,20 @@ class CaptureWriter:
         finally:
             self._pending.done()
 
+    @contextmanager
+    def hurried(self) -> Iterator[None]:
+        """While the block runs, the writer does not linger for a batch: for a caller that
+        waits for the call it submits inside the block to be stored (the proxy commits a
+        call to a store other processes read before the answer's last bytes)."""
+        with self._flushing_lock:
+            self._flushing += 1
+        self._hurry.set()
+        try:
+            yield
+        finally:
+            with self._flushing_lock:
+                self._flushing -= 1
+
     def _start(self) -> None:
         with self._thread_lock:
             if self._thread is None:
