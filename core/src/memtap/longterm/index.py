@@ -77,6 +77,21 @@ class Fusion:
     #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
     #: of other times that match the question about as well.
     time_weight: float = 0.1
+    #: The lexical score is multiplied by the share of the query's IDF mass the fact's
+    #: terms cover, to this power: one common word shared with a long question adds next
+    #: to nothing, so it cannot outvote a strong match in meaning (0: no gating).
+    coverage_power: float = 0.0
+    #: An assistant turn's score (an episode whose ``metadata["role"]`` is
+    #: ``"assistant"``) is multiplied by this, unless the question asks what the assistant
+    #: said (:func:`memtap.longterm.roles.asks_assistant`): the user's words come first.
+    assistant_factor: float = 1.0
+    #: Two hits whose vectors are at least this similar are taken to be about the same
+    #: thing: the newer ranks first when it scores within :attr:`update_margin` of the
+    #: older (a knowledge update: "I work as a surveyor now" over "I'm a teacher").
+    #: Above 1: never.
+    update_similarity: float = 2.0
+    #: How far below an older, similar hit a newer one may score and still rank above it.
+    update_margin: float = 0.0
 
 
 class ScoreParts(NamedTuple):
@@ -89,12 +104,20 @@ class ScoreParts(NamedTuple):
     in_time: bool
     recency: float
     fusion: Fusion
+    #: Share of the query's IDF mass the fact's terms cover (0 to 1).
+    coverage: float = 1.0
+    #: Whether the fact is an assistant turn ranked below the user's words.
+    demoted: bool = False
+    #: The id of a newer fact about the same thing ranked above this one (an update).
+    newer: str | None = None
 
     def as_dict(self) -> dict[str, float]:
-        """``words``, ``vector``, ``time`` and ``recency`` add up to the score (before it is
-        capped at 1); ``bm25`` and ``cosine`` are the raw signals."""
+        """``words``, ``vector``, ``role``, ``time`` and ``recency`` add up to the score
+        (before it is capped at 1, and unless a newer fact about the same thing took its
+        place: ``superseded`` is then 1); ``bm25``, ``coverage`` and ``cosine`` are the
+        raw signals."""
         f = self.fusion
-        words = self.bm25 / (self.bm25 + f.bm25_half)
+        words = self.bm25 / (self.bm25 + f.bm25_half) * self.coverage**f.coverage_power
         out: dict[str, float] = {}
         if self.cosine is None:
             out["words"] = words
@@ -102,11 +125,16 @@ class ScoreParts(NamedTuple):
             out["words"] = f.lexical_weight * words
             vector = min(1.0, max(0.0, (self.cosine - f.cos_floor) / (1 - f.cos_floor)))
             out["vector"] = (1 - f.lexical_weight) * vector
+        if self.demoted:
+            out["role"] = -(1 - f.assistant_factor) * (out["words"] + out.get("vector", 0.0))
         out["time"] = f.time_weight if self.in_time else 0.0
         out["recency"] = self.recency
         out["bm25"] = self.bm25
+        out["coverage"] = self.coverage
         if self.cosine is not None:
             out["cosine"] = self.cosine
+        if self.newer is not None:
+            out["superseded"] = 1.0
         return out
 
 
@@ -160,6 +188,8 @@ class EntityIndex:
         self._doclen = np.zeros(cap, np.float32)
         self._alive = np.zeros(cap, bool)
         self._has_vec = np.zeros(cap, bool)
+        #: Assistant turns (episodes of the model's words: ranked below the user's).
+        self._assistant = np.zeros(cap, bool)
         self._created = np.zeros(cap, np.float64)
         #: The span of time a fact's text speaks of (:func:`mentioned_window`), as
         #: timestamps; NaN when it names none.
@@ -192,6 +222,7 @@ class EntityIndex:
             "_doclen",
             "_alive",
             "_has_vec",
+            "_assistant",
             "_created",
             "_process",
             "_mention_start",
@@ -248,6 +279,7 @@ class EntityIndex:
             self._doclen[slot] = length
             self.total_len += length
             self._alive[slot] = True
+            self._assistant[slot] = fact.metadata.get("role") == "assistant"
             created = fact.created_at.timestamp()
             self._created[slot] = created
             mentioned = mentioned_window(fact.text, fact.created_at)
@@ -353,15 +385,17 @@ class EntityIndex:
         0 where no term matches and for dead slots."""
         return self._lexical(query, matches=False)[0]
 
-    def _lexical(self, query: str | Mapping[str, int], *, matches: bool) -> tuple[Any, Any]:
-        """:meth:`bm25`'s scores and, with ``matches``, the live slots sharing a term with
-        the query (sorted; else ``None``)."""
+    def _lexical(self, query: str | Mapping[str, int], *, matches: bool) -> tuple[Any, Any, Any]:
+        """:meth:`bm25`'s scores, with ``matches`` the live slots sharing a term with the
+        query (sorted; else ``None``), and each slot's share of the query's IDF mass
+        (:attr:`Fusion.coverage_power`; a query term no fact uses counts as the rarest)."""
         np = _np()
         n = len(self.facts)
         scores = np.zeros(n, np.float32)
+        covered = np.zeros(n, np.float32)
         none = np.zeros(0, np.intp) if matches else None
         if not self.alive_count:
-            return scores, none
+            return scores, none, covered
         f = self.fusion
         counts = term_counts(query) if isinstance(query, str) else query
         avgdl = max(self.total_len / self.alive_count, 1e-6)
@@ -370,14 +404,18 @@ class EntityIndex:
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
         matched: list[Any] = []
         postings = 0
+        mass = 0.0
         for term, qtf in counts.items():
             p = self.postings.get(term)
             if p is None:
+                mass += self._idf(0) * qtf
                 continue
             slots = np.frombuffer(p.slots, dtype=np.int32)
             tf = np.frombuffer(p.tf, dtype=np.float32)
             df = len(slots)
             idf = self._idf(df)
+            mass += idf * qtf
+            covered[slots] += idf * qtf
             norm = self._doclen[slots] * per_len
             norm += base
             norm += tf
@@ -385,10 +423,12 @@ class EntityIndex:
             if matches:
                 matched.append(slots)
                 postings += df
+        if mass:
+            covered *= 1 / mass
         if self.alive_count < n:
             scores[~self._alive[:n]] = 0  # postings keep the slots of removed facts
         if not matched:
-            return scores, none
+            return scores, none, covered
         if len(matched) == 1 or postings * 4 < n:
             # Few matches: merge the postings (a sort of what matched, not a pass over n;
             # by hand, as np.unique's generality costs several times more here).
@@ -402,8 +442,8 @@ class EntityIndex:
                 hit = hit[first]
             if self.alive_count < n:
                 hit = hit[self._alive[hit]]
-            return scores, hit.astype(np.intp)
-        return scores, np.flatnonzero(scores)
+            return scores, hit.astype(np.intp), covered
+        return scores, np.flatnonzero(scores), covered
 
     def _idf(self, df: int) -> float:
         """BM25's weight of a term that ``df`` indexed facts use."""
@@ -464,14 +504,16 @@ class EntityIndex:
             out[~self._has_vec[:n]] = -1.0
         return out
 
-    def _sketch_candidates(self, q: Any, lex: Any, matched: Any, eligible: Any) -> tuple[Any, Any]:
+    def _sketch_candidates(
+        self, q: Any, lex: Any, covered: Any, matched: Any, eligible: Any
+    ) -> tuple[Any, Any]:
         """The slots worth ranking and their exact cosines, for an index of many vectors.
 
         Reading every float32 vector is what costs (100k 384-d vectors are 150 MB: ~13 ms
         of memory bandwidth here), so the scan reads 256-bit sign sketches instead
         (random hyperplanes: the share of differing bits estimates the angle, 3 MB at
-        100k), fuses the estimates with the BM25 scores ``lex`` (non-zero at ``matched``)
-        as :meth:`search` will, and computes the exact cosine of the best
+        100k), fuses the estimates with the BM25 scores ``lex`` (non-zero at ``matched``;
+        IDF coverage ``covered``) as :meth:`search` will, and computes the exact cosine of the best
         :attr:`SKETCH_RESCORE` slots. ``eligible`` is ``None`` when every slot is."""
         np = _np()
         n = len(self.facts)
@@ -481,8 +523,7 @@ class EntityIndex:
         if self.vector_count < n:
             rough[~self._has_vec[:n]] = 0.0  # no vector: words only
         if len(matched):
-            m = lex[matched]
-            rough[matched] += f.lexical_weight * (m / (m + f.bm25_half))
+            rough[matched] += f.lexical_weight * self._words(lex[matched], covered[matched])
         if eligible is not None:
             rough[~eligible] = -1.0
         take = min(self.SKETCH_RESCORE, n)
@@ -536,6 +577,7 @@ class EntityIndex:
         exclude: Sequence[str] = (),
         window: TimeWindow | None = None,
         parts: dict[str, ScoreParts] | None = None,
+        about_assistant: bool = False,
     ) -> list[tuple[Fact, float]]:
         """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
         its vector, if any, best first, with fused scores in [0, 1]; with
@@ -547,6 +589,10 @@ class EntityIndex:
         :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
         sharing a word with the query; and the slots in ``window``.
 
+        Assistant turns are ranked below the user's words (:attr:`Fusion.assistant_factor`)
+        unless ``about_assistant`` (the question asks what the assistant said); among hits
+        about the same thing the newer ranks first (:attr:`Fusion.update_similarity`).
+
         With ``parts``, the score parts of each fact returned are put in it by fact id
         (:meth:`score_parts`: what ``memtap explain`` shows)."""
         np = _np()
@@ -554,11 +600,13 @@ class EntityIndex:
         if not n or k <= 0 or not self.alive_count:
             return []
         if n <= self.SMALL_UP_TO:
-            return self._search_small(query, qvec, k, process_id, min_score, exclude, window, parts)
+            return self._search_small(
+                query, qvec, k, process_id, min_score, exclude, window, parts, about_assistant
+            )
         f = self.fusion
         q = self._unit_query(qvec)
         exact = q is not None and self.vector_count < self.SKETCH_FROM
-        lex, matched = self._lexical(query, matches=not exact)
+        lex, matched, covered = self._lexical(query, matches=not exact)
         eligible = self._eligible(n, process_id, exclude)
         cos = None
         if q is None:
@@ -573,7 +621,7 @@ class EntityIndex:
                 slots = np.flatnonzero(eligible)
                 cos = cos[slots]
         else:
-            slots, cos = self._sketch_candidates(q, lex, matched, eligible)
+            slots, cos = self._sketch_candidates(q, lex, covered, matched, eligible)
         timely = None
         if window is not None:
             timely = self.in_window(window)
@@ -589,11 +637,13 @@ class EntityIndex:
                         known = self._has_vec[extra]
                         more[known] = self._vecs[extra[known]] @ q
                         cos = np.concatenate([cos, more])
-        fused = lex[slots]
-        fused /= fused + f.bm25_half
+        fused = self._words(lex[slots], covered[slots])
         if cos is not None:
             vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
             fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+        demote = f.assistant_factor != 1 and not about_assistant
+        if demote:
+            fused[self._assistant[slots]] *= f.assistant_factor
         if timely is not None:
             fused[timely[slots]] += f.time_weight
         keep = fused > 0
@@ -604,12 +654,14 @@ class EntityIndex:
             oldest, newest = self._created_range
             span = (newest - oldest) or 1.0
             fused += (self._created[slots] - oldest) * (f.recency_weight / span)
-        take = min(k, len(slots))
+        # A newer fact about the same thing may rank above an older one from below the k.
+        take = min(2 * k if f.update_similarity <= 1 else k, len(slots))
         top = np.argpartition(-fused, take - 1)[:take]
         top = top[np.argsort(-fused[top], kind="stable")]
+        ranked, newer = self._newest_first(list(zip(slots[top].tolist(), fused[top].tolist())))
         out: list[tuple[Fact, float]] = []
         facts = self.facts
-        for slot, value in zip(slots[top].tolist(), fused[top].tolist()):
+        for slot, value in ranked[:k]:
             score = min(1.0, value)
             fact = facts[slot]
             if fact is not None and score >= min_score:
@@ -619,8 +671,69 @@ class EntityIndex:
                     if q is not None:
                         cosine = float(self._vecs[slot] @ q) if self._has_vec[slot] else -1.0
                     in_time = timely is not None and bool(timely[slot])
-                    parts[fact.id] = self.score_parts(slot, float(lex[slot]), cosine, in_time)
+                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time)
+                    parts[fact.id] = part._replace(
+                        coverage=float(covered[slot]),
+                        demoted=demote and bool(self._assistant[slot]),
+                        newer=self._id_of(newer.get(slot)),
+                    )
         return out
+
+    def _words(self, bm25: Any, covered: Any) -> Any:
+        """The lexical part of the fused score (before its weight) of BM25 scores
+        ``bm25`` whose facts cover ``covered`` of the query's IDF mass."""
+        f = self.fusion
+        words = bm25 / (bm25 + f.bm25_half)
+        if f.coverage_power:
+            words = words * covered**f.coverage_power
+        return words
+
+    def _id_of(self, slot: int | None) -> str | None:
+        fact = self.facts[slot] if slot is not None else None
+        return fact.id if fact is not None else None
+
+    def _newest_first(self, ranked: list[tuple[int, float]]) -> tuple[list[tuple[int, float]], dict[int, int]]:
+        """``ranked`` (slot, score, best first) with each fact that a newer, similar one
+        (same speaker, vectors at least :attr:`Fusion.update_similarity` alike) follows
+        within :attr:`Fusion.update_margin` moved below it: the newer takes the older's
+        place and score. Also which slot each moved-down fact was superseded by.
+
+        Nothing is removed (an older statement is still evidence: "where did I work
+        before?"); only the order changes."""
+        f = self.fusion
+        newer: dict[int, int] = {}
+        if f.update_similarity > 1 or len(ranked) < 2 or self._vecs is None:
+            return ranked, newer
+        slots = [slot for slot, _ in ranked]
+        has = self._has_vec[slots]
+        if has.sum() < 2:
+            return ranked, newer
+        vecs = self._vecs[slots]
+        alike = (vecs @ vecs.T) >= f.update_similarity
+        alike &= has[:, None] & has[None, :]
+        role = self._assistant[slots]
+        alike &= role[:, None] == role[None, :]
+        created = self._created[slots]
+        order = list(range(len(ranked)))  # positions into ``ranked``
+        scores = [score for _, score in ranked]
+        i = 0
+        while i < len(order):
+            a = order[i]
+            floor = scores[i] - f.update_margin
+            for j in range(i + 1, len(order)):
+                if scores[j] < floor:
+                    break
+                b = order[j]
+                if alike[a, b] and created[b] > created[a]:
+                    newer[slots[a]] = slots[b]
+                    del order[j]
+                    del scores[j]
+                    order.insert(i, b)
+                    scores.insert(i, scores[i])
+                    break
+            else:
+                i += 1
+        return [(slots[p], score) for p, score in zip(order, scores)], newer
 
     def score_parts(self, slot: int, bm25: float, cosine: float | None, in_time: bool) -> ScoreParts:
         """What the fused score of ``slot`` is made of, given its BM25 score, its cosine
@@ -644,9 +757,11 @@ class EntityIndex:
         exclude: Sequence[str],
         window: TimeWindow | None = None,
         parts: dict[str, ScoreParts] | None = None,
+        about_assistant: bool = False,
     ) -> list[tuple[Fact, float]]:
         """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
-        scores (BM25, cosine, fusion, time, recency), computed per slot in Python."""
+        scores (BM25, coverage, cosine, fusion, role, time, recency, newest first),
+        computed per slot in Python."""
         n = len(self.facts)
         f = self.fusion
         counts = term_counts(query) if isinstance(query, str) else query
@@ -655,13 +770,24 @@ class EntityIndex:
         avgdl = max(self.total_len / self.alive_count, 1e-6)
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
         lex = [0.0] * n
+        covered = [0.0] * n
+        mass = 0.0
         for term, qtf in counts.items():
             p = self.postings.get(term)
             if p is None:
+                mass += self._idf(0) * qtf
                 continue
-            weight = self._idf(len(p.slots)) * qtf * (f.k1 + 1)
+            idf = self._idf(len(p.slots)) * qtf
+            mass += idf
+            weight = idf * (f.k1 + 1)
             for slot, tf in zip(p.slots, p.tf):
                 lex[slot] += weight * tf / (doclen[slot] * per_len + base + tf)
+                covered[slot] += idf
+        if mass:
+            covered = [c / mass for c in covered]
+        power = f.coverage_power
+        demote = f.assistant_factor != 1 and not about_assistant
+        assistant = self._assistant[:n].tolist() if demote else None
         q = self._unit_query(qvec)
         cos: list[float] | None = None
         if q is not None:
@@ -682,11 +808,15 @@ class EntityIndex:
             if not alive[slot] or slot in excluded or (code is not None and process[slot] not in (code, 0)):
                 continue
             value = lex[slot] / (lex[slot] + half)
+            if power:
+                value *= covered[slot] ** power
             if cos is not None:
                 c = cos[slot] if has_vec[slot] else -1.0
                 value = lw * value + (1 - lw) * min(1.0, max(0.0, (c - floor) / (1 - floor)))
-            elif not value and not (timely is not None and timely[slot]):
+            elif not lex[slot] and not (timely is not None and timely[slot]):
                 continue  # a candidate shares a word with the query or is of its time
+            if assistant is not None and assistant[slot]:
+                value *= f.assistant_factor
             if timely is not None and timely[slot]:
                 value += f.time_weight
             if value <= 0:
@@ -695,9 +825,11 @@ class EntityIndex:
                 value += (created[slot] - oldest) * recency
             scored.append((value, slot))
         scored.sort(key=lambda pair: -pair[0])
+        take = 2 * k if f.update_similarity <= 1 else k
+        ranked, newer = self._newest_first([(slot, value) for value, slot in scored[:take]])
         out: list[tuple[Fact, float]] = []
         facts = self.facts
-        for value, slot in scored[:k]:
+        for slot, value in ranked[:k]:
             score = min(1.0, value)
             fact = facts[slot]
             if fact is not None and score >= min_score:
@@ -706,7 +838,16 @@ class EntityIndex:
                     cosine = None if cos is None else (cos[slot] if has_vec[slot] else -1.0)
                     in_time = timely is not None and timely[slot]
                     late = (created[slot] - oldest) * recency if created is not None else 0.0
-                    parts[fact.id] = ScoreParts(lex[slot], cosine, in_time, late, f)
+                    parts[fact.id] = ScoreParts(
+                        lex[slot],
+                        cosine,
+                        in_time,
+                        late,
+                        f,
+                        covered[slot],
+                        assistant is not None and assistant[slot],
+                        self._id_of(newer.get(slot)),
+                    )
         return out
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
+from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import TimeWindow, query_window
 from memtap.longterm.text import term_counts
 from memtap.metrics import count
@@ -717,6 +718,7 @@ class RecallEngine:
             if below is not None:
                 below[:] = memo.below or ()
             return list(memo.hits)
+        about_assistant = asks_assistant(query)
         if window is not None and window.relative:
             query = window.cut_from(query)
         counts = term_counts(query)
@@ -741,6 +743,7 @@ class RecallEngine:
                     exclude=exclude,
                     window=window,
                     parts=parts,
+                    about_assistant=about_assistant,
                 )
                 if below is not None:
                     under = [h for h in hits if h[1] < min_score]
