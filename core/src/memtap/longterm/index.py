@@ -81,6 +81,13 @@ class Fusion:
     #: terms cover, to this power: one common word shared with a long question adds next
     #: to nothing, so it cannot outvote a strong match in meaning (0: no gating).
     coverage_power: float = 0.0
+    #: A fact covering at least this share of the query's IDF mass keeps its whole
+    #: lexical score; below it, the share is ``coverage / coverage_full``.
+    coverage_full: float = 1.0
+    #: A fact scores at least this share of its vector score alone (before the time and
+    #: recency parts), so a strong match in meaning is not outvoted by words: 0 gives the
+    #: plain linear mix.
+    meaning_floor: float = 0.0
     #: An assistant turn's score (an episode whose ``metadata["role"]`` is
     #: ``"assistant"``) is multiplied by this, unless the question asks what the assistant
     #: said (:func:`memtap.longterm.roles.asks_assistant`): the user's words come first.
@@ -117,7 +124,8 @@ class ScoreParts(NamedTuple):
         place: ``superseded`` is then 1); ``bm25``, ``coverage`` and ``cosine`` are the
         raw signals."""
         f = self.fusion
-        words = self.bm25 / (self.bm25 + f.bm25_half) * self.coverage**f.coverage_power
+        gate = min(1.0, self.coverage / f.coverage_full) ** f.coverage_power
+        words = self.bm25 / (self.bm25 + f.bm25_half) * gate
         out: dict[str, float] = {}
         if self.cosine is None:
             out["words"] = words
@@ -125,6 +133,8 @@ class ScoreParts(NamedTuple):
             out["words"] = f.lexical_weight * words
             vector = min(1.0, max(0.0, (self.cosine - f.cos_floor) / (1 - f.cos_floor)))
             out["vector"] = (1 - f.lexical_weight) * vector
+            if f.meaning_floor * vector > out["words"] + out["vector"]:
+                out["words"], out["vector"] = 0.0, f.meaning_floor * vector
         if self.demoted:
             out["role"] = -(1 - f.assistant_factor) * (out["words"] + out.get("vector", 0.0))
         out["time"] = f.time_weight if self.in_time else 0.0
@@ -641,6 +651,8 @@ class EntityIndex:
         if cos is not None:
             vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
             fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+            if f.meaning_floor:
+                np.maximum(fused, f.meaning_floor * vec_score, out=fused)
         demote = f.assistant_factor != 1 and not about_assistant
         if demote:
             fused[self._assistant[slots]] *= f.assistant_factor
@@ -685,7 +697,8 @@ class EntityIndex:
         f = self.fusion
         words = bm25 / (bm25 + f.bm25_half)
         if f.coverage_power:
-            words = words * covered**f.coverage_power
+            gate = _np().minimum(covered * (1 / f.coverage_full), 1.0)
+            words = words * gate**f.coverage_power
         return words
 
     def _id_of(self, slot: int | None) -> str | None:
@@ -809,10 +822,11 @@ class EntityIndex:
                 continue
             value = lex[slot] / (lex[slot] + half)
             if power:
-                value *= covered[slot] ** power
+                value *= min(1.0, covered[slot] / f.coverage_full) ** power
             if cos is not None:
                 c = cos[slot] if has_vec[slot] else -1.0
-                value = lw * value + (1 - lw) * min(1.0, max(0.0, (c - floor) / (1 - floor)))
+                vector = min(1.0, max(0.0, (c - floor) / (1 - floor)))
+                value = max(lw * value + (1 - lw) * vector, f.meaning_floor * vector)
             elif not lex[slot] and not (timely is not None and timely[slot]):
                 continue  # a candidate shares a word with the query or is of its time
             if assistant is not None and assistant[slot]:
@@ -917,7 +931,10 @@ def _vector_weight_of_distance(fusion: Fusion) -> Any:
     instead of five passes)."""
     np = _np()
     score = np.clip((_cosine_of_distance() - fusion.cos_floor) / (1 - fusion.cos_floor), 0, 1)
-    return ((1 - fusion.lexical_weight) * score).astype(np.float32)
+    # The meaning floor (:attr:`Fusion.meaning_floor`) as the scan can estimate it: a
+    # candidate's vector part alone, never less than the floor's share of its score.
+    weight = max(1 - fusion.lexical_weight, fusion.meaning_floor)
+    return (weight * score).astype(np.float32)
 
 
 def query_terms(query: str) -> list[str]:
