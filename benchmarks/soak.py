@@ -1,116 +1,178 @@
-"""Soak: many threads calling a registered openai client for a while, with optional storage
-outages, then proof that nothing was lost or duplicated.
+"""Sustained load: does what memtap adds to a call stay constant as the work done grows?
 
-    python benchmarks/soak.py [--store URL] [--threads 32] [--seconds 60] [--outage-every 10]
+N calls (default 5,000) back to back through a registered openai client with memtap's
+defaults (a DuckDB file, the spool, history, episodes, MiniLM recall), each alternated with
+the same call through a bare client against the same local scripted server, so that
+machine noise hits both alike. Ten entities, sessions of 20 calls, and a new user turn on
+every call that says something worth remembering (so every exchange makes episodes, as in a
+real conversation). Printed per window of 500 registered calls: the added median (registered
+minus bare, ms) and the ratio, the process CPU per call pair, the resident memory, and how
+many stored facts still wait for a vector. At the end: ``Memory.flush()`` (timed) and the
+facts still without a vector after it.
 
-The store defaults to a temporary DuckDB file; pass ``postgresql://...`` to soak
-PostgreSQL. With ``--outage-every N`` the store is "down" (every call raises StoreError)
-for N/2 seconds out of every N: calls keep succeeding, exchanges wait in the spool and are
-stored when it is back. At the end: calls made, exchanges stored, spooled, failed writes,
-and whether every exchange is stored exactly once.
+    python benchmarks/soak.py [--calls 5000] [--window 500] [--server thread|process] [--json]
+    python benchmarks/soak.py --memory off    # the same run with both clients bare: the CPU baseline
+
+Background CPU per captured exchange (issue 37) is this run's process CPU minus the same
+run's with ``--memory off``, divided by the calls; with ``--server process`` the model
+server's CPU is not in the process's, so the difference is memtap's alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
+import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import openai
+from overhead import SERVER, model_server
 
 import memtap
-from memtap.storage.store import StoreError
-from memtap.testing.server import ScriptedModelServer
+
+ENTITIES = 10
+SESSION_CALLS = 20
+#: What users say: a statement worth remembering and a question (a question alone makes no
+#: episode), different on every call.
+THINGS = ["bike", "kettle", "garden", "violin", "novel", "camera", "tent", "laptop", "sofa", "piano"]
+PLACES = ["Lisbon", "Osaka", "Quito", "Accra", "Bergen", "Hobart", "Tartu", "Cusco", "Lyon", "Pune"]
 
 
-class Outages:
-    """Wraps a store: down for half of every ``period`` seconds (0: never)."""
-
-    def __init__(self, inner: Any, period: float) -> None:
-        self.inner, self.period, self.url = inner, period, inner.url
-        self.started = time.monotonic()
-        self.failures = 0
-
-    def _down(self) -> bool:
-        if not self.period:
-            return False
-        return (time.monotonic() - self.started) % self.period >= self.period / 2
-
-    def write_exchanges(self, exchanges: Sequence[Any]) -> None:
-        if self._down():
-            self.failures += 1
-            raise StoreError("injected outage")
-        self.inner.write_exchanges(exchanges)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+def user_turn(n: int) -> str:
+    """The ``n``-th call's user turn: a new fact and a question."""
+    thing, place = THINGS[n % 10], PLACES[(n // 10) % 10]
+    price = n % 97 + 3
+    return f"Note {n}: I bought a {thing} in {place} last week for {price} euros. Was that a fair price?"
 
 
-def main() -> int:
+def resident_mb() -> float:
+    """The process's resident memory now (Linux), in MB."""
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def vectors_pending(mem: memtap.Memory) -> tuple[int, int]:
+    """(facts stored, facts without a vector of the default embedder), over the soak's entities."""
+    engine = mem.longterm.engine
+    model = engine.embedder.name if engine.embedder is not None else None
+    reader = getattr(mem.store, "indexable_facts", None)
+    if reader is None or model is None:
+        return 0, 0
+    total = missing = 0
+    for e in range(ENTITIES):
+        for _fact, vector in reader(entity_id=f"soak-e{e}", model=model):
+            total += 1
+            missing += vector is None
+    return total, missing
+
+
+def run(calls: int, window: int, memory_on: bool) -> dict[str, Any]:
+    home = tempfile.TemporaryDirectory()
+    os.environ["MEMTAP_HOME"] = home.name
+    windows: list[dict[str, Any]] = []
+    with model_server() as server:
+        mem = memtap.Memory(f"duckdb:///{Path(home.name) / 'soak.duckdb'}")
+
+        def client() -> openai.OpenAI:
+            return openai.OpenAI(base_url=server.openai_base_url, api_key="sk-soak", max_retries=0)
+
+        bare = client()
+        tapped = mem.register(client()) if memory_on else client()
+        bare_ms: list[float] = []
+        tapped_ms: list[float] = []
+        cpu_start, wall_start = time.process_time(), time.perf_counter()
+        for i in range(calls):
+            messages = [{"role": "user", "content": user_turn(i)}]
+            entity = i % ENTITIES
+            session = i // (ENTITIES * SESSION_CALLS)
+            pair = [("bare", bare), ("tapped", tapped)]
+            if i % 2:
+                pair.reverse()
+            for name, c in pair:
+                with mem.scope(entity_id=f"soak-e{entity}", session_id=f"soak-e{entity}-s{session}"):
+                    started = time.perf_counter()
+                    c.chat.completions.create(model="soak", messages=messages)
+                    (bare_ms if name == "bare" else tapped_ms).append((time.perf_counter() - started) * 1e3)
+            if (i + 1) % window == 0:
+                cpu = time.process_time()
+                b, t = statistics.median(bare_ms), statistics.median(tapped_ms)
+                stored, missing = vectors_pending(mem) if memory_on else (0, 0)
+                windows.append(
+                    {
+                        "calls": i + 1,
+                        "bare_ms": b,
+                        "memtap_ms": t,
+                        "added_ms": t - b,
+                        "ratio": t / b,
+                        "cpu_ms_per_pair": (cpu - cpu_start) * 1e3 / window,
+                        "rss_mb": resident_mb(),
+                        "facts": stored,
+                        "vectors_pending": missing,
+                    }
+                )
+                print(_row(windows[-1]), flush=True)
+                bare_ms.clear()
+                tapped_ms.clear()
+                cpu_start = cpu
+        flushed_at = time.perf_counter()
+        mem.flush(60)
+        flush_s = time.perf_counter() - flushed_at
+        stored, missing = vectors_pending(mem) if memory_on else (0, 0)
+        cpu_total = time.process_time()
+        mem.close()
+    return {
+        "memory": "on" if memory_on else "off",
+        "calls": calls,
+        "server": SERVER["where"],
+        "windows": windows,
+        "wall_s": time.perf_counter() - wall_start,
+        "cpu_s": cpu_total,
+        "flush_s": flush_s,
+        "facts": stored,
+        "vectors_pending_after_flush": missing,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+    }
+
+
+def _row(w: dict[str, Any]) -> str:
+    return (
+        f"{w['calls']:6d} calls: added {w['added_ms']:+7.3f} ms (x{w['ratio']:.2f}, "
+        f"bare {w['bare_ms']:.2f}), "
+        f"CPU {w['cpu_ms_per_pair']:.2f} ms/pair, RSS {w['rss_mb']:.0f} MB, "
+        f"{w['vectors_pending']}/{w['facts']} facts without a vector"
+    )
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--store", default=None)
-    parser.add_argument("--threads", type=int, default=32)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--outage-every", type=float, default=0.0)
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--window", type=int, default=500)
+    parser.add_argument("--memory", choices=["on", "off"], default="on")
+    parser.add_argument("--server", choices=["thread", "process"], default="thread")
+    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    tmp = tempfile.TemporaryDirectory()
-    url = args.store or f"duckdb:///{Path(tmp.name) / 'soak.duckdb'}"
-    with ScriptedModelServer() as server:
-        opened = memtap.Memory(url, spool=False).store
-        store = Outages(opened, args.outage_every)
-        mem = memtap.Memory(
-            store, spool=Path(tmp.name) / "spool", history=memtap.HistoryBudget(max_messages=10)
-        )
-        client = mem.register(
-            openai.OpenAI(base_url=server.openai_base_url, api_key="sk-soak", max_retries=0)
-        )
-        deadline = time.monotonic() + args.seconds
-        made = [0] * args.threads
-        errors: list[BaseException] = []
-        run = f"soak{int(time.time())}"
-
-        def work(t: int) -> None:
-            with mem.scope(entity_id=f"{run}-e{t % 8}", session_id=f"{run}-s{t}"):
-                while time.monotonic() < deadline:
-                    try:
-                        client.chat.completions.create(
-                            model="m", messages=[{"role": "user", "content": f"t{t} call {made[t]}"}]
-                        )
-                        made[t] += 1
-                    except BaseException as exc:
-                        errors.append(exc)
-                        return
-
-        started = time.monotonic()
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(args.threads)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        elapsed = time.monotonic() - started
-        store.period = 0  # storage is back for good
-        flushed = mem.flush(300)
-        calls = sum(made)
-        stored = sum(1 for t in range(args.threads) for _ in opened.exchanges(session_id=f"{run}-s{t}"))
-        spool = mem.spool.stats if mem.spool else None
-        mem.close()
-    ok = flushed and not errors and stored == calls
-    print(f"store: {url}")
-    print(f"threads {args.threads}, {elapsed:.1f} s, outages every {args.outage_every or '-'} s")
-    print(f"calls made        {calls} ({calls / elapsed:.0f}/s), call errors {len(errors)}")
-    print(f"exchanges stored  {stored}")
-    print(f"spooled           {spool.spooled if spool else 0}, dropped {spool.dropped if spool else 0}")
-    print(f"failed writes     {store.failures} (retried)")
-    print("nothing lost, nothing duplicated" if ok else "MISMATCH: see above")
-    return 0 if ok else 1
+    SERVER["where"] = args.server
+    result = run(args.calls, args.window, args.memory == "on")
+    first, last = result["windows"][0], result["windows"][-1]
+    print(
+        f"first window {first['added_ms']:+.3f} ms, last {last['added_ms']:+.3f} ms "
+        f"(drift {last['added_ms'] - first['added_ms']:+.3f} ms); worst window "
+        f"{max(w['added_ms'] for w in result['windows']):+.3f} ms; process CPU {result['cpu_s']:.1f} s; "
+        f"flush {result['flush_s']:.1f} s, then {result['vectors_pending_after_flush']}/{result['facts']} "
+        f"facts without a vector; peak RSS {result['peak_rss_mb']:.0f} MB"
+    )
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
