@@ -126,6 +126,13 @@ def grid(stage: str) -> list[Fusion]:
             attrs.evolve(base, lexical_weight=0.0, time_weight=0.0, recency_weight=0.0),
             attrs.evolve(base, lexical_weight=1.0),
         ]
+    if stage == "roles":
+        chosen = attrs.evolve(base, lexical_weight=0.5, coverage_power=1.0)
+        return [
+            attrs.evolve(chosen, assistant_factor=a, present_recency_weight=r)
+            for a in (1.0, 0.85, 0.7)
+            for r in (0.01, 0.1)
+        ]
     raise SystemExit(f"unknown stage {stage}")
 
 

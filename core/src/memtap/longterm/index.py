@@ -73,6 +73,10 @@ class Fusion:
     idf_prior: int = 200
     #: Weight of the recency tie-breaker (newest fact gets the full amount).
     recency_weight: float = 0.01
+    #: The recency weight instead, for a question about the present ("where do I live
+    #: now?", "what's my job these days?": :func:`memtap.longterm.temporal.asks_present`):
+    #: of two facts that match it about as well, the newer states how things are.
+    present_recency_weight: float = 0.01
     #: Added to the score of a fact said in, or speaking of, the time a question names
     #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
     #: of other times that match the question about as well.
@@ -588,6 +592,7 @@ class EntityIndex:
         window: TimeWindow | None = None,
         parts: dict[str, ScoreParts] | None = None,
         about_assistant: bool = False,
+        present: bool = False,
     ) -> list[tuple[Fact, float]]:
         """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
         its vector, if any, best first, with fused scores in [0, 1]; with
@@ -601,7 +606,9 @@ class EntityIndex:
 
         Assistant turns are ranked below the user's words (:attr:`Fusion.assistant_factor`)
         unless ``about_assistant`` (the question asks what the assistant said); among hits
-        about the same thing the newer ranks first (:attr:`Fusion.update_similarity`).
+        about the same thing the newer ranks first (:attr:`Fusion.update_similarity`), and
+        recency counts more for a question about the ``present``
+        (:attr:`Fusion.present_recency_weight`).
 
         With ``parts``, the score parts of each fact returned are put in it by fact id
         (:meth:`score_parts`: what ``memtap explain`` shows)."""
@@ -611,7 +618,7 @@ class EntityIndex:
             return []
         if n <= self.SMALL_UP_TO:
             return self._search_small(
-                query, qvec, k, process_id, min_score, exclude, window, parts, about_assistant
+                query, qvec, k, process_id, min_score, exclude, window, parts, about_assistant, present
             )
         f = self.fusion
         q = self._unit_query(qvec)
@@ -662,10 +669,11 @@ class EntityIndex:
         slots, fused = slots[keep], fused[keep]
         if not len(slots):
             return []
-        if f.recency_weight:
+        recency_weight = f.present_recency_weight if present else f.recency_weight
+        if recency_weight:
             oldest, newest = self._created_range
             span = (newest - oldest) or 1.0
-            fused += (self._created[slots] - oldest) * (f.recency_weight / span)
+            fused += (self._created[slots] - oldest) * (recency_weight / span)
         # A newer fact about the same thing may rank above an older one from below the k.
         take = min(2 * k if f.update_similarity <= 1 else k, len(slots))
         top = np.argpartition(-fused, take - 1)[:take]
@@ -683,7 +691,7 @@ class EntityIndex:
                     if q is not None:
                         cosine = float(self._vecs[slot] @ q) if self._has_vec[slot] else -1.0
                     in_time = timely is not None and bool(timely[slot])
-                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time)
+                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time, present)
                     parts[fact.id] = part._replace(
                         coverage=float(covered[slot]),
                         demoted=demote and bool(self._assistant[slot]),
@@ -748,16 +756,19 @@ class EntityIndex:
                 i += 1
         return [(slots[p], score) for p, score in zip(order, scores)], newer
 
-    def score_parts(self, slot: int, bm25: float, cosine: float | None, in_time: bool) -> ScoreParts:
+    def score_parts(
+        self, slot: int, bm25: float, cosine: float | None, in_time: bool, present: bool = False
+    ) -> ScoreParts:
         """What the fused score of ``slot`` is made of, given its BM25 score, its cosine
         with the query vector (``None``: no query vector; ``-1``: the fact has none) and
-        whether it is of the time the question names (:meth:`ScoreParts.as_dict` names
-        the parts)."""
+        whether it is of the time the question names, and whether the question is about
+        the ``present`` (:meth:`ScoreParts.as_dict` names the parts)."""
         f = self.fusion
         recency = 0.0
-        if f.recency_weight:
+        weight = f.present_recency_weight if present else f.recency_weight
+        if weight:
             oldest, newest = self._created_range
-            recency = (float(self._created[slot]) - oldest) * (f.recency_weight / ((newest - oldest) or 1.0))
+            recency = (float(self._created[slot]) - oldest) * (weight / ((newest - oldest) or 1.0))
         return ScoreParts(bm25, cosine, in_time, recency, f)
 
     def _search_small(
@@ -771,6 +782,7 @@ class EntityIndex:
         window: TimeWindow | None = None,
         parts: dict[str, ScoreParts] | None = None,
         about_assistant: bool = False,
+        present: bool = False,
     ) -> list[tuple[Fact, float]]:
         """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
         scores (BM25, coverage, cosine, fusion, role, time, recency, newest first),
@@ -813,7 +825,8 @@ class EntityIndex:
         excluded = {self.slot_of[i] for i in exclude if i in self.slot_of}
         half, lw, floor = f.bm25_half, f.lexical_weight, f.cos_floor
         oldest, newest = self._created_range
-        recency = f.recency_weight / ((newest - oldest) or 1.0) if f.recency_weight else 0.0
+        weight = f.present_recency_weight if present else f.recency_weight
+        recency = weight / ((newest - oldest) or 1.0) if weight else 0.0
         created = self._created[:n].tolist() if recency else None
         timely = self.in_window(window).tolist() if window is not None else None
         scored: list[tuple[float, int]] = []

@@ -32,7 +32,7 @@ import attrs
 
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
 from memtap.longterm.roles import asks_assistant
-from memtap.longterm.temporal import TimeWindow, query_window
+from memtap.longterm.temporal import TimeWindow, asks_present, query_window
 from memtap.longterm.text import term_counts
 from memtap.metrics import count
 from memtap.protocol.embedder import Embedder
@@ -719,6 +719,7 @@ class RecallEngine:
                 below[:] = memo.below or ()
             return list(memo.hits)
         about_assistant = asks_assistant(query)
+        present = asks_present(query)
         if window is not None and window.relative:
             query = window.cut_from(query)
         counts = term_counts(query)
@@ -744,6 +745,7 @@ class RecallEngine:
                     window=window,
                     parts=parts,
                     about_assistant=about_assistant,
+                    present=present,
                 )
                 if below is not None:
                     under = [h for h in hits if h[1] < min_score]
