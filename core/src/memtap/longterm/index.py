@@ -103,6 +103,10 @@ class Fusion:
     update_similarity: float = 2.0
     #: How far below an older, similar hit a newer one may score and still rank above it.
     update_margin: float = 0.0
+    #: How far below an assistant turn a user turn of the same exchange (or about the same
+    #: thing) may score and still rank above it: the assistant's echo ("Congratulations on
+    #: Miso!") is context for what the user said. 0: never reordered.
+    user_first_margin: float = 0.0
 
 
 class ScoreParts(NamedTuple):
@@ -675,10 +679,10 @@ class EntityIndex:
             span = (newest - oldest) or 1.0
             fused += (self._created[slots] - oldest) * (recency_weight / span)
         # A newer fact about the same thing may rank above an older one from below the k.
-        take = min(2 * k if f.update_similarity <= 1 else k, len(slots))
+        take = min(2 * k if self._reorders(about_assistant) else k, len(slots))
         top = np.argpartition(-fused, take - 1)[:take]
         top = top[np.argsort(-fused[top], kind="stable")]
-        ranked, newer = self._newest_first(list(zip(slots[top].tolist(), fused[top].tolist())))
+        ranked, newer = self._reorder(list(zip(slots[top].tolist(), fused[top].tolist())), about_assistant)
         out: list[tuple[Fact, float]] = []
         facts = self.facts
         for slot, value in ranked[:k]:
@@ -713,47 +717,76 @@ class EntityIndex:
         fact = self.facts[slot] if slot is not None else None
         return fact.id if fact is not None else None
 
-    def _newest_first(self, ranked: list[tuple[int, float]]) -> tuple[list[tuple[int, float]], dict[int, int]]:
-        """``ranked`` (slot, score, best first) with each fact that a newer, similar one
-        (same speaker, vectors at least :attr:`Fusion.update_similarity` alike) follows
-        within :attr:`Fusion.update_margin` moved below it: the newer takes the older's
-        place and score. Also which slot each moved-down fact was superseded by.
+    def _reorders(self, about_assistant: bool) -> bool:
+        """Whether :meth:`_reorder` may change an order (it then ranks twice ``k``)."""
+        f = self.fusion
+        return f.update_similarity <= 1 or (f.user_first_margin > 0 and not about_assistant)
 
-        Nothing is removed (an older statement is still evidence: "where did I work
-        before?"); only the order changes."""
+    def _reorder(
+        self, ranked: list[tuple[int, float]], about_assistant: bool
+    ) -> tuple[list[tuple[int, float]], dict[int, int]]:
+        """``ranked`` (slot, score, best first) with two kinds of pair put in order, the
+        one moved up taking the other's place and score (nothing is removed: an older
+        statement is still evidence, "where did I work before?"):
+
+        - the user's words first: an assistant turn ranked above a user turn of the same
+          exchange, or about the same thing (vectors at least :attr:`Fusion.update_similarity`
+          alike), that scores within :attr:`Fusion.user_first_margin` of it (unless
+          ``about_assistant``);
+        - newest first: a fact ranked above a newer one of the same speaker about the same
+          thing that scores within :attr:`Fusion.update_margin` of it.
+
+        Also which slot each fact moved down for being older was superseded by."""
         f = self.fusion
         newer: dict[int, int] = {}
-        if f.update_similarity > 1 or len(ranked) < 2 or self._vecs is None:
+        user_first = f.user_first_margin > 0 and not about_assistant
+        updates = f.update_similarity <= 1
+        if len(ranked) < 2 or not (user_first or updates):
             return ranked, newer
+        np = _np()
         slots = [slot for slot, _ in ranked]
-        has = self._has_vec[slots]
-        if has.sum() < 2:
-            return ranked, newer
-        vecs = self._vecs[slots]
-        alike = (vecs @ vecs.T) >= f.update_similarity
-        alike &= has[:, None] & has[None, :]
-        role = self._assistant[slots]
-        alike &= role[:, None] == role[None, :]
-        created = self._created[slots]
+        alike = np.zeros((len(slots), len(slots)), bool)
+        if self._vecs is not None:
+            has = self._has_vec[slots]
+            vecs = self._vecs[slots]
+            alike = (vecs @ vecs.T) >= f.update_similarity
+            alike &= has[:, None] & has[None, :]
+        role = self._assistant[slots].tolist()
+        created = self._created[slots].tolist()
+        exchange = [getattr(self.facts[s], "source_exchange_id", None) for s in slots]
         order = list(range(len(ranked)))  # positions into ``ranked``
         scores = [score for _, score in ranked]
         i = 0
-        while i < len(order):
+        moves = 0
+        while i < len(order) and moves < 4 * len(order):
             a = order[i]
-            floor = scores[i] - f.update_margin
+            found = None
             for j in range(i + 1, len(order)):
-                if scores[j] < floor:
-                    break
                 b = order[j]
-                if alike[a, b] and created[b] > created[a]:
-                    newer[slots[a]] = slots[b]
-                    del order[j]
-                    del scores[j]
-                    order.insert(i, b)
-                    scores.insert(i, scores[i])
+                gap = scores[i] - scores[j]
+                if (
+                    user_first
+                    and role[a]
+                    and not role[b]
+                    and gap <= f.user_first_margin
+                    and (alike[a, b] or (exchange[a] is not None and exchange[a] == exchange[b]))
+                ):
+                    found = j
                     break
-            else:
+                if updates and role[a] == role[b] and gap <= f.update_margin and alike[a, b] and created[b] > created[a]:
+                    newer[slots[a]] = slots[b]
+                    found = j
+                    break
+                if gap > max(f.update_margin, f.user_first_margin if user_first else 0.0):
+                    break
+            if found is None:
                 i += 1
+                continue
+            b = order.pop(found)
+            scores.pop(found)
+            order.insert(i, b)
+            scores.insert(i, scores[i])
+            moves += 1
         return [(slots[p], score) for p, score in zip(order, scores)], newer
 
     def score_parts(
@@ -852,8 +885,8 @@ class EntityIndex:
                 value += (created[slot] - oldest) * recency
             scored.append((value, slot))
         scored.sort(key=lambda pair: -pair[0])
-        take = 2 * k if f.update_similarity <= 1 else k
-        ranked, newer = self._newest_first([(slot, value) for value, slot in scored[:take]])
+        take = 2 * k if self._reorders(about_assistant) else k
+        ranked, newer = self._reorder([(slot, value) for value, slot in scored[:take]], about_assistant)
         out: list[tuple[Fact, float]] = []
         facts = self.facts
         for slot, value in ranked[:k]:
