@@ -76,6 +76,28 @@ def test_what_names_something(text, named):
     assert names_something(text) is named
 
 
+def test_a_name_the_question_already_says_is_no_answer():
+    question = "What's Zosia's boyfriend called?"
+    assert not can_answer(question, "GCSE results today! Zosia got a 7 in maths.")
+    assert can_answer(question, "Zosia's new boyfriend Kacper came for dinner.")
+    assert can_answer(question, "zosia's boyfriend is called kacper")
+
+
+@pytest.mark.parametrize(
+    ("question", "fact", "answers"),
+    [
+        ("How old is Rudi?", "Rudi is our grumpy old cat.", False),
+        ("How old is Rudi?", "Rudi turned 7 last week.", True),
+        ("How much did I pay for the bike?", "I bought a second-hand bike.", False),
+        ("How much did I pay for the bike?", "The bike was three hundred pounds.", True),
+        ("What number is my allotment plot?", "I got an allotment plot!", False),
+        ("How many kids do I have?", "My kids love the park.", True),  # counting: not checked
+    ],
+)
+def test_a_question_asking_a_number_needs_one(question, fact, answers):
+    assert can_answer(question, fact) is answers
+
+
 def test_only_questions_asking_a_name_need_one():
     assert asks_for_name("What's my dentist's name?") and asks_for_name("What is my cat called?")
     assert not asks_for_name("What do I do for work?")

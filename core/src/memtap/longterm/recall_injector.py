@@ -18,7 +18,7 @@ from memtap.capture.explanation import Considered, RecallNote
 from memtap.history.conversation import CHARS_PER_TOKEN, HistoryBudget, cached_plan
 from memtap.history.injector import SessionHistories, request_budget
 from memtap.hookspecs import hookimpl
-from memtap.longterm.answerable import asks_for_name, names_something
+from memtap.longterm.answerable import can_answer
 from memtap.longterm.index import ScoreParts
 from memtap.longterm.recall import RecallEngine
 from memtap.longterm.temporal import resolved_note
@@ -144,13 +144,13 @@ class RecallPlugin:
         line_ids: list[str] = []
         considered: list[Considered] = []
         used = len(HEADER) // CHARS_PER_TOKEN
-        # A question asking for a name is not answered by a fact that names no one
-        # (memtap.longterm.answerable): better nothing than an invitation to make one up.
-        wants_name = asks_for_name(query)
         for hit in hits:
             fact = hit.fact
-            if wants_name and not names_something(fact.text):
-                considered.append(Considered(fact, hit.score, parts.get(fact.id), "no name"))
+            # A question asking for a name (a number) is not answered by a fact that gives
+            # none (memtap.longterm.answerable): better nothing than an invitation to make
+            # one up.
+            if not can_answer(query, fact.text):
+                considered.append(Considered(fact, hit.score, parts.get(fact.id), "not an answer"))
                 continue
             if len(lines) >= budget.k:
                 considered.append(Considered(fact, hit.score, parts.get(fact.id), "limit"))
