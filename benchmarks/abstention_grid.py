@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fusion_grid import Paraphrases  # noqa: E402
+from fusion_grid import Paraphrases
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
 INJECTED = 6

@@ -25,7 +25,7 @@ from memtap.longterm.index import Fusion
 from memtap.testing import paraphrases
 
 sys.path.insert(0, str(Path(__file__).parent))
-import locomo_recall  # noqa: E402
+import locomo_recall
 
 TUNE_CONVERSATIONS = range(5)
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
@@ -133,6 +133,22 @@ def grid(stage: str) -> list[Fusion]:
             for a in (1.0, 0.85, 0.7)
             for r in (0.01, 0.1)
         ]
+    if stage == "floor0":
+        chosen = attrs.evolve(base, lexical_weight=0.5, coverage_power=1.0)
+        return [
+            attrs.evolve(chosen, cos_floor=c, lexical_weight=lw) for c in (0.1, 0.0) for lw in (0.5, 0.65)
+        ] + [
+            attrs.evolve(
+                chosen,
+                cos_floor=0.0,
+                user_first_margin=0.1,
+                assistant_factor=a,
+                present_recency_weight=0.2,
+                update_similarity=0.5,
+                update_margin=0.1,
+            )
+            for a in (1.0, 0.85)
+        ]
     raise SystemExit(f"unknown stage {stage}")
 
 
@@ -147,7 +163,9 @@ def main() -> None:
         sets[name] = Paraphrases(args.embedder) if name == "paraphrase" else Locomo(name, args.embedder)
     for fusion in grid(args.stage):
         knobs = {
-            k: v for k, v in attrs.asdict(fusion).items() if v != getattr(Fusion(), k) or k == "lexical_weight"
+            k: v
+            for k, v in attrs.asdict(fusion).items()
+            if v != getattr(Fusion(), k) or k == "lexical_weight"
         }
         row = {name: s.score(fusion) for name, s in sets.items()}
         print(json.dumps({"fusion": knobs, **row}), flush=True)

@@ -75,7 +75,7 @@ def test_parts_add_up_to_the_score_and_change_nothing(n, vectors, when):
     assert hits and set(parts) == {f.id for f, _ in hits}
     for fact, score in hits:
         p = parts[fact.id]
-        total = p["words"] + p.get("vector", 0.0) + p["time"] + p["recency"]
+        total = sum(p.get(name, 0.0) for name in ("words", "vector", "role", "time", "recency", "moved"))
         assert math.isclose(min(1.0, total), score, rel_tol=1e-5, abs_tol=1e-6)
         assert ("vector" in p) == vectors and ("cosine" in p) == vectors
         assert p["bm25"] >= 0

@@ -54,7 +54,11 @@ def _memory(facts: list[str]) -> memtap.Memory:
 NAMES = [
     ("What's my dentist's name?", "My husband is a dentist.", "My dentist is Dr. Patel on Mill Road."),
     ("What is my cat called?", "I've always wanted a cat.", "Our cat is called Biscuit."),
-    ("What's the name of my manager?", "My manager is strict about deadlines.", "My manager Sandra approved my leave."),
+    (
+        "What's the name of my manager?",
+        "My manager is strict about deadlines.",
+        "My manager Sandra approved my leave.",
+    ),
 ]
 
 

@@ -125,12 +125,16 @@ class ScoreParts(NamedTuple):
     demoted: bool = False
     #: The id of a newer fact about the same thing ranked above this one (an update).
     newer: str | None = None
+    #: What the fact gained by taking the place of a fact ranked above it (a newer
+    #: statement over an older one, the user's words over the assistant's echo).
+    lifted: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """``words``, ``vector``, ``role``, ``time`` and ``recency`` add up to the score
-        (before it is capped at 1, and unless a newer fact about the same thing took its
-        place: ``superseded`` is then 1); ``bm25``, ``coverage`` and ``cosine`` are the
-        raw signals."""
+        with ``moved`` (what the fact gained by taking the place of one ranked above it:
+        a newer statement, the user's words over an echo), before it is capped at 1;
+        ``superseded`` is 1 on an older statement a newer one now ranks above; ``bm25``,
+        ``coverage`` and ``cosine`` are the raw signals."""
         f = self.fusion
         gate = min(1.0, self.coverage / f.coverage_full) ** f.coverage_power
         words = self.bm25 / (self.bm25 + f.bm25_half) * gate
@@ -147,6 +151,8 @@ class ScoreParts(NamedTuple):
             out["role"] = -(1 - f.assistant_factor) * (out["words"] + out.get("vector", 0.0))
         out["time"] = f.time_weight if self.in_time else 0.0
         out["recency"] = self.recency
+        if self.lifted:
+            out["moved"] = self.lifted
         out["bm25"] = self.bm25
         out["coverage"] = self.coverage
         if self.cosine is not None:
@@ -682,7 +688,9 @@ class EntityIndex:
         take = min(2 * k if self._reorders(about_assistant) else k, len(slots))
         top = np.argpartition(-fused, take - 1)[:take]
         top = top[np.argsort(-fused[top], kind="stable")]
-        ranked, newer = self._reorder(list(zip(slots[top].tolist(), fused[top].tolist())), about_assistant)
+        ranked, newer, lifted = self._reorder(
+            list(zip(slots[top].tolist(), fused[top].tolist())), about_assistant
+        )
         out: list[tuple[Fact, float]] = []
         facts = self.facts
         for slot, value in ranked[:k]:
@@ -700,6 +708,7 @@ class EntityIndex:
                         coverage=float(covered[slot]),
                         demoted=demote and bool(self._assistant[slot]),
                         newer=self._id_of(newer.get(slot)),
+                        lifted=lifted.get(slot, 0.0),
                     )
         return out
 
@@ -724,7 +733,7 @@ class EntityIndex:
 
     def _reorder(
         self, ranked: list[tuple[int, float]], about_assistant: bool
-    ) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    ) -> tuple[list[tuple[int, float]], dict[int, int], dict[int, float]]:
         """``ranked`` (slot, score, best first) with two kinds of pair put in order, the
         one moved up taking the other's place and score (nothing is removed: an older
         statement is still evidence, "where did I work before?"):
@@ -736,13 +745,15 @@ class EntityIndex:
         - newest first: a fact ranked above a newer one of the same speaker about the same
           thing that scores within :attr:`Fusion.update_margin` of it.
 
-        Also which slot each fact moved down for being older was superseded by."""
+        Also which slot each fact moved down for being older was superseded by, and what
+        each fact moved up gained."""
         f = self.fusion
         newer: dict[int, int] = {}
+        lifted: dict[int, float] = {}
         user_first = f.user_first_margin > 0 and not about_assistant
         updates = f.update_similarity <= 1
         if len(ranked) < 2 or not (user_first or updates):
-            return ranked, newer
+            return ranked, newer, lifted
         np = _np()
         slots = [slot for slot, _ in ranked]
         alike = np.zeros((len(slots), len(slots)), bool)
@@ -773,7 +784,13 @@ class EntityIndex:
                 ):
                     found = j
                     break
-                if updates and role[a] == role[b] and gap <= f.update_margin and alike[a, b] and created[b] > created[a]:
+                if (
+                    updates
+                    and role[a] == role[b]
+                    and gap <= f.update_margin
+                    and alike[a, b]
+                    and created[b] > created[a]
+                ):
                     newer[slots[a]] = slots[b]
                     found = j
                     break
@@ -783,11 +800,11 @@ class EntityIndex:
                 i += 1
                 continue
             b = order.pop(found)
-            scores.pop(found)
+            lifted[slots[b]] = lifted.get(slots[b], 0.0) + scores[i] - scores.pop(found)
             order.insert(i, b)
             scores.insert(i, scores[i])
             moves += 1
-        return [(slots[p], score) for p, score in zip(order, scores)], newer
+        return [(slots[p], score) for p, score in zip(order, scores)], newer, lifted
 
     def score_parts(
         self, slot: int, bm25: float, cosine: float | None, in_time: bool, present: bool = False
@@ -886,7 +903,9 @@ class EntityIndex:
             scored.append((value, slot))
         scored.sort(key=lambda pair: -pair[0])
         take = 2 * k if self._reorders(about_assistant) else k
-        ranked, newer = self._reorder([(slot, value) for value, slot in scored[:take]], about_assistant)
+        ranked, newer, lifted = self._reorder(
+            [(slot, value) for value, slot in scored[:take]], about_assistant
+        )
         out: list[tuple[Fact, float]] = []
         facts = self.facts
         for slot, value in ranked[:k]:
@@ -907,6 +926,7 @@ class EntityIndex:
                         covered[slot],
                         assistant is not None and assistant[slot],
                         self._id_of(newer.get(slot)),
+                        lifted.get(slot, 0.0),
                     )
         return out
 
