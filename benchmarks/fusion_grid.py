@@ -129,7 +129,7 @@ def grid(stage: str) -> list[Fusion]:
     if stage == "roles":
         chosen = attrs.evolve(base, lexical_weight=0.5, coverage_power=1.0)
         return [
-            attrs.evolve(chosen, assistant_factor=a, present_recency_weight=r)
+            attrs.evolve(chosen, assistant_factor=a, present_boost=r)
             for a in (1.0, 0.85, 0.7)
             for r in (0.01, 0.1)
         ]
@@ -143,11 +143,17 @@ def grid(stage: str) -> list[Fusion]:
                 cos_floor=0.0,
                 user_first_margin=0.1,
                 assistant_factor=a,
-                present_recency_weight=0.2,
+                present_boost=0.2,
                 update_similarity=0.5,
                 update_margin=0.1,
             )
             for a in (1.0, 0.85)
+        ]
+    if stage == "final":
+        chosen = attrs.evolve(base, lexical_weight=0.5, coverage_power=1.0, cos_floor=0.1, present_boost=0.6)
+        return [
+            attrs.evolve(chosen, assistant_factor=a, user_first_margin=u)
+            for a, u in ((0.85, 0.1), (1.0, 0.1), (0.85, 0.0))
         ]
     raise SystemExit(f"unknown stage {stage}")
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from memtap.protocol.model import Exchange, ExplainedFact, Explanation, InjectedBlock
 
 #: The score parts shown as columns, in this order (others follow).
-PART_COLUMNS = ("words", "vector", "role", "time", "recency")
+PART_COLUMNS = ("words", "vector", "role", "present", "time", "recency", "moved")
 #: Put before the text of a fact a newer statement about the same thing ranks above.
 SUPERSEDED = "(superseded by a newer statement) "
 

@@ -73,10 +73,12 @@ class Fusion:
     idf_prior: int = 200
     #: Weight of the recency tie-breaker (newest fact gets the full amount).
     recency_weight: float = 0.01
-    #: The recency weight instead, for a question about the present ("where do I live
-    #: now?", "what's my job these days?": :func:`memtap.longterm.temporal.asks_present`):
-    #: of two facts that match it about as well, the newer states how things are.
-    present_recency_weight: float = 0.01
+    #: For a question about the present ("where do I live now?", "what's my job these
+    #: days?": :func:`memtap.longterm.temporal.asks_present`) a fact's match (words and
+    #: vector) is multiplied by ``1 + present_boost * age`` (``age``: 0 for the entity's
+    #: oldest fact, 1 for its newest): of two facts that match it about as well, the newer
+    #: states how things are, while a new fact that does not match gains next to nothing.
+    present_boost: float = 0.0
     #: Added to the score of a fact said in, or speaking of, the time a question names
     #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
     #: of other times that match the question about as well.
@@ -128,6 +130,9 @@ class ScoreParts(NamedTuple):
     #: What the fact gained by taking the place of a fact ranked above it (a newer
     #: statement over an older one, the user's words over the assistant's echo).
     lifted: float = 0.0
+    #: The fact's age factor (0 oldest .. 1 newest) when the question is about the
+    #: present (:attr:`Fusion.present_boost`), else 0.
+    present_age: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """``words``, ``vector``, ``role``, ``time`` and ``recency`` add up to the score
@@ -149,6 +154,9 @@ class ScoreParts(NamedTuple):
                 out["words"], out["vector"] = 0.0, f.meaning_floor * vector
         if self.demoted:
             out["role"] = -(1 - f.assistant_factor) * (out["words"] + out.get("vector", 0.0))
+        if self.present_age and f.present_boost:
+            match = out["words"] + out.get("vector", 0.0) + out.get("role", 0.0)
+            out["present"] = match * f.present_boost * self.present_age
         out["time"] = f.time_weight if self.in_time else 0.0
         out["recency"] = self.recency
         if self.lifted:
@@ -618,7 +626,7 @@ class EntityIndex:
         unless ``about_assistant`` (the question asks what the assistant said); among hits
         about the same thing the newer ranks first (:attr:`Fusion.update_similarity`), and
         recency counts more for a question about the ``present``
-        (:attr:`Fusion.present_recency_weight`).
+        (:attr:`Fusion.present_boost`).
 
         With ``parts``, the score parts of each fact returned are put in it by fact id
         (:meth:`score_parts`: what ``memtap explain`` shows)."""
@@ -673,17 +681,18 @@ class EntityIndex:
         demote = f.assistant_factor != 1 and not about_assistant
         if demote:
             fused[self._assistant[slots]] *= f.assistant_factor
+        if present and f.present_boost:
+            fused *= 1 + f.present_boost * self._age(self._created[slots])
         if timely is not None:
             fused[timely[slots]] += f.time_weight
         keep = fused > 0
         slots, fused = slots[keep], fused[keep]
         if not len(slots):
             return []
-        recency_weight = f.present_recency_weight if present else f.recency_weight
-        if recency_weight:
+        if f.recency_weight:
             oldest, newest = self._created_range
             span = (newest - oldest) or 1.0
-            fused += (self._created[slots] - oldest) * (recency_weight / span)
+            fused += (self._created[slots] - oldest) * (f.recency_weight / span)
         # A newer fact about the same thing may rank above an older one from below the k.
         take = min(2 * k if self._reorders(about_assistant) else k, len(slots))
         top = np.argpartition(-fused, take - 1)[:take]
@@ -703,12 +712,13 @@ class EntityIndex:
                     if q is not None:
                         cosine = float(self._vecs[slot] @ q) if self._has_vec[slot] else -1.0
                     in_time = timely is not None and bool(timely[slot])
-                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time, present)
+                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time)
                     parts[fact.id] = part._replace(
                         coverage=float(covered[slot]),
                         demoted=demote and bool(self._assistant[slot]),
                         newer=self._id_of(newer.get(slot)),
                         lifted=lifted.get(slot, 0.0),
+                        present_age=float(self._age(self._created[slot])) if present else 0.0,
                     )
         return out
 
@@ -806,19 +816,22 @@ class EntityIndex:
             moves += 1
         return [(slots[p], score) for p, score in zip(order, scores)], newer, lifted
 
-    def score_parts(
-        self, slot: int, bm25: float, cosine: float | None, in_time: bool, present: bool = False
-    ) -> ScoreParts:
+    def _age(self, created: Any) -> Any:
+        """Where ``created`` (timestamps) lies between the entity's oldest fact (0) and its
+        newest (1)."""
+        oldest, newest = self._created_range
+        return (created - oldest) * (1 / ((newest - oldest) or 1.0))
+
+    def score_parts(self, slot: int, bm25: float, cosine: float | None, in_time: bool) -> ScoreParts:
         """What the fused score of ``slot`` is made of, given its BM25 score, its cosine
         with the query vector (``None``: no query vector; ``-1``: the fact has none) and
-        whether it is of the time the question names, and whether the question is about
-        the ``present`` (:meth:`ScoreParts.as_dict` names the parts)."""
+        whether it is of the time the question names (:meth:`ScoreParts.as_dict` names
+        the parts)."""
         f = self.fusion
         recency = 0.0
-        weight = f.present_recency_weight if present else f.recency_weight
-        if weight:
+        if f.recency_weight:
             oldest, newest = self._created_range
-            recency = (float(self._created[slot]) - oldest) * (weight / ((newest - oldest) or 1.0))
+            recency = (float(self._created[slot]) - oldest) * (f.recency_weight / ((newest - oldest) or 1.0))
         return ScoreParts(bm25, cosine, in_time, recency, f)
 
     def _search_small(
@@ -875,9 +888,10 @@ class EntityIndex:
         excluded = {self.slot_of[i] for i in exclude if i in self.slot_of}
         half, lw, floor = f.bm25_half, f.lexical_weight, f.cos_floor
         oldest, newest = self._created_range
-        weight = f.present_recency_weight if present else f.recency_weight
-        recency = weight / ((newest - oldest) or 1.0) if weight else 0.0
+        recency = f.recency_weight / ((newest - oldest) or 1.0) if f.recency_weight else 0.0
+        boost = f.present_boost if present else 0.0
         created = self._created[:n].tolist() if recency else None
+        created_all = self._created[:n].tolist() if boost else None
         timely = self.in_window(window).tolist() if window is not None else None
         scored: list[tuple[float, int]] = []
         for slot in range(n):
@@ -894,6 +908,8 @@ class EntityIndex:
                 continue  # a candidate shares a word with the query or is of its time
             if assistant is not None and assistant[slot]:
                 value *= f.assistant_factor
+            if created_all is not None:
+                value *= 1 + boost * self._age(created_all[slot])
             if timely is not None and timely[slot]:
                 value += f.time_weight
             if value <= 0:
@@ -927,6 +943,7 @@ class EntityIndex:
                         assistant is not None and assistant[slot],
                         self._id_of(newer.get(slot)),
                         lifted.get(slot, 0.0),
+                        float(self._age(created_all[slot])) if created_all is not None else 0.0,
                     )
         return out
 

@@ -422,5 +422,5 @@ _PRESENT = re.compile(
 def asks_present(question: str) -> bool:
     """Whether ``question`` asks how things are now ("where do I live now?", "what's my
     job these days?", "am I still vegan?"): when two facts answer it, the newer one says
-    how things are (:attr:`memtap.longterm.index.Fusion.present_recency_weight`)."""
+    how things are (:attr:`memtap.longterm.index.Fusion.present_boost`)."""
     return _PRESENT.search(question) is not None
