@@ -193,3 +193,24 @@ def test_the_injected_column_is_the_records_json_whatever_was_encoded_before():
         memo.get(obj, lambda o: made.append(o) or len(made))
     assert made == [first, second]  # made once each while remembered
     assert memo.get(third, lambda o: 99) == 99 and memo.get(first, lambda o: 7) == 7  # bounded: forgotten
+
+
+def test_a_superseded_statement_is_marked_in_the_explain_table():
+    from rich.console import Console
+
+    from memtap.cli.explain import SUPERSEDED, _facts_table
+    from memtap.protocol.model import ExplainedFact
+
+    older = ExplainedFact(
+        fact_id="f1", text="I'm a teacher", score=0.4, parts={"words": 0.4, "superseded": 1.0}
+    )
+    newer = ExplainedFact(
+        fact_id="f2", text="I'm a surveyor now", score=0.4, parts={"words": 0.3, "moved": 0.1}
+    )
+    console = Console(width=200, record=True)
+    console.print(_facts_table([newer, older], "injected facts", reasons=False))
+    shown = console.export_text()
+    assert (
+        SUPERSEDED.strip() + " I'm a teacher" in shown and SUPERSEDED.strip() + " I'm a surveyor" not in shown
+    )
+    assert "moved" in shown

@@ -8,11 +8,14 @@ What is indexed: a fact's ``text`` and, with a lower weight, its ``metadata["con
 reply ("Yes, last Tuesday!") is still found by the words of the question it answered, and
 "in May" by when it was said. The vector is the embedding of :func:`embedding_text`.
 
-Fusion (chosen on held-out LOCOMO conversations, see ``benchmarks/locomo_recall.py``):
+Fusion (chosen on the tuning halves of LOCOMO, the paraphrase set and the
+LongMemEval-shaped set together, see ``benchmarks/fusion_grid.py`` and docs/benchmarks.md):
 each signal is turned into a [0, 1] score that keeps its absolute meaning (BM25 saturates
-as ``s / (s + bm25_half)``, cosine is rescaled from ``cos_floor`` .. 1), the two are mixed
-linearly, and recency breaks ties. Absolute scores make ``min_score`` meaningful: an
-unrelated query gets low scores rather than a re-normalised "best of the bad".
+as ``s / (s + bm25_half)`` and is scaled by the share of the question's IDF mass the fact
+covers, cosine is rescaled from ``cos_floor`` .. 1), the two are mixed linearly, assistant
+turns are discounted, a question about now favours newer facts, and recency breaks ties.
+Absolute scores make ``min_score`` meaningful: an unrelated query gets low scores rather
+than a re-normalised "best of the bad".
 """
 
 from __future__ import annotations
@@ -52,7 +55,15 @@ def embedding_text(fact: Fact) -> str:
 
 @attrs.frozen
 class Fusion:
-    """How lexical and vector evidence are combined into one score in [0, 1]."""
+    """How lexical and vector evidence are combined into one score in [0, 1].
+
+    The defaults are what ``benchmarks/fusion_grid.py`` and the evaluation
+    (``benchmarks/memory_eval.py``) chose on tuning halves only (docs/benchmarks.md, "Ranking
+    on data never tuned on"): a lexical weight of 0.5 whose words count by the share of the
+    question's IDF mass they cover (one common shared word cannot outvote a strong match in
+    meaning), a cosine floor of 0.1 (below 0.2, a fact that only meaning finds was dropped
+    altogether), assistant turns at 0.85 of their score and below their user's turn, and a
+    present-tense boost for questions about now."""
 
     #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
     lexical_weight: float = 0.65
