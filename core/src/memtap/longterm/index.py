@@ -62,15 +62,16 @@ class Fusion:
     on data never tuned on"): a lexical weight of 0.5 whose words count by the share of the
     question's IDF mass they cover (one common shared word cannot outvote a strong match in
     meaning), a cosine floor of 0.1 (below 0.2, a fact that only meaning finds was dropped
-    altogether), assistant turns at 0.85 of their score and below their user's turn, and a
+    altogether), assistant turns below their user's turn (not discounted: that cost LOCOMO), and a
     present-tense boost for questions about now."""
 
     #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
-    lexical_weight: float = 0.65
+    lexical_weight: float = 0.5
     #: BM25 score that maps to 0.5 (saturation point).
     bm25_half: float = 6.0
-    #: Cosine similarity that maps to 0 (MiniLM puts unrelated sentences around 0.1-0.2).
-    cos_floor: float = 0.2
+    #: Cosine similarity that maps to 0 (MiniLM puts unrelated sentences around 0.1-0.2;
+    #: at 0.2 a fact that only meaning finds, at 0.15, was not ranked at all).
+    cos_floor: float = 0.1
     #: BM25 parameters.
     k1: float = 1.2
     b: float = 0.75
@@ -89,7 +90,7 @@ class Fusion:
     #: vector) is multiplied by ``1 + present_boost * age`` (``age``: 0 for the entity's
     #: oldest fact, 1 for its newest): of two facts that match it about as well, the newer
     #: states how things are, while a new fact that does not match gains next to nothing.
-    present_boost: float = 0.0
+    present_boost: float = 3.0
     #: Added to the score of a fact said in, or speaking of, the time a question names
     #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
     #: of other times that match the question about as well.
@@ -97,7 +98,7 @@ class Fusion:
     #: The lexical score is multiplied by the share of the query's IDF mass the fact's
     #: terms cover, to this power: one common word shared with a long question adds next
     #: to nothing, so it cannot outvote a strong match in meaning (0: no gating).
-    coverage_power: float = 0.0
+    coverage_power: float = 1.0
     #: A fact covering at least this share of the query's IDF mass keeps its whole
     #: lexical score; below it, the share is ``coverage / coverage_full``.
     coverage_full: float = 1.0
@@ -116,10 +117,11 @@ class Fusion:
     update_similarity: float = 2.0
     #: How far below an older, similar hit a newer one may score and still rank above it.
     update_margin: float = 0.0
-    #: How far below an assistant turn a user turn of the same exchange (or about the same
-    #: thing) may score and still rank above it: the assistant's echo ("Congratulations on
-    #: Miso!") is context for what the user said. 0: never reordered.
-    user_first_margin: float = 0.0
+    #: Whether (above 0) a user's turn ranks above its exchange's assistant turn when both
+    #: are among the hits (the echo, "Congratulations on Miso!", is context for what the
+    #: user said), and how far below an assistant turn about the same thing (vectors
+    #: :attr:`update_similarity` alike) a user turn may score and still rank above it.
+    user_first_margin: float = 0.1
 
 
 class ScoreParts(NamedTuple):
@@ -760,9 +762,9 @@ class EntityIndex:
         statement is still evidence, "where did I work before?"):
 
         - the user's words first: an assistant turn ranked above a user turn of the same
-          exchange, or about the same thing (vectors at least :attr:`Fusion.update_similarity`
-          alike), that scores within :attr:`Fusion.user_first_margin` of it (unless
-          ``about_assistant``);
+          exchange (its echo, "Congratulations on Miso!"), or above one about the same
+          thing (vectors at least :attr:`Fusion.update_similarity` alike) that scores within
+          :attr:`Fusion.user_first_margin` of it (unless ``about_assistant``);
         - newest first: a fact ranked above a newer one of the same speaker about the same
           thing that scores within :attr:`Fusion.update_margin` of it.
 
@@ -800,8 +802,10 @@ class EntityIndex:
                     user_first
                     and role[a]
                     and not role[b]
-                    and gap <= f.user_first_margin
-                    and (alike[a, b] or (exchange[a] is not None and exchange[a] == exchange[b]))
+                    and (
+                        (exchange[a] is not None and exchange[a] == exchange[b])
+                        or (alike[a, b] and gap <= f.user_first_margin)
+                    )
                 ):
                     found = j
                     break
@@ -815,7 +819,9 @@ class EntityIndex:
                     newer[slots[a]] = slots[b]
                     found = j
                     break
-                if gap > max(f.update_margin, f.user_first_margin if user_first else 0.0):
+                if gap > max(f.update_margin, f.user_first_margin if user_first else 0.0) and not (
+                    user_first and role[a]
+                ):
                     break
             if found is None:
                 i += 1

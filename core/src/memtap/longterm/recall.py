@@ -720,8 +720,13 @@ class RecallEngine:
             return list(memo.hits)
         about_assistant = asks_assistant(query)
         present = asks_present(query)
-        if window is not None and window.relative:
-            query = window.cut_from(query)
+        # A relative time is left out of the words even when no fact is of it (the window
+        # is then ignored): words nothing uses would still lower every fact's coverage.
+        named = (
+            window if window is not None else query_window(query, aware(now) if now is not None else utcnow())
+        )
+        if named is not None and named.relative:
+            query = named.cut_from(query)
         counts = term_counts(query)
         searched: list[tuple[EntityIndex, int]] = []  # the index and version last searched
 
