@@ -1,7 +1,7 @@
-"""Driving the real agents (Claude Code, Codex CLI) through the memtap proxy.
+"""Driving the real agents (Claude Code, Codex CLI, Gemini CLI) through the memtap proxy.
 
 The agents are npm packages installed at pinned versions by ``nox -s agents`` (which sets
-:data:`BIN_ENV` to the directory holding their ``claude`` and ``codex`` commands). Each run
+:data:`BIN_ENV` to the directory holding their ``claude``, ``codex`` and ``gemini`` commands). Each run
 gets a throwaway home and config directory, a dummy API key, every telemetry and
 non-essential traffic switch off, and an outbound proxy that does not exist
 (``127.0.0.1:9``): anything an agent tries beyond loopback fails at once instead of
@@ -26,6 +26,7 @@ import memtap
 #: The agents' npm packages, at the versions the tests are written against.
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code@2.1.332"
 CODEX_PACKAGE = "@openai/codex@0.171.0"
+GEMINI_CLI_PACKAGE = "@google/gemini-cli@0.61.0"
 #: Where ``claude`` and ``codex`` are (set by ``nox -s agents``).
 BIN_ENV = "MEMTAP_AGENTS_BIN"
 #: Seconds one agent command may take (a real run takes 1-3 s here).
@@ -42,6 +43,7 @@ QUIET = {
     "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
     "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
     "CODEX_DISABLE_ANALYTICS": "1",
+    "GEMINI_TELEMETRY_ENABLED": "false",
     "NO_COLOR": "1",
     # Nothing beyond loopback: an unreachable outbound proxy fails every other host fast.
     "HTTPS_PROXY": "http://127.0.0.1:9",
@@ -191,3 +193,54 @@ def assert_no_scaffolding(mem: memtap.Memory, markers: Iterable[str]) -> None:
     """No stored fact holds any of the agent's scaffolding ``markers``."""
     for fact in mem.facts(entity_id="default"):
         assert not any(marker in fact.text for marker in markers), fact.text
+
+
+#: Gemini CLI's user settings: the API key as its credentials (what ``/auth`` would save),
+#: no usage statistics, no update check.
+GEMINI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+}
+#: The model ``gemini -m`` names in the tests: a named model skips Gemini CLI's model
+#: router (a side call of its own, tested on its own).
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+class GeminiCli:
+    """``gemini -p`` with a throwaway home whose ``~/.gemini/settings.json`` picks the API
+    key, pointed at ``base_url`` (``GOOGLE_GEMINI_BASE_URL``), the workspace trusted."""
+
+    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
+        self.binary = binary
+        self.home = home
+        self.workdir = workdir
+        self.base_url = base_url
+        settings = home / ".gemini" / "settings.json"
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(json.dumps(GEMINI_SETTINGS, indent=1))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of one run (the docs' recipe)."""
+        return {
+            **base_env(self.home),
+            "GOOGLE_GEMINI_BASE_URL": self.base_url,
+            "GEMINI_API_KEY": "gemini-test-dummy-key",
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            **extra,
+        }
+
+    def prompt(self, *args: str, model: str | None = GEMINI_MODEL, **extra: str) -> Run:
+        """``gemini -p <prompt> --output-format json [-m model] <args>``, ``extra`` added to
+        its environment: its JSON result names Gemini CLI's own session. ``model=None`` lets
+        Gemini CLI route the prompt."""
+        chosen = ["-m", model] if model else []
+        command = [str(self.binary), "--output-format", "json", *chosen, "-p", *args]
+        return _run(command, self.env(**extra), self.workdir)
+
+
+def gemini_result(run: Run) -> dict[str, Any]:
+    """The JSON result ``gemini --output-format json`` prints."""
+    data = json.loads(run.check().stdout)
+    assert isinstance(data, dict)
+    return data

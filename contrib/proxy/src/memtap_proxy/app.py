@@ -30,7 +30,7 @@ from memtap.sdk import (
     own_view,
 )
 
-from . import synth
+from . import gemini, synth
 from .asgi import (
     ClientDisconnected,
     RawHeaders,
@@ -43,7 +43,7 @@ from .asgi import (
     read_body,
     send_response,
 )
-from .attribution import Attributed, attribute
+from .attribution import Attributed, attribute, header_map
 from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import UI_PREFIX, ProxyConfig, check_ui
@@ -82,6 +82,7 @@ class ProxyStats:
     intercepted: int = 0
     commands: int = 0
     fail_open: int = 0
+    side_calls: int = 0
 
 
 class Proxy:
@@ -174,7 +175,7 @@ class Proxy:
             # cannot send x-memtap-token, and its own forms carry an Origin).
             await self.ui(dict(scope, root_path=scope.get("root_path", "") + UI_PREFIX), receive, send)
             return
-        r = route(method, path, raw_headers, self.agents, self.families)
+        r = route(method, path, raw_headers, self.agents, self.families, scope.get("query_string", b""))
         try:
             grant = self.guard.check(raw_headers, scope.get("server"))
         except Refused as refused:
@@ -197,12 +198,13 @@ class Proxy:
             return await self._probe(send)
         if base is None:
             flag, env = UPSTREAM_FLAGS[r.family]
-            return await self._error(
-                send,
-                r.family,
-                502,
-                f"memtap proxy: no {r.family} upstream configured; start it with {flag} URL (or set {env})",
+            message = (
+                f"memtap proxy: no {r.family} upstream configured; start it with {flag} URL (or set {env})"
             )
+            self._log_unrouted(f"none:{r.family}", "%s (%s %s)", message, method, r.path)
+            return await self._error(send, r.family, 502, message)
+        if r.guessed:
+            self._log_guessed(method, r, base)
         url = upstream_url(base, r.path, scope.get("query_string", b""))
         if r.protocol is not None and method == "POST":
             protocol = self.protocols.get(r.protocol)
@@ -253,9 +255,13 @@ class Proxy:
         raw_headers = scope["headers"]
         call: Call | None = None
         sent = body
+        # What memtap reads and captures: Gemini names its model in the URL, not the body.
+        read = gemini.with_url_model(parsed, r.model)
         try:
-            view = protocol.read_request(parsed)  # the body is read once, here
-            profile = self.profile(r, view.system)
+            view = protocol.read_request(read)  # the body is read once, here
+            profile = self.profile(r, view.system, raw_headers)
+            if is_side_call(profile, raw_headers, parsed):
+                raise _SideCall
             own = own_view(profile, view)  # the agent's scaffolding is not the user
             agent = profile.name if profile is not None else r.agent or "generic"
             attributed = self.attribute(raw_headers, parsed, own, profile, agent)
@@ -265,7 +271,7 @@ class Proxy:
                 attributed = attrs.evolve(attributed, attribution=bound)
             command = parse_command(own)
             if command is not None:
-                return await self._command(send, command, attributed, protocol, agent, parsed, grant)
+                return await self._command(send, command, attributed, protocol, agent, parsed, grant, r.mode)
             call = self.memory.tap.begin(
                 protocol,
                 attribution=attributed.attribution,
@@ -278,11 +284,14 @@ class Proxy:
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
             # more than the work (and its GIL hand-offs add milliseconds under load). Only
             # a session's first read from the store runs in a thread, awaited a bounded time.
-            prepared = await call.prepare_async(parsed, view=own)
-            if prepared is not parsed:
-                sent = edited_body(body, parsed, prepared)
+            prepared = await call.prepare_async(read, view=own)
+            if prepared is not read:
+                sent = edited_body(body, parsed, gemini.without_url_model(prepared, read, parsed))
         except Refused as refused:  # before memory is read: the entity is not the token's
             return await self._error(send, r.family, refused.status, refused.message)
+        except _SideCall:  # the agent's own side call: not conversation, passed through
+            self.stats.side_calls += 1
+            return await self._forward(scope, receive, send, url, body, identity=False)
         except Exception:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
@@ -299,10 +308,14 @@ class Proxy:
             original=body if sent is not body else None,
         )
 
-    def profile(self, r: Route, system: str | None) -> AgentProfile | None:
+    def profile(self, r: Route, system: str | None, headers: RawHeaders | None = None) -> AgentProfile | None:
         """The agent profile of a request: its URL prefix's, else the one its system
-        prompt's fingerprint names (``None``: no profile knows it)."""
-        return detect_profile(self.profiles, system, name=r.agent)
+        prompt's fingerprint names, else one that knows the agent by its ``headers``
+        (a side call's own system prompt names no agent); ``None``: no profile knows it."""
+        found = detect_profile(self.profiles, system, name=r.agent)
+        if found is None and headers:
+            found = detect_by_headers(self.profiles, headers)
+        return found
 
     async def _command(
         self,
@@ -313,6 +326,7 @@ class Proxy:
         agent: str,
         body: dict[str, Any],
         grant: Grant,
+        mode: str | None = None,
     ) -> None:
         self.stats.commands += 1
         ctx = CommandContext(
@@ -324,7 +338,10 @@ class Proxy:
             attributed.session_source,
         )
         text = await asyncio.to_thread(run_command, command, ctx)
-        data, media_type, _ = synth.answer(protocol.name, text, body)
+        if mode is not None:  # Gemini: the URL says the model and how to answer
+            data, media_type = gemini.answer(text, str(body.get("model") or "memtap"), mode)
+        else:
+            data, media_type, _ = synth.answer(protocol.name, text, body)
         await send_response(send, 200, [content_type(media_type)], data)
 
     async def _forward(
@@ -341,7 +358,7 @@ class Proxy:
         original: bytes | None = None,
     ) -> None:
         headers = upstream_request_headers(scope["headers"], identity=identity)
-        family = "anthropic" if protocol is not None and protocol.provider == "anthropic" else "openai"
+        family = PROVIDER_FAMILIES.get(protocol.provider, "openai") if protocol is not None else "openai"
         try:
             upstream = await self.upstream.request(scope["method"], url, headers, body)
             if original is not None and call is not None and upstream.status in VALIDATION_STATUSES:
@@ -424,6 +441,29 @@ class Proxy:
         body = synth.error_body(family, status, message)
         await send_response(send, status, [content_type("application/json")], body)
 
+    def _log_unrouted(self, key: str, message: str, *args: Any) -> None:
+        """Log a request the proxy cannot route anywhere sensible, once per ``key``."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
+
+    def _log_guessed(self, method: str, r: Route, base: str) -> None:
+        """A request no route, header or prefix names a family for went to a default
+        upstream: say so once per first path segment, and what to configure."""
+        segment = r.path.split("/", 2)[1] if r.path.count("/") >= 1 else r.path
+        self._log_unrouted(
+            f"guessed:{segment}",
+            "memtap proxy: %s %s matches no API route memtap knows (OpenAI /v1/..., Anthropic "
+            "/v1/messages, Gemini /v1beta/models/...): sent to the %s upstream %s as it is. If "
+            "the client speaks another API, give the proxy that upstream (--openai-upstream, "
+            "--anthropic-upstream, --gemini-upstream) and check the client's base URL is the "
+            "proxy's address with no path added.",
+            method,
+            r.path,
+            r.family,
+            base,
+        )
+
     def _warn_once(self, protocol: str) -> None:
         if protocol not in self._warned:
             self._warned.add(protocol)
@@ -434,6 +474,33 @@ class Proxy:
                 protocol,
                 package,
             )
+
+
+#: The error family of each wire protocol's provider (errors in the client's own shape).
+PROVIDER_FAMILIES = {"anthropic": "anthropic", "gcp.gemini": gemini.FAMILY}
+
+
+class _SideCall(Exception):
+    """The request is its agent's own side call (routing, titles, checks): passed through."""
+
+
+def is_side_call(profile: AgentProfile | None, headers: RawHeaders, body: Mapping[str, Any]) -> bool:
+    """Whether the request is one of its agent's side calls (the profile's optional
+    ``is_side_call(headers, body)``): neither injected into nor captured as conversation."""
+    check = getattr(profile, "is_side_call", None)
+    return bool(callable(check) and check(header_map(headers), body))
+
+
+def detect_by_headers(profiles: list[AgentProfile], headers: RawHeaders) -> AgentProfile | None:
+    """The first profile whose optional ``detect_headers(headers)`` knows the request."""
+    mapped: dict[str, str] | None = None
+    for profile in profiles:
+        check = getattr(profile, "detect_headers", None)
+        if callable(check):
+            mapped = header_map(headers) if mapped is None else mapped
+            if check(mapped):
+                return profile
+    return None
 
 
 def _capture_whole(call: Call, status: int, data: bytes) -> None:

@@ -86,7 +86,13 @@ class AgentProfile(Protocol):
     - ``entity_id(headers, body) -> str | None``: the same for the entity (whose memory);
     - ``keeps_conversation``: ``True`` for an agent that resends its whole conversation
       every turn (Claude Code, Codex): memtap then injects no history into the sessions
-      the agent names itself, only recalled facts.
+      the agent names itself, only recalled facts;
+    - ``is_side_call(headers, body) -> bool``: whether a request is one of the agent's own
+      side calls (model routing, checks, summaries), which the proxy passes through
+      neither injected into nor captured;
+    - ``detect_headers(headers) -> bool``: whether a request's headers say it is this
+      agent's, for the proxy when no prefix or system prompt does (a side call's own
+      prompt names no agent).
     """
 
     #: The agent's name, also its URL prefix in the proxy (``/claude-code/v1/messages``).

@@ -1,4 +1,4 @@
-"""memtap agent profiles: claude-code, codex, codebuddy and the generic fallback
+"""memtap agent profiles: claude-code, codex, gemini-cli, codebuddy and the generic fallback
 (entry point ``agents`` in group ``memtap``)."""
 
 from __future__ import annotations
@@ -6,12 +6,30 @@ from __future__ import annotations
 from memtap import hookimpl
 from memtap.sdk import AgentProfile
 
-from .profiles import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC, MarkdownProfile, PlainProfile, XmlProfile
+from .profiles import (
+    CLAUDE_CODE,
+    CODEBUDDY,
+    CODEX,
+    GEMINI_CLI,
+    GENERIC,
+    MarkdownProfile,
+    PlainProfile,
+    XmlProfile,
+)
 
-__all__ = ["CLAUDE_CODE", "CODEBUDDY", "CODEX", "GENERIC", "MarkdownProfile", "PlainProfile", "XmlProfile"]
+__all__ = [
+    "CLAUDE_CODE",
+    "CODEBUDDY",
+    "CODEX",
+    "GEMINI_CLI",
+    "GENERIC",
+    "MarkdownProfile",
+    "PlainProfile",
+    "XmlProfile",
+]
 
 
 @hookimpl
 def memtap_agent_profiles() -> list[AgentProfile]:
     """The known agents, most specific first; ``generic`` matches nothing by fingerprint."""
-    return [CLAUDE_CODE, CODEX, CODEBUDDY, GENERIC]
+    return [CLAUDE_CODE, CODEX, GEMINI_CLI, CODEBUDDY, GENERIC]

@@ -10,10 +10,23 @@ from typing import Any
 
 from memtap.sdk import Message, Segment, TaggedScaffolding
 
-from .traffic import CLAUDE_CODE_SCAFFOLDING, CODEX_SCAFFOLDING, claude_code_session, codex_session
+from .traffic import (
+    CLAUDE_CODE_SCAFFOLDING,
+    CODEX_SCAFFOLDING,
+    GEMINI_CLI_FINGERPRINTS,
+    GEMINI_CLI_SCAFFOLDING,
+    claude_code_session,
+    codex_session,
+    gemini_cli_side_call,
+    is_gemini_cli,
+)
 
 #: Reads an agent's session id from a request's headers (lower-case names) and body.
 SessionReader = Callable[[Mapping[str, str], Mapping[str, Any]], "str | None"]
+#: Tells an agent's side calls (routing, checks, summaries) from its conversation.
+SideCallReader = Callable[[Mapping[str, str], Mapping[str, Any]], bool]
+#: Knows an agent's requests by their headers (lower-case names).
+HeaderReader = Callable[[Mapping[str, str]], bool]
 
 #: Texts up to this long are cut once and remembered: an agent resends its whole
 #: conversation on every request (a longer text is cut again; its hash would cost as much
@@ -28,7 +41,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 class _Traffic:
     """What a profile knows of its agent's traffic (the optional part of
     :class:`memtap.sdk.AgentProfile`): its scaffolding, where it names its session,
-    and whether it resends its whole conversation every turn."""
+    whether it resends its whole conversation every turn, which of its requests are side
+    calls, and how its headers name it."""
 
     def __init__(
         self,
@@ -36,9 +50,13 @@ class _Traffic:
         scaffolding: TaggedScaffolding | None = None,
         session: SessionReader | None = None,
         keeps_conversation: bool = False,
+        side_call: SideCallReader | None = None,
+        by_headers: HeaderReader | None = None,
     ) -> None:
         self.scaffolding = scaffolding
         self._session = session
+        self._side_call = side_call
+        self._by_headers = by_headers
         self.keeps_conversation = keeps_conversation
         self._cut_memo = functools.lru_cache(maxsize=256)(scaffolding.cut) if scaffolding else None
 
@@ -53,6 +71,16 @@ class _Traffic:
         """The session the agent names in its request, if it names one."""
         return None if self._session is None else self._session(headers, body)
 
+    def is_side_call(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> bool:
+        """Whether the request is the agent's own side call (neither injected into nor
+        captured as conversation)."""
+        return self._side_call is not None and self._side_call(headers, body)
+
+    def detect_headers(self, headers: Mapping[str, str]) -> bool:
+        """Whether the request's headers say it is this agent's (for a side call, whose
+        system prompt is not the agent's own)."""
+        return self._by_headers is not None and self._by_headers(headers)
+
 
 class _FingerprintedProfile(_Traffic):
     """What the Markdown and XML profiles share: a name, recognition by fingerprints in
@@ -63,12 +91,9 @@ class _FingerprintedProfile(_Traffic):
         name: str,
         fingerprints: tuple[str, ...],
         slots: Mapping[str, str],
-        *,
-        scaffolding: TaggedScaffolding | None = None,
-        session: SessionReader | None = None,
-        keeps_conversation: bool = False,
+        **traffic: Any,
     ) -> None:
-        super().__init__(scaffolding=scaffolding, session=session, keeps_conversation=keeps_conversation)
+        super().__init__(**traffic)
         self.name = name
         self._fingerprints = fingerprints
         self._slots = dict(slots)
@@ -197,6 +222,26 @@ CODEX = MarkdownProfile(
         "memory": "AGENTS.md spec",
         "task_context": "Task execution",
         "tools": "Tool guidelines",
+    },
+)
+GEMINI_CLI = MarkdownProfile(
+    "gemini-cli",
+    level=1,
+    fingerprints=GEMINI_CLI_FINGERPRINTS,
+    scaffolding=GEMINI_CLI_SCAFFOLDING,
+    # Gemini CLI names no session in its traffic: the proxy derives one from the
+    # conversation's first prompt (its environment block cut), which --resume resends.
+    keeps_conversation=True,
+    side_call=gemini_cli_side_call,
+    by_headers=is_gemini_cli,
+    slots={
+        "persona": PREAMBLE,
+        "rules": "Core Mandates",
+        "skills": "Available Agent Skills",
+        "task_context": "Primary Workflows",
+        "tools": "Operational Guidelines",
+        "memory": "Final Reminder",
+        "knowledge": "Final Reminder",
     },
 )
 CODEBUDDY = XmlProfile(
