@@ -26,6 +26,7 @@ from memtap.testing import paraphrases
 
 sys.path.insert(0, str(Path(__file__).parent))
 import locomo_recall
+import recall_sets
 
 TUNE_CONVERSATIONS = range(5)
 T0 = _dt.datetime(2025, 1, 1, tzinfo=_dt.timezone.utc)
@@ -63,14 +64,15 @@ class Locomo:
             else:
                 by_text = locomo_recall.store_by_remember(self.mem, sample, 2)
             for f in self.mem.facts(entity_id=sample["sample_id"]):
-                self.dia[f.id] = by_text.get(locomo_recall._norm(f.text), set())
+                self.dia[f.id] = by_text.get(recall_sets.norm(f.text), set())
             self.mem.recall("warm up", entity_id=sample["sample_id"])
 
     def score(self, fusion: Fusion) -> dict[str, float]:
         _use(self.mem, fusion)
         per: dict[str, list[bool]] = {}
+        first: list[bool] = []
         for sample in self.samples:
-            now = locomo_recall.asked_at(sample["conversation"])
+            now = recall_sets.locomo_asked_at(sample["conversation"])
             for qa in sample["qa"]:
                 name = locomo_recall.CATEGORIES.get(qa["category"])
                 if name is None:
@@ -78,8 +80,10 @@ class Locomo:
                 found = self.mem.recall(qa["question"], entity_id=sample["sample_id"], k=10, now=now)
                 evidence = set(qa["evidence"])
                 per.setdefault(name, []).append(any(evidence & self.dia[s.fact.id] for s in found))
+                first.append(bool(found) and bool(evidence & self.dia[found[0].fact.id]))
         out = {name: statistics.fmean(v) for name, v in per.items()}
         out["overall"] = statistics.fmean([x for v in per.values() for x in v])
+        out["R@1"] = statistics.fmean(first)
         return out
 
 
@@ -155,6 +159,8 @@ def grid(stage: str) -> list[Fusion]:
             attrs.evolve(chosen, assistant_factor=a, user_first_margin=u)
             for a, u in ((0.85, 0.1), (1.0, 0.1), (0.85, 0.0))
         ]
+    if stage == "echo":
+        return [base, attrs.evolve(base, user_first_margin=0.0)]
     raise SystemExit(f"unknown stage {stage}")
 
 

@@ -601,7 +601,7 @@ class RecallEngine:
         refresh_after: float | None = 60.0,
         escalate_below: float = 0.2,
         escalate_shared: int = 2,
-        escalate_share: float = 0.5,
+        escalate_share: float = 0.75,
     ) -> None:
         self.store = store
         self.embedder = embedder
