@@ -35,8 +35,13 @@ _SPACES = re.compile(r"\s+")
 @attrs.frozen
 class RecallBudget:
     """How recalled facts are injected: at most ``k`` facts and about ``max_tokens`` tokens
-    (characters / 4), only facts scoring at least ``min_score`` (0..1), found within
-    ``deadline`` seconds or not at all. ``k=0`` turns injection off."""
+    (characters / 4), only facts scoring at least ``min_score`` (0..1) that can answer the
+    kind of question asked (a name, a number: :func:`memtap.longterm.answerable.can_answer`),
+    found within ``deadline`` seconds or not at all. ``k=0`` turns injection off.
+
+    ``min_score`` 0.05 was kept after calibrating it on the tuning halves (docs/benchmarks.md,
+    issue 34): higher thresholds cost answerable questions their evidence about as often as
+    they spared never-answered ones an injection."""
 
     k: int = 6
     max_tokens: int = 300
