@@ -76,6 +76,12 @@ def test_what_names_something(text, named):
     assert names_something(text) is named
 
 
+def test_a_name_of_someone_else_is_no_answer():
+    assert not can_answer("What's my dentist's name?", "My brother Tom plays the cello.")
+    assert can_answer("What's my dentist's name?", "My dentist is Dr. Patel on Mill Road.")
+    assert can_answer("What is my cat called?", "Our cat is called Biscuit.")
+
+
 def test_a_name_the_question_already_says_is_no_answer():
     question = "What's Zosia's boyfriend called?"
     assert not can_answer(question, "GCSE results today! Zosia got a 7 in maths.")
