@@ -62,20 +62,23 @@ def index_of(n: int, *, vectors: bool) -> EntityIndex:
 @pytest.mark.parametrize("n", [20, 300])
 @pytest.mark.parametrize("vectors", [False, True])
 @pytest.mark.parametrize("when", [None, "in May 2025"])
-def test_parts_add_up_to_the_score_and_change_nothing(n, vectors, when):
+@pytest.mark.parametrize("present", [False, True])
+def test_parts_add_up_to_the_score_and_change_nothing(n, vectors, when, present):
     index = index_of(n, vectors=vectors)
     counts = term_counts("tokyo beagle tea")
     qvec = [0.5, 0.2, 0.9] if vectors else None
     window = query_window(when, T0 + _dt.timedelta(days=60)) if when else None
-    plain = index.search(counts, qvec, k=8, window=window)
+    plain = index.search(counts, qvec, k=8, window=window, present=present)
     raw: dict = {}
-    hits = index.search(counts, qvec, k=8, window=window, parts=raw)
+    hits = index.search(counts, qvec, k=8, window=window, parts=raw, present=present)
     parts = {fact_id: p.as_dict() for fact_id, p in raw.items()}
     assert [(f.id, s) for f, s in hits] == [(f.id, s) for f, s in plain]
     assert hits and set(parts) == {f.id for f, _ in hits}
     for fact, score in hits:
         p = parts[fact.id]
-        total = p["words"] + p.get("vector", 0.0) + p["time"] + p["recency"]
+        total = sum(
+            p.get(name, 0.0) for name in ("words", "vector", "role", "present", "time", "recency", "moved")
+        )
         assert math.isclose(min(1.0, total), score, rel_tol=1e-5, abs_tol=1e-6)
         assert ("vector" in p) == vectors and ("cosine" in p) == vectors
         assert p["bm25"] >= 0
@@ -190,3 +193,24 @@ def test_the_injected_column_is_the_records_json_whatever_was_encoded_before():
         memo.get(obj, lambda o: made.append(o) or len(made))
     assert made == [first, second]  # made once each while remembered
     assert memo.get(third, lambda o: 99) == 99 and memo.get(first, lambda o: 7) == 7  # bounded: forgotten
+
+
+def test_a_superseded_statement_is_marked_in_the_explain_table():
+    from rich.console import Console
+
+    from memtap.cli.explain import SUPERSEDED, _facts_table
+    from memtap.protocol.model import ExplainedFact
+
+    older = ExplainedFact(
+        fact_id="f1", text="I'm a teacher", score=0.4, parts={"words": 0.4, "superseded": 1.0}
+    )
+    newer = ExplainedFact(
+        fact_id="f2", text="I'm a surveyor now", score=0.4, parts={"words": 0.3, "moved": 0.1}
+    )
+    console = Console(width=200, record=True)
+    console.print(_facts_table([newer, older], "injected facts", reasons=False))
+    shown = console.export_text()
+    assert (
+        SUPERSEDED.strip() + " I'm a teacher" in shown and SUPERSEDED.strip() + " I'm a surveyor" not in shown
+    )
+    assert "moved" in shown

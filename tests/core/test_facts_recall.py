@@ -175,7 +175,8 @@ def test_sketch_scan_finds_what_the_exact_scan_finds(monkeypatch):
     q = vecs[11]
     (best, score), *_ = index.search("zzz", q, k=1)
     assert best.id == facts[11].id
-    assert score == pytest.approx(0.35 + 0.01 * 11 / (n - 1), abs=1e-4)  # vector weight + recency
+    vector_weight = 1 - Fusion().lexical_weight
+    assert score == pytest.approx(vector_weight + 0.01 * 11 / (n - 1), abs=1e-4)  # vector weight + recency
 
 
 def test_sketch_distances_count_the_differing_bits():

@@ -14,7 +14,9 @@ from rich.text import Text
 from memtap.protocol.model import Exchange, ExplainedFact, Explanation, InjectedBlock
 
 #: The score parts shown as columns, in this order (others follow).
-PART_COLUMNS = ("words", "vector", "time", "recency")
+PART_COLUMNS = ("words", "vector", "role", "present", "time", "recency", "moved")
+#: Put before the text of a fact a newer statement about the same thing ranks above.
+SUPERSEDED = "(superseded by a newer statement) "
 
 
 def _first_user_text(exchange: Exchange, width: int = 60) -> str:
@@ -73,7 +75,8 @@ def _facts_table(facts: Sequence[ExplainedFact], title: str, *, reasons: bool) -
         row: list[RenderableType] = [f.reason or ""] if reasons else []
         row.append(f"{f.score:.3f}")
         row.extend(f"{f.parts[p]:.3f}" if p in f.parts else "-" for p in parts)
-        row.extend([Text(f.fact_id), Text(f.text)])
+        text = SUPERSEDED + f.text if f.parts.get("superseded") else f.text
+        row.extend([Text(f.fact_id), Text(text)])
         table.add_row(*row)
     return table
 

@@ -8,11 +8,14 @@ What is indexed: a fact's ``text`` and, with a lower weight, its ``metadata["con
 reply ("Yes, last Tuesday!") is still found by the words of the question it answered, and
 "in May" by when it was said. The vector is the embedding of :func:`embedding_text`.
 
-Fusion (chosen on held-out LOCOMO conversations, see ``benchmarks/locomo_recall.py``):
+Fusion (chosen on the tuning halves of LOCOMO, the paraphrase set and the
+LongMemEval-shaped set together, see ``benchmarks/fusion_grid.py`` and docs/benchmarks.md):
 each signal is turned into a [0, 1] score that keeps its absolute meaning (BM25 saturates
-as ``s / (s + bm25_half)``, cosine is rescaled from ``cos_floor`` .. 1), the two are mixed
-linearly, and recency breaks ties. Absolute scores make ``min_score`` meaningful: an
-unrelated query gets low scores rather than a re-normalised "best of the bad".
+as ``s / (s + bm25_half)`` and is scaled by the share of the question's IDF mass the fact
+covers, cosine is rescaled from ``cos_floor`` .. 1), the two are mixed linearly, assistant
+turns are discounted, a question about now favours newer facts, and recency breaks ties.
+Absolute scores make ``min_score`` meaningful: an unrelated query gets low scores rather
+than a re-normalised "best of the bad".
 """
 
 from __future__ import annotations
@@ -50,14 +53,23 @@ def embedding_text(fact: Fact) -> str:
 
 @attrs.frozen
 class Fusion:
-    """How lexical and vector evidence are combined into one score in [0, 1]."""
+    """How lexical and vector evidence are combined into one score in [0, 1].
+
+    The defaults are what ``benchmarks/fusion_grid.py`` and the evaluation
+    (``benchmarks/memory_eval.py``) chose on tuning halves only (docs/benchmarks.md, "Ranking
+    on data never tuned on"): a lexical weight of 0.5 whose words count by the share of the
+    question's IDF mass they cover (one common shared word cannot outvote a strong match in
+    meaning), a cosine floor of 0.1 (below 0.2, a fact that only meaning finds was dropped
+    altogether), assistant turns below their user's turn (not discounted: that cost LOCOMO), and a
+    present-tense boost for questions about now."""
 
     #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
-    lexical_weight: float = 0.65
+    lexical_weight: float = 0.5
     #: BM25 score that maps to 0.5 (saturation point).
     bm25_half: float = 6.0
-    #: Cosine similarity that maps to 0 (MiniLM puts unrelated sentences around 0.1-0.2).
-    cos_floor: float = 0.2
+    #: Cosine similarity that maps to 0 (MiniLM puts unrelated sentences around 0.1-0.2;
+    #: at 0.2 a fact that only meaning finds, at 0.15, was not ranked at all).
+    cos_floor: float = 0.1
     #: BM25 parameters.
     k1: float = 1.2
     b: float = 0.75
@@ -71,10 +83,43 @@ class Fusion:
     idf_prior: int = 200
     #: Weight of the recency tie-breaker (newest fact gets the full amount).
     recency_weight: float = 0.01
+    #: For a question about the present ("where do I live now?", "what's my job these
+    #: days?": :func:`memtap.longterm.temporal.asks_present`) a fact's match (words and
+    #: vector) is multiplied by ``1 + present_boost * age`` (``age``: 0 for the entity's
+    #: oldest fact, 1 for its newest): of two facts that match it about as well, the newer
+    #: states how things are, while a new fact that does not match gains next to nothing.
+    present_boost: float = 3.0
     #: Added to the score of a fact said in, or speaking of, the time a question names
     #: ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`), so that it ranks above facts
     #: of other times that match the question about as well.
     time_weight: float = 0.1
+    #: The lexical score is multiplied by the share of the query's IDF mass the fact's
+    #: terms cover, to this power: one common word shared with a long question adds next
+    #: to nothing, so it cannot outvote a strong match in meaning (0: no gating).
+    coverage_power: float = 1.0
+    #: A fact covering at least this share of the query's IDF mass keeps its whole
+    #: lexical score; below it, the share is ``coverage / coverage_full``.
+    coverage_full: float = 1.0
+    #: A fact scores at least this share of its vector score alone (before the time and
+    #: recency parts), so a strong match in meaning is not outvoted by words: 0 gives the
+    #: plain linear mix.
+    meaning_floor: float = 0.0
+    #: An assistant turn's score (an episode whose ``metadata["role"]`` is
+    #: ``"assistant"``) is multiplied by this, unless the question asks what the assistant
+    #: said (:func:`memtap.longterm.roles.asks_assistant`): the user's words come first.
+    assistant_factor: float = 1.0
+    #: Two hits whose vectors are at least this similar are taken to be about the same
+    #: thing: the newer ranks first when it scores within :attr:`update_margin` of the
+    #: older (a knowledge update: "I work as a surveyor now" over "I'm a teacher").
+    #: Above 1: never.
+    update_similarity: float = 2.0
+    #: How far below an older, similar hit a newer one may score and still rank above it.
+    update_margin: float = 0.0
+    #: Whether (above 0) a user's turn ranks above its exchange's assistant turn when both
+    #: are among the hits (the echo, "Congratulations on Miso!", is context for what the
+    #: user said), and how far below an assistant turn about the same thing (vectors
+    #: :attr:`update_similarity` alike) a user turn may score and still rank above it.
+    user_first_margin: float = 0.1
 
 
 class ScoreParts(NamedTuple):
@@ -87,12 +132,28 @@ class ScoreParts(NamedTuple):
     in_time: bool
     recency: float
     fusion: Fusion
+    #: Share of the query's IDF mass the fact's terms cover (0 to 1).
+    coverage: float = 1.0
+    #: Whether the fact is an assistant turn ranked below the user's words.
+    demoted: bool = False
+    #: The id of a newer fact about the same thing ranked above this one (an update).
+    newer: str | None = None
+    #: What the fact gained by taking the place of a fact ranked above it (a newer
+    #: statement over an older one, the user's words over the assistant's echo).
+    lifted: float = 0.0
+    #: The fact's age factor (0 oldest .. 1 newest) when the question is about the
+    #: present (:attr:`Fusion.present_boost`), else 0.
+    present_age: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
-        """``words``, ``vector``, ``time`` and ``recency`` add up to the score (before it is
-        capped at 1); ``bm25`` and ``cosine`` are the raw signals."""
+        """``words``, ``vector``, ``role``, ``time`` and ``recency`` add up to the score
+        with ``moved`` (what the fact gained by taking the place of one ranked above it:
+        a newer statement, the user's words over an echo), before it is capped at 1;
+        ``superseded`` is 1 on an older statement a newer one now ranks above; ``bm25``,
+        ``coverage`` and ``cosine`` are the raw signals."""
         f = self.fusion
-        words = self.bm25 / (self.bm25 + f.bm25_half)
+        gate = min(1.0, self.coverage / f.coverage_full) ** f.coverage_power
+        words = self.bm25 / (self.bm25 + f.bm25_half) * gate
         out: dict[str, float] = {}
         if self.cosine is None:
             out["words"] = words
@@ -100,11 +161,23 @@ class ScoreParts(NamedTuple):
             out["words"] = f.lexical_weight * words
             vector = min(1.0, max(0.0, (self.cosine - f.cos_floor) / (1 - f.cos_floor)))
             out["vector"] = (1 - f.lexical_weight) * vector
+            if f.meaning_floor * vector > out["words"] + out["vector"]:
+                out["words"], out["vector"] = 0.0, f.meaning_floor * vector
+        if self.demoted:
+            out["role"] = -(1 - f.assistant_factor) * (out["words"] + out.get("vector", 0.0))
+        if self.present_age and f.present_boost:
+            match = out["words"] + out.get("vector", 0.0) + out.get("role", 0.0)
+            out["present"] = match * f.present_boost * self.present_age
         out["time"] = f.time_weight if self.in_time else 0.0
         out["recency"] = self.recency
+        if self.lifted:
+            out["moved"] = self.lifted
         out["bm25"] = self.bm25
+        out["coverage"] = self.coverage
         if self.cosine is not None:
             out["cosine"] = self.cosine
+        if self.newer is not None:
+            out["superseded"] = 1.0
         return out
 
 
@@ -158,6 +231,8 @@ class EntityIndex:
         self._doclen = np.zeros(cap, np.float32)
         self._alive = np.zeros(cap, bool)
         self._has_vec = np.zeros(cap, bool)
+        #: Assistant turns (episodes of the model's words: ranked below the user's).
+        self._assistant = np.zeros(cap, bool)
         self._created = np.zeros(cap, np.float64)
         #: The span of time a fact's text speaks of (:func:`mentioned_window`), as
         #: timestamps; NaN when it names none.
@@ -190,6 +265,7 @@ class EntityIndex:
             "_doclen",
             "_alive",
             "_has_vec",
+            "_assistant",
             "_created",
             "_process",
             "_mention_start",
@@ -237,6 +313,7 @@ class EntityIndex:
             self._doclen[slot] = length
             self.total_len += length
             self._alive[slot] = True
+            self._assistant[slot] = fact.metadata.get("role") == "assistant"
             created = fact.created_at.timestamp()
             self._created[slot] = created
             mentioned = mentioned_window(fact.text, fact.created_at)
@@ -408,15 +485,17 @@ class EntityIndex:
         0 where no term matches and for dead slots."""
         return self._lexical(query, matches=False)[0]
 
-    def _lexical(self, query: str | Mapping[str, int], *, matches: bool) -> tuple[Any, Any]:
-        """:meth:`bm25`'s scores and, with ``matches``, the live slots sharing a term with
-        the query (sorted; else ``None``)."""
+    def _lexical(self, query: str | Mapping[str, int], *, matches: bool) -> tuple[Any, Any, Any]:
+        """:meth:`bm25`'s scores, with ``matches`` the live slots sharing a term with the
+        query (sorted; else ``None``), and each slot's share of the query's IDF mass
+        (:attr:`Fusion.coverage_power`; a query term no fact uses counts as the rarest)."""
         np = _np()
         n = len(self.facts)
         scores = np.zeros(n, np.float32)
+        covered = np.zeros(n, np.float32)
         none = np.zeros(0, np.intp) if matches else None
         if not self.alive_count:
-            return scores, none
+            return scores, none, covered
         f = self.fusion
         counts = term_counts(query) if isinstance(query, str) else query
         avgdl = max(self.total_len / self.alive_count, 1e-6)
@@ -425,14 +504,18 @@ class EntityIndex:
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
         matched: list[Any] = []
         postings = 0
+        mass = 0.0
         for term, qtf in counts.items():
             p = self.postings.get(term)
             if p is None:
+                mass += self._idf(0) * qtf
                 continue
             slots = np.frombuffer(p.slots, dtype=np.int32)
             tf = np.frombuffer(p.tf, dtype=np.float32)
             df = len(slots)
             idf = self._idf(df)
+            mass += idf * qtf
+            covered[slots] += idf * qtf
             norm = self._doclen[slots] * per_len
             norm += base
             norm += tf
@@ -440,10 +523,12 @@ class EntityIndex:
             if matches:
                 matched.append(slots)
                 postings += df
+        if mass:
+            covered *= 1 / mass
         if self.alive_count < n:
             scores[~self._alive[:n]] = 0  # postings keep the slots of removed facts
         if not matched:
-            return scores, none
+            return scores, none, covered
         if len(matched) == 1 or postings * 4 < n:
             # Few matches: merge the postings (a sort of what matched, not a pass over n;
             # by hand, as np.unique's generality costs several times more here).
@@ -457,8 +542,8 @@ class EntityIndex:
                 hit = hit[first]
             if self.alive_count < n:
                 hit = hit[self._alive[hit]]
-            return scores, hit.astype(np.intp)
-        return scores, np.flatnonzero(scores)
+            return scores, hit.astype(np.intp), covered
+        return scores, np.flatnonzero(scores), covered
 
     def _idf(self, df: int) -> float:
         """BM25's weight of a term that ``df`` indexed facts use."""
@@ -519,14 +604,16 @@ class EntityIndex:
             out[~self._has_vec[:n]] = -1.0
         return out
 
-    def _sketch_candidates(self, q: Any, lex: Any, matched: Any, eligible: Any) -> tuple[Any, Any]:
+    def _sketch_candidates(
+        self, q: Any, lex: Any, covered: Any, matched: Any, eligible: Any
+    ) -> tuple[Any, Any]:
         """The slots worth ranking and their exact cosines, for an index of many vectors.
 
         Reading every float32 vector is what costs (100k 384-d vectors are 150 MB: ~13 ms
         of memory bandwidth here), so the scan reads 256-bit sign sketches instead
         (random hyperplanes: the share of differing bits estimates the angle, 3 MB at
-        100k), fuses the estimates with the BM25 scores ``lex`` (non-zero at ``matched``)
-        as :meth:`search` will, and computes the exact cosine of the best
+        100k), fuses the estimates with the BM25 scores ``lex`` (non-zero at ``matched``;
+        IDF coverage ``covered``) as :meth:`search` will, and computes the exact cosine of the best
         :attr:`SKETCH_RESCORE` slots. ``eligible`` is ``None`` when every slot is."""
         np = _np()
         n = len(self.facts)
@@ -536,8 +623,7 @@ class EntityIndex:
         if self.vector_count < n:
             rough[~self._has_vec[:n]] = 0.0  # no vector: words only
         if len(matched):
-            m = lex[matched]
-            rough[matched] += f.lexical_weight * (m / (m + f.bm25_half))
+            rough[matched] += f.lexical_weight * self._words(lex[matched], covered[matched])
         if eligible is not None:
             rough[~eligible] = -1.0
         take = min(self.SKETCH_RESCORE, n)
@@ -591,6 +677,8 @@ class EntityIndex:
         exclude: Sequence[str] = (),
         window: TimeWindow | None = None,
         parts: dict[str, ScoreParts] | None = None,
+        about_assistant: bool = False,
+        present: bool = False,
     ) -> list[tuple[Fact, float]]:
         """The ``k`` best facts for ``query`` (its text or its :func:`term_counts`) and
         its vector, if any, best first, with fused scores in [0, 1]; with
@@ -602,6 +690,12 @@ class EntityIndex:
         :attr:`SKETCH_FROM` vectors) or the sketch scan's candidates; without, the slots
         sharing a word with the query; and the slots in ``window``.
 
+        Assistant turns are ranked below the user's words (:attr:`Fusion.assistant_factor`)
+        unless ``about_assistant`` (the question asks what the assistant said); among hits
+        about the same thing the newer ranks first (:attr:`Fusion.update_similarity`), and
+        recency counts more for a question about the ``present``
+        (:attr:`Fusion.present_boost`).
+
         With ``parts``, the score parts of each fact returned are put in it by fact id
         (:meth:`score_parts`: what ``memtap explain`` shows)."""
         np = _np()
@@ -609,11 +703,13 @@ class EntityIndex:
         if not n or k <= 0 or not self.alive_count:
             return []
         if n <= self.SMALL_UP_TO:
-            return self._search_small(query, qvec, k, process_id, min_score, exclude, window, parts)
+            return self._search_small(
+                query, qvec, k, process_id, min_score, exclude, window, parts, about_assistant, present
+            )
         f = self.fusion
         q = self._unit_query(qvec)
         exact = q is not None and self.vector_count < self.SKETCH_FROM
-        lex, matched = self._lexical(query, matches=not exact)
+        lex, matched, covered = self._lexical(query, matches=not exact)
         eligible = self._eligible(n, process_id, exclude)
         cos = None
         if q is None:
@@ -628,7 +724,7 @@ class EntityIndex:
                 slots = np.flatnonzero(eligible)
                 cos = cos[slots]
         else:
-            slots, cos = self._sketch_candidates(q, lex, matched, eligible)
+            slots, cos = self._sketch_candidates(q, lex, covered, matched, eligible)
         timely = None
         if window is not None:
             timely = self.in_window(window)
@@ -644,11 +740,17 @@ class EntityIndex:
                         known = self._has_vec[extra]
                         more[known] = self._vecs[extra[known]] @ q
                         cos = np.concatenate([cos, more])
-        fused = lex[slots]
-        fused /= fused + f.bm25_half
+        fused = self._words(lex[slots], covered[slots])
         if cos is not None:
             vec_score = np.clip((cos - f.cos_floor) * (1 / (1 - f.cos_floor)), 0, 1)
             fused = f.lexical_weight * fused + (1 - f.lexical_weight) * vec_score
+            if f.meaning_floor:
+                np.maximum(fused, f.meaning_floor * vec_score, out=fused)
+        demote = f.assistant_factor != 1 and not about_assistant
+        if demote:
+            fused[self._assistant[slots]] *= f.assistant_factor
+        if present and f.present_boost:
+            fused *= 1 + f.present_boost * self._age(self._created[slots])
         if timely is not None:
             fused[timely[slots]] += f.time_weight
         keep = fused > 0
@@ -659,12 +761,16 @@ class EntityIndex:
             oldest, newest = self._created_range
             span = (newest - oldest) or 1.0
             fused += (self._created[slots] - oldest) * (f.recency_weight / span)
-        take = min(k, len(slots))
+        # A newer fact about the same thing may rank above an older one from below the k.
+        take = min(2 * k if self._reorders(about_assistant) else k, len(slots))
         top = np.argpartition(-fused, take - 1)[:take]
         top = top[np.argsort(-fused[top], kind="stable")]
+        ranked, newer, lifted = self._reorder(
+            list(zip(slots[top].tolist(), fused[top].tolist())), about_assistant
+        )
         out: list[tuple[Fact, float]] = []
         facts = self.facts
-        for slot, value in zip(slots[top].tolist(), fused[top].tolist()):
+        for slot, value in ranked[:k]:
             score = min(1.0, value)
             fact = facts[slot]
             if fact is not None and score >= min_score:
@@ -674,8 +780,119 @@ class EntityIndex:
                     if q is not None:
                         cosine = float(self._vecs[slot] @ q) if self._has_vec[slot] else -1.0
                     in_time = timely is not None and bool(timely[slot])
-                    parts[fact.id] = self.score_parts(slot, float(lex[slot]), cosine, in_time)
+                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time)
+                    parts[fact.id] = part._replace(
+                        coverage=float(covered[slot]),
+                        demoted=demote and bool(self._assistant[slot]),
+                        newer=self._id_of(newer.get(slot)),
+                        lifted=lifted.get(slot, 0.0),
+                        present_age=float(self._age(self._created[slot])) if present else 0.0,
+                    )
         return out
+
+    def _words(self, bm25: Any, covered: Any) -> Any:
+        """The lexical part of the fused score (before its weight) of BM25 scores
+        ``bm25`` whose facts cover ``covered`` of the query's IDF mass."""
+        f = self.fusion
+        words = bm25 / (bm25 + f.bm25_half)
+        if f.coverage_power:
+            gate = _np().minimum(covered * (1 / f.coverage_full), 1.0)
+            words = words * gate**f.coverage_power
+        return words
+
+    def _id_of(self, slot: int | None) -> str | None:
+        fact = self.facts[slot] if slot is not None else None
+        return fact.id if fact is not None else None
+
+    def _reorders(self, about_assistant: bool) -> bool:
+        """Whether :meth:`_reorder` may change an order (it then ranks twice ``k``)."""
+        f = self.fusion
+        return f.update_similarity <= 1 or (f.user_first_margin > 0 and not about_assistant)
+
+    def _reorder(
+        self, ranked: list[tuple[int, float]], about_assistant: bool
+    ) -> tuple[list[tuple[int, float]], dict[int, int], dict[int, float]]:
+        """``ranked`` (slot, score, best first) with two kinds of pair put in order, the
+        one moved up taking the other's place and score (nothing is removed: an older
+        statement is still evidence, "where did I work before?"):
+
+        - the user's words first: an assistant turn ranked above a user turn of the same
+          exchange (its echo, "Congratulations on Miso!"), or above one about the same
+          thing (vectors at least :attr:`Fusion.update_similarity` alike) that scores within
+          :attr:`Fusion.user_first_margin` of it (unless ``about_assistant``);
+        - newest first: a fact ranked above a newer one of the same speaker about the same
+          thing that scores within :attr:`Fusion.update_margin` of it.
+
+        Also which slot each fact moved down for being older was superseded by, and what
+        each fact moved up gained."""
+        f = self.fusion
+        newer: dict[int, int] = {}
+        lifted: dict[int, float] = {}
+        user_first = f.user_first_margin > 0 and not about_assistant
+        updates = f.update_similarity <= 1
+        if len(ranked) < 2 or not (user_first or updates):
+            return ranked, newer, lifted
+        np = _np()
+        slots = [slot for slot, _ in ranked]
+        alike = np.zeros((len(slots), len(slots)), bool)
+        if self._vecs is not None:
+            has = self._has_vec[slots]
+            vecs = self._vecs[slots]
+            alike = (vecs @ vecs.T) >= f.update_similarity
+            alike &= has[:, None] & has[None, :]
+        role = self._assistant[slots].tolist()
+        created = self._created[slots].tolist()
+        exchange = [getattr(self.facts[s], "source_exchange_id", None) for s in slots]
+        order = list(range(len(ranked)))  # positions into ``ranked``
+        scores = [score for _, score in ranked]
+        i = 0
+        moves = 0
+        while i < len(order) and moves < 4 * len(order):
+            a = order[i]
+            found = None
+            for j in range(i + 1, len(order)):
+                b = order[j]
+                gap = scores[i] - scores[j]
+                if (
+                    user_first
+                    and role[a]
+                    and not role[b]
+                    and (
+                        (exchange[a] is not None and exchange[a] == exchange[b])
+                        or (alike[a, b] and gap <= f.user_first_margin)
+                    )
+                ):
+                    found = j
+                    break
+                if (
+                    updates
+                    and role[a] == role[b]
+                    and gap <= f.update_margin
+                    and alike[a, b]
+                    and created[b] > created[a]
+                ):
+                    newer[slots[a]] = slots[b]
+                    found = j
+                    break
+                if gap > max(f.update_margin, f.user_first_margin if user_first else 0.0) and not (
+                    user_first and role[a]
+                ):
+                    break
+            if found is None:
+                i += 1
+                continue
+            b = order.pop(found)
+            lifted[slots[b]] = lifted.get(slots[b], 0.0) + scores[i] - scores.pop(found)
+            order.insert(i, b)
+            scores.insert(i, scores[i])
+            moves += 1
+        return [(slots[p], score) for p, score in zip(order, scores)], newer, lifted
+
+    def _age(self, created: Any) -> Any:
+        """Where ``created`` (timestamps) lies between the entity's oldest fact (0) and its
+        newest (1)."""
+        oldest, newest = self._created_range
+        return (created - oldest) * (1 / ((newest - oldest) or 1.0))
 
     def score_parts(self, slot: int, bm25: float, cosine: float | None, in_time: bool) -> ScoreParts:
         """What the fused score of ``slot`` is made of, given its BM25 score, its cosine
@@ -699,9 +916,12 @@ class EntityIndex:
         exclude: Sequence[str],
         window: TimeWindow | None = None,
         parts: dict[str, ScoreParts] | None = None,
+        about_assistant: bool = False,
+        present: bool = False,
     ) -> list[tuple[Fact, float]]:
         """:meth:`search` for an index of at most :attr:`SMALL_UP_TO` slots: the same
-        scores (BM25, cosine, fusion, time, recency), computed per slot in Python."""
+        scores (BM25, coverage, cosine, fusion, role, time, recency, newest first),
+        computed per slot in Python."""
         n = len(self.facts)
         f = self.fusion
         counts = term_counts(query) if isinstance(query, str) else query
@@ -710,13 +930,24 @@ class EntityIndex:
         avgdl = max(self.total_len / self.alive_count, 1e-6)
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
         lex = [0.0] * n
+        covered = [0.0] * n
+        mass = 0.0
         for term, qtf in counts.items():
             p = self.postings.get(term)
             if p is None:
+                mass += self._idf(0) * qtf
                 continue
-            weight = self._idf(len(p.slots)) * qtf * (f.k1 + 1)
+            idf = self._idf(len(p.slots)) * qtf
+            mass += idf
+            weight = idf * (f.k1 + 1)
             for slot, tf in zip(p.slots, p.tf):
                 lex[slot] += weight * tf / (doclen[slot] * per_len + base + tf)
+                covered[slot] += idf
+        if mass:
+            covered = [c / mass for c in covered]
+        power = f.coverage_power
+        demote = f.assistant_factor != 1 and not about_assistant
+        assistant = self._assistant[:n].tolist() if demote else None
         q = self._unit_query(qvec)
         cos: list[float] | None = None
         if q is not None:
@@ -730,18 +961,27 @@ class EntityIndex:
         half, lw, floor = f.bm25_half, f.lexical_weight, f.cos_floor
         oldest, newest = self._created_range
         recency = f.recency_weight / ((newest - oldest) or 1.0) if f.recency_weight else 0.0
+        boost = f.present_boost if present else 0.0
         created = self._created[:n].tolist() if recency else None
+        created_all = self._created[:n].tolist() if boost else None
         timely = self.in_window(window).tolist() if window is not None else None
         scored: list[tuple[float, int]] = []
         for slot in range(n):
             if not alive[slot] or slot in excluded or (code is not None and process[slot] not in (code, 0)):
                 continue
             value = lex[slot] / (lex[slot] + half)
+            if power:
+                value *= min(1.0, covered[slot] / f.coverage_full) ** power
             if cos is not None:
                 c = cos[slot] if has_vec[slot] else -1.0
-                value = lw * value + (1 - lw) * min(1.0, max(0.0, (c - floor) / (1 - floor)))
-            elif not value and not (timely is not None and timely[slot]):
+                vector = min(1.0, max(0.0, (c - floor) / (1 - floor)))
+                value = max(lw * value + (1 - lw) * vector, f.meaning_floor * vector)
+            elif not lex[slot] and not (timely is not None and timely[slot]):
                 continue  # a candidate shares a word with the query or is of its time
+            if assistant is not None and assistant[slot]:
+                value *= f.assistant_factor
+            if created_all is not None:
+                value *= 1 + boost * self._age(created_all[slot])
             if timely is not None and timely[slot]:
                 value += f.time_weight
             if value <= 0:
@@ -750,9 +990,13 @@ class EntityIndex:
                 value += (created[slot] - oldest) * recency
             scored.append((value, slot))
         scored.sort(key=lambda pair: -pair[0])
+        take = 2 * k if self._reorders(about_assistant) else k
+        ranked, newer, lifted = self._reorder(
+            [(slot, value) for value, slot in scored[:take]], about_assistant
+        )
         out: list[tuple[Fact, float]] = []
         facts = self.facts
-        for value, slot in scored[:k]:
+        for slot, value in ranked[:k]:
             score = min(1.0, value)
             fact = facts[slot]
             if fact is not None and score >= min_score:
@@ -761,7 +1005,18 @@ class EntityIndex:
                     cosine = None if cos is None else (cos[slot] if has_vec[slot] else -1.0)
                     in_time = timely is not None and timely[slot]
                     late = (created[slot] - oldest) * recency if created is not None else 0.0
-                    parts[fact.id] = ScoreParts(lex[slot], cosine, in_time, late, f)
+                    parts[fact.id] = ScoreParts(
+                        lex[slot],
+                        cosine,
+                        in_time,
+                        late,
+                        f,
+                        covered[slot],
+                        assistant is not None and assistant[slot],
+                        self._id_of(newer.get(slot)),
+                        lifted.get(slot, 0.0),
+                        float(self._age(created_all[slot])) if created_all is not None else 0.0,
+                    )
         return out
 
 
@@ -831,7 +1086,10 @@ def _vector_weight_of_distance(fusion: Fusion) -> Any:
     instead of five passes)."""
     np = _np()
     score = np.clip((_cosine_of_distance() - fusion.cos_floor) / (1 - fusion.cos_floor), 0, 1)
-    return ((1 - fusion.lexical_weight) * score).astype(np.float32)
+    # The meaning floor (:attr:`Fusion.meaning_floor`) as the scan can estimate it: a
+    # candidate's vector part alone, never less than the floor's share of its score.
+    weight = max(1 - fusion.lexical_weight, fusion.meaning_floor)
+    return (weight * score).astype(np.float32)
 
 
 def query_terms(query: str) -> list[str]:

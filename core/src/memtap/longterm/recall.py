@@ -31,7 +31,8 @@ from typing import Any
 import attrs
 
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
-from memtap.longterm.temporal import TimeWindow, query_window
+from memtap.longterm.roles import asks_assistant
+from memtap.longterm.temporal import TimeWindow, asks_present, query_window
 from memtap.longterm.text import term_counts
 from memtap.metrics import count
 from memtap.protocol.embedder import Embedder
@@ -601,7 +602,7 @@ class RecallEngine:
         refresh_after: float | None = 60.0,
         escalate_below: float = 0.2,
         escalate_shared: int = 2,
-        escalate_share: float = 0.5,
+        escalate_share: float = 0.75,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -744,8 +745,15 @@ class RecallEngine:
             if below is not None:
                 below[:] = memo.below or ()
             return list(memo.hits)
-        if window is not None and window.relative:
-            query = window.cut_from(query)
+        about_assistant = asks_assistant(query)
+        present = asks_present(query)
+        # A relative time is left out of the words even when no fact is of it (the window
+        # is then ignored): words nothing uses would still lower every fact's coverage.
+        named = (
+            window if window is not None else query_window(query, aware(now) if now is not None else utcnow())
+        )
+        if named is not None and named.relative:
+            query = named.cut_from(query)
         counts = term_counts(query)
         searched: list[tuple[EntityIndex, int]] = []  # the index and version last searched
 
@@ -768,6 +776,8 @@ class RecallEngine:
                     exclude=exclude,
                     window=window,
                     parts=parts,
+                    about_assistant=about_assistant,
+                    present=present,
                 )
                 if below is not None:
                     under = [h for h in hits if h[1] < min_score]

@@ -18,6 +18,7 @@ from memtap.capture.explanation import Considered, RecallNote
 from memtap.history.conversation import CHARS_PER_TOKEN, HistoryBudget, cached_plan
 from memtap.history.injector import SessionHistories, request_budget
 from memtap.hookspecs import hookimpl
+from memtap.longterm.answerable import can_answer
 from memtap.longterm.index import ScoreParts
 from memtap.longterm.recall import RecallEngine
 from memtap.longterm.temporal import resolved_note
@@ -34,8 +35,13 @@ _SPACES = re.compile(r"\s+")
 @attrs.frozen
 class RecallBudget:
     """How recalled facts are injected: at most ``k`` facts and about ``max_tokens`` tokens
-    (characters / 4), only facts scoring at least ``min_score`` (0..1), found within
-    ``deadline`` seconds or not at all. ``k=0`` turns injection off."""
+    (characters / 4), only facts scoring at least ``min_score`` (0..1) that can answer the
+    kind of question asked (a name, a number: :func:`memtap.longterm.answerable.can_answer`),
+    found within ``deadline`` seconds or not at all. ``k=0`` turns injection off.
+
+    ``min_score`` 0.05 was kept after calibrating it on the tuning halves (docs/benchmarks.md,
+    issue 34): higher thresholds cost answerable questions their evidence about as often as
+    they spared never-answered ones an injection."""
 
     k: int = 6
     max_tokens: int = 300
@@ -145,6 +151,12 @@ class RecallPlugin:
         used = len(HEADER) // CHARS_PER_TOKEN
         for hit in hits:
             fact = hit.fact
+            # A question asking for a name (a number) is not answered by a fact that gives
+            # none (memtap.longterm.answerable): better nothing than an invitation to make
+            # one up.
+            if not can_answer(query, fact.text):
+                considered.append(Considered(fact, hit.score, parts.get(fact.id), "not an answer"))
+                continue
             if len(lines) >= budget.k:
                 considered.append(Considered(fact, hit.score, parts.get(fact.id), "limit"))
                 continue

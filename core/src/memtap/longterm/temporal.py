@@ -410,3 +410,17 @@ def resolved_note(text: str, said_at: _dt.datetime) -> str:
     last = (window.end - _dt.timedelta(days=1)).date()
     when = first.isoformat() if first == last else f"{first.isoformat()}..{last.isoformat()}"
     return f"{' '.join(window.expression.split()).lower()} = {when}"
+
+
+_PRESENT = re.compile(
+    r"\b(?:now|nowadays|these days|at the moment|at present|currently|current|right now|"
+    r"any ?more|still|latest|most recent|lately)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_present(question: str) -> bool:
+    """Whether ``question`` asks how things are now ("where do I live now?", "what's my
+    job these days?", "am I still vegan?"): when two facts answer it, the newer one says
+    how things are (:attr:`memtap.longterm.index.Fusion.present_boost`)."""
+    return _PRESENT.search(question) is not None

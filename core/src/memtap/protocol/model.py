@@ -196,7 +196,7 @@ class Attribution:
 #: its score was under the budget's ``min_score`` (``threshold``), the request or the
 #: injected history already carried it (``duplicate``), its line did not fit the token
 #: budget (``budget``), or ``k`` facts were injected already (``limit``).
-LEFT_OUT_REASONS = ("threshold", "duplicate", "budget", "limit")
+LEFT_OUT_REASONS = ("threshold", "not an answer", "duplicate", "budget", "limit")
 
 
 def _as_parts(value: Any) -> dict[str, float]:
@@ -210,9 +210,12 @@ class ExplainedFact:
 
     ``score`` is the fused recall score in [0, 1]; ``parts`` what it is made of, as recall
     computed it: ``words`` (the BM25 part), ``vector`` (the embedding part, when a query
-    vector was used), ``time`` (the bonus of a fact of the time the question names) and
-    ``recency`` (the tie-breaker) add up to the score (capped at 1); ``bm25`` and ``cosine``
-    are the raw signals the first two were made from.
+    vector was used), ``role`` (an assistant turn's discount), ``present`` (a question about
+    now favouring newer facts), ``time`` (the bonus of a fact of the time the question
+    names), ``recency`` (the tie-breaker) and ``moved`` (what a fact gained by taking the
+    place of one ranked above it) add up to the score (capped at 1); ``bm25``, ``coverage``
+    and ``cosine`` are the raw signals; ``superseded`` (1) marks an older statement a newer
+    one about the same thing ranks above.
     """
 
     fact_id: str

@@ -1,0 +1,82 @@
+"""Whether a recalled fact can answer the question at all, by the kind of answer the
+question asks for. A question asking for a name ("what's my dentist's name?", "what is my
+cat called?") is not answered by a fact that names no one but whom the question names
+("my husband is a dentist") or names someone it is not about ("my brother Tom plays the
+cello"), however close in meaning; one asking for a number ("how old
+is Rudi?", "how much did he pay?") not by a fact without one. The recall injector leaves
+such facts out, so that a question whose answer was never said injects nothing rather
+than an invitation to make one up.
+
+Hand-written patterns, not a model: they run on every injection, and say nothing about
+other questions (any fact may answer those).
+"""
+
+from __future__ import annotations
+
+import re
+
+from memtap.longterm.text import terms
+
+_ASKS_NAME = re.compile(
+    r"\bname\b|\bnamed\b|\bcalled\b|\bwho\s+(?:is|was|are|were)\s+my\b",
+    re.IGNORECASE,
+)
+_ASKS_NUMBER = re.compile(
+    r"\bhow\s+(?:old|much|far|tall|long|heavy)\b|\bwhat\s+(?:number|year|age|size|time)\b",
+    re.IGNORECASE,
+)
+#: A capitalised word that does not start a sentence piece ("Dr Patel", "Miso", "Leeds"),
+#: as names are written in English; "I" and its contractions are not names.
+_CAPITALISED = re.compile(r"(?<![.!?:]\s)(?<!^)\b(?!I\b|I'[a-z]+\b)([A-Z][\w-]*)")
+_NAMING = re.compile(r"\b(?:called|named|name\s+is|name's|names\s+are)\s+([\w-]+)", re.IGNORECASE)
+_NUMBER = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+    r"thirty|forty|fifty|sixty|hundred|thousand|million|dozen|half|twice|once)\b",
+    re.IGNORECASE,
+)
+#: Words of a question asking a name that say it asks one, not whom it is about.
+_NAMING_WORDS = frozenset(terms("name named names called call"))
+#: "Speaker: " labels at the start of a turn (imported transcripts) are not names said.
+_LABEL = re.compile(r"^\s*[\w .'-]{1,40}:\s+")
+_WORD = re.compile(r"[^\W_]+")
+
+
+def asks_for_name(question: str) -> bool:
+    """Whether ``question`` asks for a name ("what's my dentist's name?", "what is my cat
+    called?", "who is my doctor?")."""
+    return _ASKS_NAME.search(question) is not None
+
+
+def asks_for_number(question: str) -> bool:
+    """Whether ``question`` asks for a number ("how old is Rudi?", "how much did I pay?",
+    "what number is my plot?")."""
+    return _ASKS_NUMBER.search(question) is not None
+
+
+def names_something(text: str, besides: str = "") -> bool:
+    """Whether ``text`` gives a name other than the words of ``besides`` (the question:
+    "Zosia got a 7" names no one new for "what's Zosia's boyfriend called?"): a
+    capitalised word after the start of a sentence, or a word after "called" / "named" /
+    "name is"."""
+    body = _LABEL.sub("", text, count=1)
+    known = {w.lower() for w in _WORD.findall(besides)}
+    found = [m.group(1) for m in _NAMING.finditer(body)] + [m.group(1) for m in _CAPITALISED.finditer(body)]
+    return any(name.lower().removesuffix("'s") not in known for name in found)
+
+
+def about_the_one_named(question: str, fact_text: str) -> bool:
+    """Whether ``fact_text`` shares a word with ``question`` besides the words asking for a
+    name: "my dentist is Dr Patel" is about "what's my dentist's name?", "my brother Tom
+    plays the cello" (a name, of someone else) is not."""
+    wanted = set(terms(question)) - _NAMING_WORDS
+    return not wanted or not wanted.isdisjoint(terms(_LABEL.sub("", fact_text, count=1)))
+
+
+def can_answer(question: str, fact_text: str) -> bool:
+    """Whether a fact of ``fact_text`` could answer ``question`` by the kind of answer it
+    asks for (a name of the one asked about, a number; other questions: always)."""
+    if asks_for_name(question) and not (
+        names_something(fact_text, besides=question) and about_the_one_named(question, fact_text)
+    ):
+        return False
+    return not asks_for_number(question) or _NUMBER.search(_LABEL.sub("", fact_text, count=1)) is not None

@@ -1,0 +1,111 @@
+"""What recall reads from a question's words alone: whether it asks what the assistant
+said (:func:`memtap.longterm.roles.asks_assistant`), about the present
+(:func:`memtap.longterm.temporal.asks_present`), or for a name
+(:mod:`memtap.longterm.answerable`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memtap.longterm.answerable import asks_for_name, can_answer, names_something
+from memtap.longterm.roles import asks_assistant
+from memtap.longterm.temporal import asks_present
+
+ABOUT_ASSISTANT = [
+    "What did you recommend?",
+    "What was the recipe you gave me?",
+    "Which book did you say I should read?",
+    "Can you tell me what you recommended last week?",
+    "You said something about Paris, what was it?",
+    "What was your suggestion for dinner?",
+    "Remind me of the plan you'd come up with for the garden.",
+]
+ABOUT_USER = [
+    "Do you remember my dog's name?",
+    "Can you tell me where I live?",
+    "What food should you suggest?",  # a new suggestion: the user's preferences
+    "What do you recommend for dinner tonight?",
+    "What do I do for work now?",
+    "What's my dentist's name?",
+    "Did I tell you about my sister?",
+]
+
+
+@pytest.mark.parametrize("question", ABOUT_ASSISTANT)
+def test_questions_about_what_the_assistant_said(question):
+    assert asks_assistant(question)
+
+
+@pytest.mark.parametrize("question", ABOUT_USER)
+def test_questions_about_the_user(question):
+    assert not asks_assistant(question)
+
+
+@pytest.mark.parametrize(
+    ("question", "present"),
+    [
+        ("What do I do for work now?", True),
+        ("Where am I living at the moment?", True),
+        ("What's my job these days?", True),
+        ("Am I still vegetarian?", True),
+        ("what phone do i have right now?", True),
+        ("Which city am I currently based in?", True),
+        ("What did I do in May?", False),
+        ("When did I adopt Miso?", False),
+        ("How many books have I read?", False),
+    ],
+)
+def test_questions_about_the_present(question, present):
+    assert asks_present(question) is present
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("My dentist is Dr. Patel.", True),
+        ("We adopted a kitten called miso", True),
+        ("my cat's name is miso", True),
+        ("My manager Sandra approved my leave.", True),
+        ("My husband is a dentist.", False),
+        ("I think I should go. I am tired.", False),
+        ("Caroline: I went to a support group yesterday.", False),  # a speaker's label
+        ("the dentist said my teeth are fine. Then I left.", False),  # sentence starts
+    ],
+)
+def test_what_names_something(text, named):
+    assert names_something(text) is named
+
+
+def test_a_name_of_someone_else_is_no_answer():
+    assert not can_answer("What's my dentist's name?", "My brother Tom plays the cello.")
+    assert can_answer("What's my dentist's name?", "My dentist is Dr. Patel on Mill Road.")
+    assert can_answer("What is my cat called?", "Our cat is called Biscuit.")
+
+
+def test_a_name_the_question_already_says_is_no_answer():
+    question = "What's Zosia's boyfriend called?"
+    assert not can_answer(question, "GCSE results today! Zosia got a 7 in maths.")
+    assert can_answer(question, "Zosia's new boyfriend Kacper came for dinner.")
+    assert can_answer(question, "zosia's boyfriend is called kacper")
+
+
+@pytest.mark.parametrize(
+    ("question", "fact", "answers"),
+    [
+        ("How old is Rudi?", "Rudi is our grumpy old cat.", False),
+        ("How old is Rudi?", "Rudi turned 7 last week.", True),
+        ("How much did I pay for the bike?", "I bought a second-hand bike.", False),
+        ("How much did I pay for the bike?", "The bike was three hundred pounds.", True),
+        ("What number is my allotment plot?", "I got an allotment plot!", False),
+        ("How many kids do I have?", "My kids love the park.", True),  # counting: not checked
+    ],
+)
+def test_a_question_asking_a_number_needs_one(question, fact, answers):
+    assert can_answer(question, fact) is answers
+
+
+def test_only_questions_asking_a_name_need_one():
+    assert asks_for_name("What's my dentist's name?") and asks_for_name("What is my cat called?")
+    assert not asks_for_name("What do I do for work?")
+    assert not can_answer("What's my dentist's name?", "My husband is a dentist.")
+    assert can_answer("What do I do for work?", "I'm a teacher.")
