@@ -95,8 +95,10 @@ def test_session_ids_are_bounded_and_trimmed() -> None:
     assert codex_session({"session-id": "   "}, {}) is None
 
 
-def test_generic_and_codebuddy_read_nothing() -> None:
-    assert not hasattr(GENERIC, "session_id") and not hasattr(GENERIC, "user_text")
+def test_generic_and_codebuddy_read_no_session() -> None:
+    headers, body = golden("claude_code_first")
+    assert GENERIC.session_id(headers, body) is None  # an unknown agent's session is derived
+    assert GENERIC.keeps_conversation is False
     assert CODEBUDDY.session_id(*golden("claude_code_first")) is None
     assert CODEBUDDY.keeps_conversation is False
     assert CLAUDE_CODE.keeps_conversation and CODEX.keeps_conversation

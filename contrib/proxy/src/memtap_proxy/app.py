@@ -27,6 +27,8 @@ from memtap.sdk import (
     RequestView,
     WireProtocol,
     detect_profile,
+    is_side_call,
+    looks_like_agent,
     own_view,
 )
 
@@ -82,6 +84,8 @@ class ProxyStats:
     intercepted: int = 0
     commands: int = 0
     fail_open: int = 0
+    #: Agents' side calls (titles, summaries...): forwarded, neither injected nor stored.
+    side_calls: int = 0
 
 
 class Proxy:
@@ -108,6 +112,8 @@ class Proxy:
         self.protocols: dict[str, WireProtocol] = memory.wire_protocols()
         self.profiles: list[AgentProfile] = memory.agent_profiles()
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
+        #: The profile for agents no other profile knows (memtap-agents' ``generic``).
+        self.generic = next((p for p in self.profiles if p.name == "generic"), None)
         self.guard = config.guard()
         #: The families with an upstream (a request naming none goes to one of them).
         self.families = tuple(f for f in ("openai", "anthropic") if config.upstream(f))
@@ -255,7 +261,10 @@ class Proxy:
         sent = body
         try:
             view = protocol.read_request(parsed)  # the body is read once, here
-            profile = self.profile(r, view.system)
+            profile = self.profile(r, view.system, parsed, view)
+            if is_side_call(profile, view):  # a title, a summary: not the conversation
+                self.stats.side_calls += 1
+                return await self._forward(scope, receive, send, url, body, identity=False)
             own = own_view(profile, view)  # the agent's scaffolding is not the user
             agent = profile.name if profile is not None else r.agent or "generic"
             attributed = self.attribute(raw_headers, parsed, own, profile, agent)
@@ -273,6 +282,7 @@ class Proxy:
                 profile=profile,
                 history=attributed.history,
             )
+            call.usage_with_injection_only = True  # an agent's bytes as sent, unless injected into
             call.span.set_attribute("memtap.agent", agent)
             call.span.set_attribute("memtap.session.source", attributed.session_source)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
@@ -299,10 +309,17 @@ class Proxy:
             original=body if sent is not body else None,
         )
 
-    def profile(self, r: Route, system: str | None) -> AgentProfile | None:
+    def profile(
+        self, r: Route, system: str | None, body: Mapping[str, Any], view: RequestView
+    ) -> AgentProfile | None:
         """The agent profile of a request: its URL prefix's, else the one its system
-        prompt's fingerprint names (``None``: no profile knows it)."""
-        return detect_profile(self.profiles, system, name=r.agent)
+        prompt's fingerprint names, else the ``generic`` profile for a request that looks
+        like an unknown agent's (read conservatively: its scaffolding and its model's
+        answers are not the user's); ``None``: no profile knows it."""
+        found = detect_profile(self.profiles, system, name=r.agent)
+        if found is None and self.generic is not None and looks_like_agent(body, view):
+            return self.generic
+        return found
 
     async def _command(
         self,

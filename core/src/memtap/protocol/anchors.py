@@ -80,6 +80,12 @@ class AgentProfile(Protocol):
     - ``user_text(message) -> str``: a user or tool message's text without the agent's
       scaffolding (:mod:`memtap.request.scaffolding`), for the recall query, capture and ``mem:``
       commands;
+    - ``own_messages(messages) -> messages``: instead of ``user_text``, for an agent whose
+      scaffolding is whole turns (aider's few-shot examples): the messages as their authors
+      wrote them, the scaffolding turns left out;
+    - ``side_call(view) -> bool``: whether a request is one of the agent's side calls
+      (titles, summaries, memory extraction): the proxy neither injects into it nor stores
+      it;
     - ``session_id(headers, body) -> str | None``: the conversation id the agent sends in
       its own traffic (``headers``: lower-case names to their first value; ``body``: the
       parsed request), read by the proxy when no ``x-memtap-session`` header names one;

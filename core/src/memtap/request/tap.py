@@ -259,6 +259,9 @@ class Call:
         #: writer: :mod:`memtap.capture.explanation`); ``None`` once the app's own body was sent.
         self.injection: InjectionPlan | None = None
         self.hide_usage_event = False
+        #: Ask a stream for its usage only when memtap changes the request anyway (the
+        #: proxy: an agent's bytes go unchanged when nothing is injected); else always.
+        self.usage_with_injection_only = False
         #: The request half of this call's spool record, made while the call is in flight
         #: (``None``: no spool, or a body small or known enough to be journaled whole when
         #: the answer comes).
@@ -363,7 +366,7 @@ class Call:
                 plan = self.injection
                 span.set_attribute("memtap.injected.messages", len(plan.history) if plan else 0)
                 span.set_attribute("memtap.injected.blocks", len(plan.system_blocks) if plan else 0)
-        if view.stream:
+        if view.stream and (sent is not body or not self.usage_with_injection_only):
             with_usage = self.protocol.request_stream_usage(sent)
             if with_usage is not None:
                 sent = with_usage

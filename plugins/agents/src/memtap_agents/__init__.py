@@ -1,17 +1,39 @@
-"""memtap agent profiles: claude-code, codex, codebuddy and the generic fallback
-(entry point ``agents`` in group ``memtap``)."""
+"""memtap agent profiles: claude-code, codex, qwen-code, opencode, aider, codebuddy and the
+generic fallback (entry point ``agents`` in group ``memtap``)."""
 
 from __future__ import annotations
 
 from memtap import hookimpl
 from memtap.sdk import AgentProfile
 
-from .profiles import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC, MarkdownProfile, PlainProfile, XmlProfile
+from .profiles import (
+    AIDER,
+    CLAUDE_CODE,
+    CODEBUDDY,
+    CODEX,
+    GENERIC,
+    OPENCODE,
+    QWEN_CODE,
+    MarkdownProfile,
+    PlainProfile,
+    XmlProfile,
+)
 
-__all__ = ["CLAUDE_CODE", "CODEBUDDY", "CODEX", "GENERIC", "MarkdownProfile", "PlainProfile", "XmlProfile"]
+__all__ = [
+    "AIDER",
+    "CLAUDE_CODE",
+    "CODEBUDDY",
+    "CODEX",
+    "GENERIC",
+    "OPENCODE",
+    "QWEN_CODE",
+    "MarkdownProfile",
+    "PlainProfile",
+    "XmlProfile",
+]
 
 
 @hookimpl
 def memtap_agent_profiles() -> list[AgentProfile]:
     """The known agents, most specific first; ``generic`` matches nothing by fingerprint."""
-    return [CLAUDE_CODE, CODEX, CODEBUDDY, GENERIC]
+    return [CLAUDE_CODE, CODEX, QWEN_CODE, OPENCODE, AIDER, CODEBUDDY, GENERIC]
