@@ -45,7 +45,7 @@ from .asgi import (
     read_body,
     send_response,
 )
-from .attribution import Attributed, attribute
+from .attribution import Attributed, DerivedSessions, attribute
 from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import UI_PREFIX, ProxyConfig, check_ui
@@ -112,6 +112,8 @@ class Proxy:
         self.protocols: dict[str, WireProtocol] = memory.wire_protocols()
         self.profiles: list[AgentProfile] = memory.agent_profiles()
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
+        #: Sessions derived from conversations that name none.
+        self.derived = DerivedSessions()
         #: The profile for agents no other profile knows (memtap-agents' ``generic``).
         self.generic = next((p for p in self.profiles if p.name == "generic"), None)
         self.guard = config.guard()
@@ -239,6 +241,7 @@ class Proxy:
             entity_id=c.entity_id,
             session_id=c.session_id,
             process_id=c.process_id,
+            derived=self.derived,
         )
 
     async def _intercept(

@@ -21,7 +21,9 @@ import attrs
 from memtap.sdk import Message, RequestView
 
 #: What closes aider's few-shot example turns (everything before it is an example).
-EXAMPLES_END = "I switched to a new code base. Please don't consider the above files or try to edit them any longer."
+EXAMPLES_END = (
+    "I switched to a new code base. Please don't consider the above files or try to edit them any longer."
+)
 #: How the user turns aider writes to share context begin (each is followed by aider's own
 #: assistant reply, "Ok." or a sentence).
 CONTEXT_TURNS = (
@@ -39,7 +41,8 @@ CONTEXT_TURNS = (
 )
 #: An edit format's reminder appended to the last user message (``"\n\n" + reminder``).
 _REMINDER = re.compile(
-    r"\n\n\s*(?:# \*SEARCH/REPLACE block\* Rules:|To suggest changes to a file you MUST return the entire content"
+    r"\n\n\s*(?:# \*SEARCH/REPLACE block\* Rules:"
+    r"|To suggest changes to a file you MUST return the entire content"
     r"|# File editing rules:|# V4A Diff Format Rules:|ONLY return code using the `|NEVER RETURN CODE!).*\Z",
     re.DOTALL,
 )
@@ -49,7 +52,11 @@ SIDE_CALLS = (
     "*Briefly* summarize this partial conversation",
 )
 #: The first lines of aider's system prompts (one per edit format or chat mode).
-FINGERPRINTS = ("Act as an expert software developer", "Act as an expert code analyst", "Act as an expert architect")
+FINGERPRINTS = (
+    "Act as an expert software developer",
+    "Act as an expert code analyst",
+    "Act as an expert architect",
+)
 
 
 def _is_context(message: Message) -> bool:

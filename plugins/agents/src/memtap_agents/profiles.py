@@ -27,7 +27,6 @@ from .traffic import (
 SessionReader = Callable[[Mapping[str, str], Mapping[str, Any]], "str | None"]
 
 
-
 class Scaffolding(Protocol):
     """What cuts an agent's scaffolding out of a text (:class:`memtap.sdk.TaggedScaffolding`)."""
 
@@ -254,6 +253,8 @@ CODEBUDDY = XmlProfile(
         "task_context": "user_info",
     },
 )
+
+
 class AiderProfile(PlainProfile):
     """aider (:mod:`memtap_agents.aider`): a plain prompt, a conversation framed by turns
     aider writes itself (few-shot examples, context pairs, reminders), no session id."""

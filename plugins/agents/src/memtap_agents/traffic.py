@@ -143,7 +143,8 @@ def opencode_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str
 #: Qwen Code's startup context (date, operating system, working directory and its files),
 #: a reminder in the first user message of every request of one session.
 _QWEN_CONTEXT = re.compile(
-    r"<system-reminder>\s*This is the Qwen Code\. We are setting up the context.*?</system-reminder>", re.DOTALL
+    r"<system-reminder>\s*This is the Qwen Code\. We are setting up the context.*?</system-reminder>",
+    re.DOTALL,
 )
 
 
