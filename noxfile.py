@@ -11,9 +11,9 @@ import contextlib
 import os
 import queue
 import shutil
-import sys
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -289,6 +289,16 @@ def _agents_bin(session: nox.Session) -> Path:
     return folder
 
 
+def _python312() -> str:
+    """A Python 3.12 for aider: $MEMTAP_AIDER_PYTHON, else pyenv's (whose shims uv cannot
+    query when 3.12 is not the global version), else whatever uv finds for ``3.12``."""
+    given = os.environ.get("MEMTAP_AIDER_PYTHON")
+    if given:
+        return given
+    found = sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))
+    return str(found[-1]) if found else "3.12"
+
+
 def _aider_bin(session: nox.Session) -> Path:
     """Install aider in a Python 3.12 venv of its own with uv (once: cached next to the npm
     agents) and return the folder holding its ``aider`` command."""
@@ -300,7 +310,7 @@ def _aider_bin(session: nox.Session) -> Path:
     folder = venv / "bin"
     stamp = venv / "installed"
     if not stamp.exists():
-        session.run(uv, "venv", "--python", "3.12", str(venv), external=True)
+        session.run(uv, "venv", "--python", _python312(), str(venv), external=True)
         session.run(uv, "pip", "install", "--python", str(folder / "python"), AIDER_PACKAGE, external=True)
         stamp.write_text(AIDER_PACKAGE + "\n")
     return folder
