@@ -229,9 +229,7 @@ class QwenCode:
 
     def prompt(self, text: str, *args: str) -> Run:
         """``qwen --auth-type openai <args> -p <text>``."""
-        return _run(
-            [str(self.binary), "--auth-type", "openai", *args, "-p", text], self.env(), self.workdir
-        )
+        return _run([str(self.binary), "--auth-type", "openai", *args, "-p", text], self.env(), self.workdir)
 
 
 OPENCODE_CONFIG = {
@@ -299,9 +297,7 @@ class Aider:
 
     def message(self, text: str, *args: str) -> Run:
         """``aider <flags> <args> --message <text>``."""
-        return _run(
-            [str(self.binary), *AIDER_FLAGS, *args, "--message", text], self.env(), self.workdir
-        )
+        return _run([str(self.binary), *AIDER_FLAGS, *args, "--message", text], self.env(), self.workdir)
 
 
 def chat_requests(upstream: Any, profile: Any) -> list[dict[str, Any]]:
@@ -329,6 +325,7 @@ def typed_turns(mem: memtap.Memory, session_id: str) -> list[str]:
 
 def only_session_with(mem: memtap.Memory, text: str) -> str:
     """The one stored session whose user turns hold ``text``."""
-    found = [s.session_id for s in mem.sessions(entity_id="default") if text in typed_turns(mem, s.session_id)]
-    assert len(found) == 1, [(s.session_id, typed_turns(mem, s.session_id)) for s in mem.sessions(entity_id="default")]
+    sessions = [s.session_id for s in mem.sessions(entity_id="default")]
+    found = [s for s in sessions if text in typed_turns(mem, s)]
+    assert len(found) == 1, [(s, typed_turns(mem, s)) for s in sessions]
     return found[0]

@@ -5,7 +5,14 @@ streams ask for no usage, and memtap adds none when it injects nothing)."""
 
 from __future__ import annotations
 
-from agents_support import Aider, assert_no_scaffolding, chat_requests, memory_blocks, only_session_with, typed_turns
+from agents_support import (
+    Aider,
+    assert_no_scaffolding,
+    chat_requests,
+    memory_blocks,
+    only_session_with,
+    typed_turns,
+)
 from proxy_support import settle
 
 import memtap
