@@ -258,6 +258,17 @@ class Opencode:
         config = json.dumps(OPENCODE_CONFIG, indent=2).replace("{base_url}", base_url)
         (workdir / "opencode.json").write_text(config + "\n")
 
+    def titles_from(self, url: str) -> None:
+        """Ask the model server at ``url`` (not the proxy) for titles: opencode's
+        ``small_model``, a provider of its own."""
+        path = self.workdir / "opencode.json"
+        config = json.loads(path.read_text())
+        titles = dict(config["provider"]["memtap"], name="titles")
+        titles["options"] = dict(titles["options"], baseURL=f"{url}/v1")
+        config["provider"]["titles"] = titles
+        config["small_model"] = "titles/gpt-4o"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+
     def run(self, *args: str) -> Run:
         """``opencode run <args>``."""
         return _run([str(self.binary), "run", *args], base_env(self.home), self.workdir)

@@ -2,8 +2,9 @@
 provider, with no ``x-memtap-*`` headers: its session from its ``x-session-id`` header, its
 title calls neither injected into nor stored, its quoted prompts read as typed.
 
-``opencode run`` asks for the session's title first (a side call), then runs the turn: each
-run's replies are scripted in that order.
+``opencode run`` asks for a new session's title (a side call) while it runs the turn, in
+either order: a run's two calls get the same scripted reply, or (the tool loop) titles go to
+a model server of their own (opencode's ``small_model``).
 """
 
 from __future__ import annotations
@@ -26,16 +27,20 @@ from memtap_agents import OPENCODE
 
 #: What opencode sends besides its user's words; never stored.
 SCAFFOLDING = ("Generate a title", "title generator", '"My favourite')
-TITLE = Reply(text="A title")
+
+
+def twice(text: str) -> tuple[Reply, Reply]:
+    """The replies of a run that also asks for a title (in either order)."""
+    return Reply(text=text), Reply(text=text)
 
 
 def test_sessions_apart_continue_in_one_and_a_later_one_recalls(
     opencode: Opencode, upstream: ScriptedModelServer, mem: memtap.Memory
 ) -> None:
     told = "My favourite colour is teal, and my dog is called Biscuit."
-    upstream.script(TITLE, Reply(text="Noted: teal, and Biscuit."))
+    upstream.script(*twice("Noted: teal, and Biscuit."))
     opencode.run(told).check()
-    upstream.script(TITLE, Reply(text="Paris."))
+    upstream.script(*twice("Paris."))
     opencode.run("What is the capital of France?").check()
     upstream.script(Reply(text="About France."))
     opencode.run("--continue", "What did I ask you?").check()  # the latest session: France
@@ -48,7 +53,7 @@ def test_sessions_apart_continue_in_one_and_a_later_one_recalls(
     assert typed_turns(mem, second) == ["What is the capital of France?", "What did I ask you?"]
 
     mem.recall("favourite colour", entity_id="default")  # a warm index, as in a running proxy
-    upstream.script(TITLE, Reply(text="Teal."))
+    upstream.script(*twice("Teal."))
     opencode.run("What is my favourite colour?").check()
     body = chat_requests(upstream, OPENCODE)[-1]
     assert "teal" in memory_blocks(body)  # recalled from the first session
@@ -61,7 +66,6 @@ def test_sessions_apart_continue_in_one_and_a_later_one_recalls(
 
 
 def test_mem_status_is_answered_by_the_proxy(opencode: Opencode, upstream: ScriptedModelServer) -> None:
-    upstream.script(TITLE)
     run = opencode.run("mem:status").check()
     assert "memtap proxy: store duckdb:" in run.stdout
     assert "agent profile opencode" in run.stdout
@@ -73,8 +77,10 @@ def test_a_tool_loop_completes_with_valid_stored_history(
 ) -> None:
     notes = opencode.workdir / "notes.txt"
     read = ToolCallSpec("read", json.dumps({"filePath": str(notes)}), id="call_read_notes")
-    upstream.script(TITLE, Reply(tool_calls=[read]), Reply(text="It says the deploy key rotates on Fridays."))
-    run = opencode.run("Read notes.txt and tell me what it says.").check()
+    upstream.script(Reply(tool_calls=[read]), Reply(text="It says the deploy key rotates on Fridays."))
+    with ScriptedModelServer() as titles:
+        opencode.titles_from(titles.base_url)
+        run = opencode.run("Read notes.txt and tell me what it says.").check()
     assert "Fridays" in run.stdout
     requests = chat_requests(upstream, OPENCODE)
     assert len(requests) == 2
