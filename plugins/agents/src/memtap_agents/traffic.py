@@ -7,6 +7,7 @@ Measured on the agents' real requests (Claude Code 2.1.x, Codex CLI 0.171, Qwen 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -155,8 +156,13 @@ def qwen_code_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> st
     directory). The session is named after both; its other reminders (skills, date
     notes) move between requests and are left out."""
     first = _first_user_text(body)
-    if first is None:
-        return None
+    return None if first is None else _qwen_code_session_of(first)
+
+
+@functools.lru_cache(maxsize=256)
+def _qwen_code_session_of(first: str) -> str:
+    # Remembered: every request of a session resends its first message (9 kB of
+    # reminders), and cutting them costs more than the rest of the request path.
     context = _QWEN_CONTEXT.search(first)
     typed = QWEN_CODE_SCAFFOLDING.cut(first)
     return _digest("qwen-", context.group(0) if context else "", typed)
