@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import attrs
 
@@ -96,10 +95,11 @@ def is_side_call(view: RequestView) -> bool:
     )
 
 
-def session(headers: Mapping[str, str], body: Mapping[str, Any], messages: Sequence[Message]) -> str | None:
+def session(messages: Sequence[Message]) -> str | None:
     """aider's session, named after the first turn its user typed (``messages``: the
-    request's own messages). ``--restore-chat-history`` resends it, so a restored chat lands
-    in its session; two runs opened with the very same words share one."""
+    request's own messages, :func:`own_messages`). ``--restore-chat-history`` resends it,
+    so a restored chat lands in its session; two runs opened with the very same words
+    share one."""
     first = next((m for m in messages if m.role == "user"), None)
     if first is None:
         return None

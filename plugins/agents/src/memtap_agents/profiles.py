@@ -282,7 +282,7 @@ class AiderProfile(PlainProfile):
         return aider.is_side_call(view)
 
     def _aider_session(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
-        return aider.session(headers, body, aider.own_messages(chat_messages(body)))
+        return aider.session(aider.own_messages(chat_messages(body)))
 
 
 class QuotedPrompt:
