@@ -58,7 +58,7 @@ CONTRIB = _packages("contrib") if (ROOT / "contrib").exists() else {}
 DEFAULTS = [CORE, PLUGINS["openai"], PLUGINS["duckdb"], PLUGINS["minilm"]]
 #: Local plugins (and contrib packages) a contrib package's tests use besides the defaults.
 CONTRIB_PLUGINS = {
-    "proxy": ["anthropic", "agents"],
+    "proxy": ["anthropic", "google", "agents"],
     "langchain": ["anthropic", "google", "litellm"],
     "ui": ["proxy"],
 }
@@ -257,7 +257,7 @@ def integration(session: nox.Session) -> None:
 
 
 #: The real agents `nox -s agents` drives through the proxy (npm packages, pinned).
-AGENT_PACKAGES = ["@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0"]
+AGENT_PACKAGES = ["@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0", "@google/gemini-cli@0.61.0"]
 AGENT_PACKAGES += ["@qwen-code/qwen-code@0.24.4", "opencode-ai@1.18.33"]
 #: aider, from PyPI, in a venv of its own (it needs Python 3.12; nox's is not).
 AIDER_PACKAGE = "aider-chat==0.86.2"
@@ -265,11 +265,11 @@ AIDER_PACKAGE = "aider-chat==0.86.2"
 
 def _agents_bin(session: nox.Session) -> Path:
     """Install the pinned agents with npm (once: cached under $XDG_CACHE_HOME/memtap, else
-    .nox/_npm) and return the folder holding their ``claude`` and ``codex`` commands."""
+    .nox/_npm) and return the folder holding their ``claude``, ``codex`` and ``gemini`` commands."""
     npm = shutil.which("npm")
     if npm is None:
         session.error(
-            "npm is not installed: the agents session runs Claude Code and Codex, which install "
+            "npm is not installed: the agents session runs Claude Code, Codex and Gemini CLI, which install "
             "from npm. Install Node.js with npm (e.g. `apt-get install nodejs npm`) and run it again."
         )
     key = "+".join(p.replace("/", "_") for p in AGENT_PACKAGES)
@@ -283,7 +283,7 @@ def _agents_bin(session: nox.Session) -> Path:
             npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save", *AGENT_PACKAGES,
             external=True,
         )  # fmt: skip
-        for name in ("claude", "codex", "qwen", "opencode"):
+        for name in ("claude", "codex", "gemini", "qwen", "opencode"):
             session.run(str(folder / name), "--version", external=True, env={"HOME": session.create_tmp()})
         stamp.write_text("\n".join(AGENT_PACKAGES) + "\n")
     return folder
@@ -318,12 +318,12 @@ def _aider_bin(session: nox.Session) -> Path:
 
 @nox.session
 def agents(session: nox.Session) -> None:
-    """Claude Code, Codex CLI, Qwen Code, opencode (real, pinned, from npm) and aider (PyPI)
-    through `memtap proxy` against the scripted upstream: sessions kept apart, resumed
-    conversations never doubled, recall across sessions, `mem:` commands, the documented
-    recipes."""
+    """Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode (real, pinned, from npm) and
+    aider (PyPI) through `memtap proxy` against the scripted upstream: sessions kept apart,
+    resumed conversations never doubled, recall across sessions, `mem:` commands, the
+    documented recipes."""
     folder = _agents_bin(session)
-    local = [PLUGINS[p] for p in ("openai", "anthropic", "agents", "duckdb")]
+    local = [PLUGINS[p] for p in ("openai", "anthropic", "google", "agents", "duckdb")]
     # memtap-mcp: the agents start `memtap mcp` in docs/mcp.md's recipes.
     session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", CONTRIB["mcp"], *TEST_DEPS)
     env = {"MEMTAP_AGENTS_BIN": str(folder), "MEMTAP_AIDER_BIN": str(_aider_bin(session))}
@@ -432,9 +432,11 @@ def packaging(session: nox.Session) -> None:
 
 @nox.session
 def benchmarks(session: nox.Session) -> None:
-    """Overhead of a registered client over the bare SDK (ratios, same run)."""
+    """Overhead of a registered client over the bare SDK (ratios, same run), and memory
+    quality on the tuning halves of the paraphrase and LongMemEval-shaped sets."""
     session.install(*DEFAULTS)
     session.run("python", "benchmarks/overhead.py", *session.posargs, env={"PYTHONHASHSEED": "0"})
+    session.run("python", "benchmarks/memory_eval.py", "--quick")
 
 
 @nox.session(venv_backend="none")

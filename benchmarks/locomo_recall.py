@@ -40,95 +40,34 @@ from pathlib import Path
 from typing import Any
 
 import memtap
-from memtap.protocol.model import Fact, Message
+from memtap.protocol.model import Fact
 
-DEFAULT_DATA = "/work/shared/data/locomo/locomo10.json"
-CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+sys.path.insert(0, str(Path(__file__).parent))
+import recall_sets
+
+DEFAULT_DATA = recall_sets.LOCOMO_DATA
+CATEGORIES = recall_sets.LOCOMO_CATEGORIES
 KS = (1, 5, 10, 20)
 PATHS = ("capture", "remember", "internal")
 
 
-def turns(conversation: dict[str, Any]) -> list[tuple[str, str, str, str, int]]:
-    """(dia_id, speaker, text, session date, session number) for every turn, in order."""
-    out = []
-    s = 1
-    while f"session_{s}" in conversation:
-        date = conversation.get(f"session_{s}_date_time", "")
-        for t in conversation[f"session_{s}"]:
-            text = t["text"]
-            if t.get("blip_caption"):
-                text += f" [shares a photo: {t['blip_caption']}]"
-            out.append((t["dia_id"], t["speaker"], text, date, s))
-        s += 1
-    return out
-
-
-def session_time(date: str, offset: int) -> _dt.datetime:
-    """A session's date ("1:56 pm on 8 May, 2023") as a UTC time, plus ``offset`` minutes
-    (the turn's position: turns keep their order)."""
-    start = _dt.datetime.strptime(date, "%I:%M %p on %d %B, %Y").replace(tzinfo=_dt.timezone.utc)
-    return start + _dt.timedelta(minutes=offset)
-
-
-def asked_at(conversation: dict[str, Any]) -> _dt.datetime:
-    """When the questions are asked: the day after the conversation's last session."""
-    s = 1
-    while f"session_{s + 1}" in conversation:
-        s += 1
-    return session_time(conversation[f"session_{s}_date_time"], 0) + _dt.timedelta(days=1)
-
-
 def store_by_capture(mem: memtap.Memory, sample: dict[str, Any]) -> dict[str, set[str]]:
     """Capture each session as consecutive (user, assistant) pairs; the dia_ids per text."""
-    entity = sample["sample_id"]
-    ts = turns(sample["conversation"])
-    by_session: dict[int, list[int]] = {}
-    for i, t in enumerate(ts):
-        by_session.setdefault(t[4], []).append(i)
-    for session, positions in by_session.items():
-        for n in range(0, len(positions), 2):
-            pair = [ts[i] for i in positions[n : n + 2]]
-            said = [Message(role, f"{t[1]}: {t[2]}") for role, t in zip(("user", "assistant"), pair)]
-            mem.capture(
-                said[:1],
-                said[1:],
-                entity_id=entity,
-                session_id=f"session_{session}",
-                at=session_time(pair[0][3], n),
-            )
+    person = recall_sets.locomo_person(sample)
+    recall_sets.store_by_capture(mem, person)
     mem.flush(600)
-    return _dia_by_text(ts)
+    return recall_sets.ids_by_text(person.turns)
 
 
 def store_by_remember(mem: memtap.Memory, sample: dict[str, Any], window: int) -> dict[str, set[str]]:
     """``remember`` every turn with its neighbours as context and its session's date."""
-    entity = sample["sample_id"]
-    ts = turns(sample["conversation"])
-    for i, (_dia_id, speaker, text, date, session) in enumerate(ts):
-        near = [
-            f"{ts[j][1]}: {ts[j][2]}"
-            for j in range(max(0, i - window), min(len(ts), i + window + 1))
-            if j != i and ts[j][4] == session
-        ]
-        mem.remember(
-            f"{speaker}: {text}", entity_id=entity, context="\n".join(near), at=session_time(date, i)
-        )
-    return _dia_by_text(ts)
-
-
-def _dia_by_text(ts: list[tuple[str, str, str, str, int]]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for dia_id, speaker, text, _date, _session in ts:
-        out.setdefault(_norm(f"{speaker}: {text}"), set()).add(dia_id)
-    return out
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.split()).lower()
+    person = recall_sets.locomo_person(sample)
+    recall_sets.store_by_remember(mem, person, window)
+    return recall_sets.ids_by_text(person.turns)
 
 
 def facts_of(sample: dict[str, Any], window: int) -> list[Fact]:
-    ts = turns(sample["conversation"])
+    ts = recall_sets.locomo_turns(sample["conversation"])
     base = _dt.datetime(2023, 1, 1, tzinfo=_dt.timezone.utc)
     facts = []
     for i, (dia_id, speaker, text, date, session) in enumerate(ts):
@@ -166,9 +105,12 @@ def run(data: list[dict[str, Any]], embedder: str, window: int, path: str = "int
             by_text = (
                 store_by_capture(mem, sample) if path == "capture" else store_by_remember(mem, sample, window)
             )
-            dia = {f.id: by_text.get(_norm(f.text), set()) for f in mem.facts(entity_id=sample["sample_id"])}
+            dia = {
+                f.id: by_text.get(recall_sets.norm(f.text), set())
+                for f in mem.facts(entity_id=sample["sample_id"])
+            }
         mem.recall("warm up", entity_id=sample["sample_id"])  # load + embed every turn
-        now = asked_at(sample["conversation"])
+        now = recall_sets.locomo_asked_at(sample["conversation"])
         for qa in sample["qa"]:
             if qa["category"] not in CATEGORIES:
                 continue

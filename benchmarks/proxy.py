@@ -1,13 +1,13 @@
 """What the memtap proxy adds to a call: direct to a local upstream vs through the proxy.
 
 Three processes on loopback: a minimal asyncio upstream (fixed answers in each protocol's
-shape — Chat Completions, Anthropic Messages, Responses — JSON and SSE, keep-alive,
+shape — Chat Completions, Anthropic Messages, Responses, Gemini — JSON and SSE, keep-alive,
 TCP_NODELAY), ``memtap proxy`` (one uvicorn worker, in-memory store, history injection on),
 and this client (httpx). Measured for JSON and SSE chat calls, for a passed-through route
 (``/v1/embeddings``: the HTTP machinery alone, no memtap work), and for the real agents'
 requests recorded in ``tests/contrib/proxy/golden`` (Claude Code's ~50 KB first request,
-Codex's ~41 KB, Qwen Code's 60 KB, opencode's 33 KB, aider's 11 KB, sent as their bytes
-with their headers, streamed as they ask): with nothing
+Codex's ~41 KB, Gemini CLI's ~41 KB, Qwen Code's 60 KB, opencode's 33 KB, aider's 11 KB,
+sent as their bytes with their headers, streamed as they ask): with nothing
 to inject, and with history and recalled facts injected (a session named by
 ``x-memtap-session`` whose earlier turns and facts match). Median and p90 latency and time
 to the first body byte, sequentially, direct and through the proxy in alternating rounds
@@ -124,6 +124,22 @@ RESPONSES_SSE = [
 ]
 
 
+def _gemini(text: str, finish: bool) -> dict:
+    candidate: dict = {"content": {"parts": [{"text": text}], "role": "model"}, "index": 0}
+    chunk: dict = {"candidates": [candidate], "modelVersion": "bench"}
+    if finish:
+        candidate["finishReason"] = "STOP"
+        chunk["usageMetadata"] = {"promptTokenCount": 3, "candidatesTokenCount": 1, "totalTokenCount": 4}
+    return chunk
+
+
+#: Gemini generateContent: a whole answer, and its SSE stream (``alt=sse``: CRLF pairs).
+GEMINI_ANSWER = json.dumps(_gemini("hi", True)).encode()
+GEMINI_SSE = [
+    b"data: " + json.dumps(_gemini(t, f)).encode() + b"\r\n\r\n" for t, f in (("h", False), ("i", True))
+]
+
+
 # -- the upstream (run in its own process) -------------------------------------------------
 
 
@@ -151,7 +167,8 @@ class _Upstream(asyncio.Protocol):
                 return
             body, self.buf = self.buf[head_end + 4 : end], self.buf[end:]
             path = head.split(" ", 2)[1]
-            self._answer(path, b'"stream":true' in body.replace(b" ", b""), len(body))
+            stream = b'"stream":true' in body.replace(b" ", b"") or ":streamgeneratecontent" in path
+            self._answer(path, stream, len(body))
 
     def _answer(self, path: str, stream: bool, received: int) -> None:
         """The protocol's answer; ``x-bench-received`` tells the client the body's size (to
@@ -161,6 +178,8 @@ class _Upstream(asyncio.Protocol):
             answer, events = ANTHROPIC_ANSWER, ANTHROPIC_SSE
         elif path.startswith("/v1/responses"):
             answer, events = RESPONSES_ANSWER, RESPONSES_SSE
+        elif "generatecontent" in path:  # (the head is read lower-cased)
+            answer, events = GEMINI_ANSWER, GEMINI_SSE
         size = b"x-bench-received: %d\r\n" % received
         if not stream:
             head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%scontent-length: %d\r\n\r\n"
@@ -369,7 +388,8 @@ def main() -> None:
         "--store",
         "memory://",
     ]
-    cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--log-level", "warning"]
+    cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--gemini-upstream", base]
+    cmd += ["--log-level", "warning"]
     # One running session for the chat calls (as before sessions were derived from each
     # conversation): their single messages get the session's history injected.
     cmd += ["--session", "bench"]
@@ -468,6 +488,11 @@ def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) ->
     cases = [
         ("Claude Code", "/v1/messages", "claude_code_first"),
         ("Codex", "/v1/responses", "codex_first"),
+        (
+            "Gemini CLI",
+            "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse",
+            "gemini_cli_first",
+        ),
         ("Qwen Code", "/v1/chat/completions", "qwen_code_first"),
         ("opencode", "/v1/chat/completions", "opencode_first"),
         ("aider", "/v1/chat/completions", "aider_gpt4o_first"),

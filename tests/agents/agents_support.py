@@ -1,10 +1,10 @@
-"""Driving the real agents (Claude Code, Codex CLI, Qwen Code, opencode, aider) through the
-memtap proxy.
+"""Driving the real agents (Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, aider)
+through the memtap proxy.
 
 The agents are npm packages (aider: a PyPI package in a Python 3.12 venv) installed at
 pinned versions by ``nox -s agents``, which sets :data:`BIN_ENV` to the directory holding
-their ``claude``, ``codex``, ``qwen`` and ``opencode`` commands, and :data:`AIDER_BIN_ENV`
-to the one holding ``aider``. Each run
+their ``claude``, ``codex``, ``gemini``, ``qwen`` and ``opencode`` commands, and
+:data:`AIDER_BIN_ENV` to the one holding ``aider``. Each run
 gets a throwaway home and config directory, a dummy API key, every telemetry and
 non-essential traffic switch off, and an outbound proxy that does not exist
 (``127.0.0.1:9``): anything an agent tries beyond loopback fails at once instead of
@@ -29,10 +29,11 @@ import memtap
 #: The agents' npm packages, at the versions the tests are written against.
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code@2.1.332"
 CODEX_PACKAGE = "@openai/codex@0.171.0"
+GEMINI_CLI_PACKAGE = "@google/gemini-cli@0.61.0"
 QWEN_CODE_PACKAGE = "@qwen-code/qwen-code@0.24.4"
 OPENCODE_PACKAGE = "opencode-ai@1.18.33"
 AIDER_PACKAGE = "aider-chat==0.86.2"
-#: Where ``claude``, ``codex``, ``qwen`` and ``opencode`` are (set by ``nox -s agents``).
+#: Where ``claude``, ``codex``, ``gemini``, ``qwen`` and ``opencode`` are (set by ``nox -s agents``).
 BIN_ENV = "MEMTAP_AGENTS_BIN"
 #: Where ``aider`` is (its own Python 3.12 venv, set by ``nox -s agents``).
 AIDER_BIN_ENV = "MEMTAP_AIDER_BIN"
@@ -50,6 +51,7 @@ QUIET = {
     "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
     "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
     "CODEX_DISABLE_ANALYTICS": "1",
+    "GEMINI_TELEMETRY_ENABLED": "false",
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",
     "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
@@ -340,3 +342,54 @@ def only_session_with(mem: memtap.Memory, text: str) -> str:
     found = [s for s in sessions if text in typed_turns(mem, s)]
     assert len(found) == 1, [(s, typed_turns(mem, s)) for s in sessions]
     return found[0]
+
+
+#: Gemini CLI's user settings: the API key as its credentials (what ``/auth`` would save),
+#: no usage statistics, no update check.
+GEMINI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+}
+#: The model ``gemini -m`` names in the tests: a named model skips Gemini CLI's model
+#: router (a side call of its own, tested on its own).
+GEMINI_MODEL = "gemini-2.5-flash"
+
+
+class GeminiCli:
+    """``gemini -p`` with a throwaway home whose ``~/.gemini/settings.json`` picks the API
+    key, pointed at ``base_url`` (``GOOGLE_GEMINI_BASE_URL``), the workspace trusted."""
+
+    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
+        self.binary = binary
+        self.home = home
+        self.workdir = workdir
+        self.base_url = base_url
+        settings = home / ".gemini" / "settings.json"
+        settings.parent.mkdir(parents=True, exist_ok=True)
+        settings.write_text(json.dumps(GEMINI_SETTINGS, indent=1))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of one run (the docs' recipe)."""
+        return {
+            **base_env(self.home),
+            "GOOGLE_GEMINI_BASE_URL": self.base_url,
+            "GEMINI_API_KEY": "gemini-test-dummy-key",
+            "GEMINI_CLI_TRUST_WORKSPACE": "true",
+            **extra,
+        }
+
+    def prompt(self, *args: str, model: str | None = GEMINI_MODEL, **extra: str) -> Run:
+        """``gemini -p <prompt> --output-format json [-m model] <args>``, ``extra`` added to
+        its environment: its JSON result names Gemini CLI's own session. ``model=None`` lets
+        Gemini CLI route the prompt."""
+        chosen = ["-m", model] if model else []
+        command = [str(self.binary), "--output-format", "json", *chosen, "-p", *args]
+        return _run(command, self.env(**extra), self.workdir)
+
+
+def gemini_result(run: Run) -> dict[str, Any]:
+    """The JSON result ``gemini --output-format json`` prints."""
+    data = json.loads(run.check().stdout)
+    assert isinstance(data, dict)
+    return data

@@ -9,12 +9,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "contrib" / "proxy"))  # recipes_support
 
-from agents_support import AIDER_BIN_ENV, Aider, ClaudeCode, Codex, Opencode, QwenCode, agent_binary
+from agents_support import (
+    AIDER_BIN_ENV,
+    Aider,
+    ClaudeCode,
+    Codex,
+    GeminiCli,
+    Opencode,
+    QwenCode,
+    agent_binary,
+)
 
 import memtap
 import memtap_agents
 import memtap_anthropic
 import memtap_duckdb
+import memtap_google
 import memtap_openai
 from memtap.testing.server import ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
@@ -30,7 +40,7 @@ def upstream() -> Iterator[ScriptedModelServer]:
 def mem(tmp_path: Path) -> Iterator[memtap.Memory]:
     memory = memtap.Memory(
         f"duckdb:///{tmp_path / 'memtap.duckdb'}",
-        plugins=[memtap_openai, memtap_anthropic, memtap_agents, memtap_duckdb],
+        plugins=[memtap_openai, memtap_anthropic, memtap_google, memtap_agents, memtap_duckdb],
         entry_points=False,
     )
     yield memory
@@ -40,7 +50,11 @@ def mem(tmp_path: Path) -> Iterator[memtap.Memory]:
 @pytest.fixture
 def proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[ProxyThread]:
     """The proxy as `memtap proxy` runs it, with no session or entity settings."""
-    config = ProxyConfig(openai_upstream=upstream.base_url, anthropic_upstream=upstream.base_url)
+    config = ProxyConfig(
+        openai_upstream=upstream.base_url,
+        anthropic_upstream=upstream.base_url,
+        gemini_upstream=upstream.base_url,
+    )
     with ProxyThread(Proxy(config, mem)) as thread:
         yield thread
 
@@ -52,6 +66,7 @@ def workdir(tmp_path: Path) -> Path:
     (folder / "notes.txt").write_text("The deploy key rotates on Fridays.\n")
     (folder / "CLAUDE.md").write_text("Use pytest for tests.\n")
     (folder / "AGENTS.md").write_text("Use pytest for tests.\n")
+    (folder / "GEMINI.md").write_text("Use pytest for tests.\n")
     return folder
 
 
@@ -63,6 +78,11 @@ def claude(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> ClaudeCode:
 @pytest.fixture
 def codex(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Codex:
     return Codex(agent_binary("codex"), tmp_path / "home", workdir, proxy.url)
+
+
+@pytest.fixture
+def gemini(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> GeminiCli:
+    return GeminiCli(agent_binary("gemini"), tmp_path / "home", workdir, proxy.url)
 
 
 @pytest.fixture

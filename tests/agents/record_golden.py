@@ -3,16 +3,20 @@ benchmark tests (``tests/contrib/proxy/golden/``).
 
 Run with the agents installed (``nox -s agents`` prints where, or set MEMTAP_AGENTS_BIN)::
 
-    MEMTAP_AGENTS_BIN=... MEMTAP_AIDER_BIN=... python tests/agents/record_golden.py [OUTPUT_DIR]
+    MEMTAP_AGENTS_BIN=... MEMTAP_AIDER_BIN=... python tests/agents/record_golden.py [OUTPUT_DIR] [AGENT...]
+
+(``AGENT``: ``claude``, ``codex``, ``gemini`` or ``chat`` (Qwen Code, opencode and aider);
+all four by default.)
 
 Each agent talks straight to the scripted upstream (no proxy: the bodies are exactly the
 agent's), in a git repository with a CLAUDE.md / AGENTS.md. Two turns each: a first
 request, and a later one that resends a conversation with reasoning, a tool call and its
-result (``claude -p --continue``, ``codex exec resume --last``); Qwen Code, opencode and
-aider (Chat Completions) a first request, a continued one and their side calls (Qwen Code's
-memory extraction, opencode's title), aider for a model it knows (examples in its system
-prompt) and one it does not (examples as turns). What is machine-specific is replaced in
-the bytes (paths, device and installation ids, session ids, the platform), nothing else.
+result (``claude -p --continue``, ``codex exec resume --last``, ``gemini -p --resume latest``),
+and Gemini CLI's model-router side call; Qwen Code, opencode and aider (Chat Completions) a
+first request, a continued one and their side calls (Qwen Code's memory extraction,
+opencode's title), aider for a model it knows (examples in its system prompt) and one it
+does not (examples as turns). What is machine-specific is replaced in the bytes (paths,
+device and installation ids, session ids, the platform), nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agents_support import AIDER_BIN_ENV, Aider, ClaudeCode, Codex, Opencode, QwenCode, agent_binary
+from agents_support import (
+    AIDER_BIN_ENV,
+    Aider,
+    ClaudeCode,
+    Codex,
+    GeminiCli,
+    Opencode,
+    QwenCode,
+    agent_binary,
+)
 
 from memtap.testing.server import RecordedRequest, Reply, ScriptedModelServer, ToolCallSpec
 
@@ -35,7 +48,7 @@ GOLDEN = Path(__file__).parents[1] / "contrib" / "proxy" / "golden"
 KEPT_HEADERS = re.compile(
     r"^(x-claude-code-session-id|x-app|anthropic-.*|user-agent|session-id|thread-id|originator|x-codex-.*|"
     r"x-session-id|x-session-affinity|"
-    r"x-client-request-id|content-type|accept)$"
+    r"x-client-request-id|x-goog-api-client|content-type|accept)$"
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
@@ -89,41 +102,77 @@ def _save(name: str, request: RecordedRequest, scrub: Scrubber, out: Path) -> No
     print(f"{name}: {len(body.encode())} bytes")
 
 
-def record(out: Path) -> None:
-    """Run both agents once and write their goldens into ``out``."""
+AGENTS = ("claude", "codex", "gemini")
+
+
+def record(out: Path, agents: tuple[str, ...] = AGENTS) -> None:
+    """Run the ``agents`` once each and write their goldens into ``out``."""
     with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer() as upstream:
         root = Path(tmp)
         work = root / "project"
         _git_repo(work)
         scrub = Scrubber({str(work): "/home/dev/project", str(root / "home"): "/home/dev"})
-        notes = str(work / "notes.txt")
+        if "claude" in agents:
+            _record_claude(upstream, root, work, scrub, out)
+        if "codex" in agents:
+            _record_codex(upstream, root, work, scrub, out)
+        if "gemini" in agents:
+            _record_gemini(upstream, root, work, scrub, out)
 
-        claude = ClaudeCode(agent_binary("claude"), root / "home", work, upstream.base_url)
-        read = ToolCallSpec("Read", json.dumps({"file_path": notes}), id="toolu_01ReadNotes")
-        upstream.script(
-            Reply(thinking="I should read the file first.", tool_calls=[read]),
-            Reply(text="It says the deploy key rotates on Fridays.", thinking="The file answers it."),
-            Reply(text="You asked me to read notes.txt."),
-        )
-        claude.prompt("Read notes.txt and tell me what it says.").check()
-        claude.prompt("--continue", "What did I ask you first?").check()
-        anthropic = [r for r in upstream.requests if r.path == "/v1/messages"]
-        _save("claude_code_first", anthropic[0], scrub, out)
-        _save("claude_code_continue", anthropic[-1], scrub, out)
 
-        upstream.clear()
-        codex = Codex(agent_binary("codex"), root / "home", work, upstream.base_url)
-        shell = ToolCallSpec("exec_command", json.dumps({"cmd": "cat notes.txt"}), id="call_cat_notes")
-        upstream.script(
-            Reply(thinking="Read the file.", tool_calls=[shell]),
-            Reply(text="It says the deploy key rotates on Fridays."),
-            Reply(text="You asked me to read notes.txt."),
-        )
-        codex.exec("Read notes.txt and tell me what it says.").check()
-        codex.exec("resume", "--last", "What did I ask you first?").check()
-        responses = [r for r in upstream.requests if r.path == "/v1/responses"]
-        _save("codex_first", responses[0], scrub, out)
-        _save("codex_resume", responses[-1], scrub, out)
+def _record_claude(upstream: ScriptedModelServer, root: Path, work: Path, scrub: Scrubber, out: Path) -> None:
+    notes = str(work / "notes.txt")
+    claude = ClaudeCode(agent_binary("claude"), root / "home", work, upstream.base_url)
+    read = ToolCallSpec("Read", json.dumps({"file_path": notes}), id="toolu_01ReadNotes")
+    upstream.script(
+        Reply(thinking="I should read the file first.", tool_calls=[read]),
+        Reply(text="It says the deploy key rotates on Fridays.", thinking="The file answers it."),
+        Reply(text="You asked me to read notes.txt."),
+    )
+    claude.prompt("Read notes.txt and tell me what it says.").check()
+    claude.prompt("--continue", "What did I ask you first?").check()
+    anthropic = [r for r in upstream.requests if r.path == "/v1/messages"]
+    _save("claude_code_first", anthropic[0], scrub, out)
+    _save("claude_code_continue", anthropic[-1], scrub, out)
+
+
+def _record_codex(upstream: ScriptedModelServer, root: Path, work: Path, scrub: Scrubber, out: Path) -> None:
+    upstream.clear()
+    codex = Codex(agent_binary("codex"), root / "home", work, upstream.base_url)
+    shell = ToolCallSpec("exec_command", json.dumps({"cmd": "cat notes.txt"}), id="call_cat_notes")
+    upstream.script(
+        Reply(thinking="Read the file.", tool_calls=[shell]),
+        Reply(text="It says the deploy key rotates on Fridays."),
+        Reply(text="You asked me to read notes.txt."),
+    )
+    codex.exec("Read notes.txt and tell me what it says.").check()
+    codex.exec("resume", "--last", "What did I ask you first?").check()
+    responses = [r for r in upstream.requests if r.path == "/v1/responses"]
+    _save("codex_first", responses[0], scrub, out)
+    _save("codex_resume", responses[-1], scrub, out)
+
+
+def _record_gemini(upstream: ScriptedModelServer, root: Path, work: Path, scrub: Scrubber, out: Path) -> None:
+    """Gemini CLI: a routed first prompt (the router's side call, then the turn), a tool
+    call, and ``--resume latest``. Its GEMINI.md is the project's CLAUDE.md text."""
+    upstream.clear()
+    (work / "GEMINI.md").write_text((work / "CLAUDE.md").read_text())
+    gemini = GeminiCli(agent_binary("gemini"), root / "home", work, upstream.base_url)
+    read = ToolCallSpec("read_file", json.dumps({"file_path": str(work / "notes.txt")}))
+    upstream.script(
+        Reply(text='{"complexity_reasoning": "Simple read operation.", "complexity_score": 10}'),
+        Reply(tool_calls=[read]),
+        Reply(text="It says the deploy key rotates on Fridays."),
+        Reply(text='{"complexity_reasoning": "A question about the chat.", "complexity_score": 5}'),
+        Reply(text="You asked me to read notes.txt."),
+    )
+    gemini.prompt("Read notes.txt and tell me what it says.", model=None).check()
+    gemini.prompt("What did I ask you first?", "--resume", "latest", model=None).check()
+    router = next(r for r in upstream.requests if r.path.endswith(":generateContent"))
+    turns = [r for r in upstream.requests if r.path.endswith(":streamGenerateContent")]
+    _save("gemini_cli_router", router, scrub, out)
+    _save("gemini_cli_first", turns[0], scrub, out)
+    _save("gemini_cli_resume", turns[-1], scrub, out)
 
 
 def _chat(upstream: ScriptedModelServer) -> list[RecordedRequest]:
@@ -188,5 +237,7 @@ def record_chat_agents(out: Path) -> None:
 
 if __name__ == "__main__":
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN
-    record(target)
-    record_chat_agents(target)
+    chosen = tuple(sys.argv[2:]) or (*AGENTS, "chat")
+    record(target, tuple(a for a in chosen if a in AGENTS))
+    if "chat" in chosen:
+        record_chat_agents(target)

@@ -1,6 +1,6 @@
 """The agents' recipes of docs/proxy.md, run as written: the documented `memtap proxy`
-command in its own process, then the documented shell commands (with the real `claude` and
-`codex` on PATH) and the documented Codex config file."""
+command in its own process, then the documented shell commands (with the real `claude`,
+`codex` and `gemini` on PATH) and the documented config files (Codex's, Gemini CLI's)."""
 
 from __future__ import annotations
 
@@ -136,3 +136,32 @@ def test_the_aider_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir
         assert "Noted: teal." in done.stdout and "Teal." in done.stdout
     users = _stored_users(proxy)
     assert users == [["My favourite colour is teal.", "And what is it?"]]  # restored: one session
+
+
+def test_the_gemini_cli_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir: Path) -> None:
+    folder = agent_binary("gemini").parent
+    routed = '{"complexity_reasoning": "Simple.", "complexity_score": 10}'
+    # With no model named, Gemini CLI asks its model router first (a side call) every prompt.
+    upstream.script(Reply(text=routed), Reply(text="Noted: teal."), Reply(text=routed), Reply(text="Teal."))
+    parts = recipe("gemini-cli")
+    (config_language, config), (language, code) = parts["config"], parts["client"]
+    assert (config_language, language) == ("json", "bash")
+    home = tmp_path / "home"
+    with DocumentedProxy("gemini-cli", upstream.base_url, tmp_path / "memtap") as proxy:
+        (home / ".gemini").mkdir(parents=True)
+        (home / ".gemini" / "settings.json").write_text(config)
+        env = {**base_env(home), "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+        env["GEMINI_API_KEY"] = "gemini-test-dummy-key"
+        done = run_script(localise(code, proxy.port, upstream.base_url), env, workdir)
+    assert done.stdout.splitlines()[-2:] == ["Noted: teal.", "Teal."]
+    turns = [r.json for r in upstream.requests if r.path.endswith(":streamGenerateContent")]
+    assert len(turns) == 2
+    assert "My favourite colour is teal." not in MEMORY.sub(
+        "", json.dumps(turns[1]["contents"])
+    )  # a new session
+    with proxy.memory() as mem:
+        sessions = mem.sessions(entity_id="default")
+        assert len(sessions) == 2  # each its own; the router's side calls are in neither
+        users = sorted(m.content for s in sessions for m in mem.history(s.session_id) if m.role == "user")
+        assert users == ["My favourite colour is teal.", "What is my favourite colour?"]
+        assert "My favourite colour is teal." in [f.text for f in mem.facts(entity_id="default")]

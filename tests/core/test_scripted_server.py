@@ -389,6 +389,37 @@ def test_gemini_stream_without_sse_is_json_array(server: ScriptedModelServer, cl
     assert text == "You said: ciao"
 
 
+def test_gemini_count_tokens_consumes_no_reply(server: ScriptedModelServer, client: httpx.Client) -> None:
+    server.script(Reply(text="kept for the model call"))
+    url = f"{server.gemini_base_url}/v1beta/models/gemini-test:countTokens"
+    assert client.post(url, json=gemini_body()).json() == {"totalTokens": 3}
+    generated = client.post(
+        f"{server.gemini_base_url}/v1beta/models/gemini-test:generateContent", json=gemini_body()
+    )
+    assert generated.json()["candidates"][0]["content"]["parts"] == [{"text": "kept for the model call"}]
+
+
+@pytest.mark.parametrize("version", ["v1beta", "v1alpha"])
+def test_gemini_model_list_and_lookup(
+    server: ScriptedModelServer, client: httpx.Client, version: str
+) -> None:
+    listed = client.get(f"{server.gemini_base_url}/{version}/models").json()
+    assert [m["name"] for m in listed["models"]] == ["models/gemini-2.5-flash", "models/gemini-2.5-pro"]
+    one = client.get(f"{server.gemini_base_url}/{version}/models/gemini-test").json()
+    assert one["name"] == "models/gemini-test"
+    assert "generateContent" in one["supportedGenerationMethods"]
+    assert server.requests[-1].method == "GET"
+
+
+def test_gemini_post_to_a_model_list_is_not_found(server: ScriptedModelServer, client: httpx.Client) -> None:
+    assert client.post(f"{server.gemini_base_url}/v1beta/models", json={}).status_code == 404
+    assert client.get(f"{server.gemini_base_url}/v1beta/models/x:countTokens").status_code == 404
+    # /v1/models is Gemini's only for Google's SDKs (they send x-goog-api-key)
+    assert client.get(f"{server.openai_base_url}/models").status_code == 404
+    google = client.get(f"{server.openai_base_url}/models", headers={"x-goog-api-key": "k"})
+    assert len(google.json()["models"]) == 2
+
+
 # ----------------------------------------------------------------------------- scripting
 
 

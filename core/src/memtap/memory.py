@@ -48,7 +48,7 @@ from memtap.protocol.model import (
     utcnow,
 )
 from memtap.protocol.wire import RawExchange, WireProtocol
-from memtap.redact import guard_loggers, redact_exchange, redact_url
+from memtap.redact import guard_loggers, redact_exchange, redact_id, redact_optional_id, redact_url
 from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
@@ -473,6 +473,7 @@ class Memory:
         ``session_id`` defaults to the current scope's session; ``entity_id`` filters.
         """
         self.flush()
+        session_id, entity_id = redact_optional_id(session_id), redact_optional_id(entity_id)
         if session_id is None:
             attribution = self.current_attribution()
             session_id = attribution.session_id
@@ -482,14 +483,18 @@ class Memory:
     def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """Stored sessions, most recently active first."""
         self.flush()
-        return self.store.sessions(entity_id=entity_id, limit=limit)
+        return self.store.sessions(entity_id=redact_optional_id(entity_id), limit=limit)
 
     def exchanges(self, *, session_id: str | None = None, entity_id: str | None = None) -> list[Exchange]:
         """Stored exchanges (captured calls), oldest first, each with its id and what memtap
         injected into it (``Exchange.injected``); filtered by session and entity (pending
         writes are flushed first). Without filters: every exchange of the store."""
         self.flush()
-        return list(self.store.exchanges(entity_id=entity_id, session_id=session_id))
+        return list(
+            self.store.exchanges(
+                entity_id=redact_optional_id(entity_id), session_id=redact_optional_id(session_id)
+            )
+        )
 
     def explain(self, exchange_id: str) -> Explanation | None:
         """Why the model saw what it saw in one captured call: the exchange and each block
@@ -602,7 +607,7 @@ class Memory:
         A time the question names ("yesterday", "last week", "in May 2023") ranks the
         facts said then, or speaking of then, first; ``now`` is when the question is asked
         (default: now; a naive time is UTC). See docs/time-in-recall.md."""
-        entity = entity_id or self.current_attribution().entity_id
+        entity = redact_optional_id(entity_id) or self.current_attribution().entity_id
         return self.longterm.recall(
             query,
             entity_id=entity,
@@ -630,8 +635,8 @@ class Memory:
 
     def facts(self, *, entity_id: str | None = None, process_id: str | None = None) -> list[Fact]:
         """An entity's current facts, newest first."""
-        entity = entity_id or self.current_attribution().entity_id
-        return self.longterm.facts(entity_id=entity, process_id=process_id)
+        entity = redact_optional_id(entity_id) or self.current_attribution().entity_id
+        return self.longterm.facts(entity_id=entity, process_id=redact_optional_id(process_id))
 
     def memory_tool(self, fmt: ToolFormat = "openai") -> dict[str, Any]:
         """The ``remember`` tool to give an agent (memorize mode B), in the ``"openai"``
@@ -647,8 +652,8 @@ class Memory:
         attribution = self.current_attribution()
         return self.longterm.handle_tool(
             args,
-            entity_id=entity_id or attribution.entity_id,
-            process_id=process_id if process_id is not None else attribution.process_id,
+            entity_id=redact_optional_id(entity_id) or attribution.entity_id,
+            process_id=redact_optional_id(process_id) if process_id is not None else attribution.process_id,
         )
 
     def forget(self, *, entity_id: str, fact_id: str | None = None) -> int:
@@ -661,6 +666,7 @@ class Memory:
         entity has no such fact). Needs a store with ``forget_facts`` (every bundled one)."""
         if not entity_id:
             raise ValueError("forget() needs the entity_id whose data to delete")
+        entity_id = redact_id(entity_id)
         self.flush()
         if fact_id is not None:
             return self._forget_fact(entity_id, fact_id)

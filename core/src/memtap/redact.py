@@ -48,6 +48,7 @@ import binascii
 import bisect
 import copy
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -82,7 +83,9 @@ __all__ = [
     "new_text",
     "redact_exchange",
     "redact_fact",
+    "redact_id",
     "redact_json",
+    "redact_optional_id",
     "redact_stream",
     "redact_stream_events",
     "redact_text",
@@ -166,6 +169,31 @@ def _aws_secret(secret: str) -> bool:
     return any(c.isdigit() for c in secret) and any(c.isupper() for c in secret) and not secret.isupper()
 
 
+#: ``Set-Cookie`` attributes: their values (dates, ages, paths) are no one's session.
+_COOKIE_ATTRIBUTES = frozenset(
+    ("path", "domain", "expires", "max-age", "samesite", "secure", "httponly", "partitioned", "priority")
+)
+
+
+def _cookie_header(value: str) -> bool:
+    """A ``Cookie``/``Set-Cookie`` header value holding a session-like cookie: a value of
+    8+ characters with letters and digits, or of 16+ (``theme=dark; Max-Age=3600`` is not)."""
+    for pair in value.split(";"):
+        name, sep, v = pair.partition("=")
+        if not sep or name.strip().lower() in _COOKIE_ATTRIBUTES:
+            continue
+        v = v.strip().strip('"')
+        if len(v) >= 16 or (len(v) >= 8 and _HAS_DIGIT_AND_LETTER.match(v)):
+            return _PLACEHOLDER.match(v) is None
+    return False
+
+
+def _cookie_value(secret: str) -> bool:
+    """A cookie-jar value worth hiding: 8+ characters, not a placeholder (a jar holds
+    session cookies next to ``lang=en``; short values identify nobody)."""
+    return len(secret) >= 8 and _PLACEHOLDER.match(secret) is None
+
+
 # -- detectors --------------------------------------------------------------------------
 
 
@@ -199,6 +227,7 @@ class Detector:
 _D = Detector
 _TOK = r"[A-Za-z0-9_-]"
 _SL = r"\\*/"  # a slash, escaped or not (some JSON encoders write "\/", nested JSON "\\\/")
+_TAB = r"(?:\t|\\+t)"  # a tab, or its JSON escape (nested JSON: "\\\\t"...)
 
 DETECTORS: tuple[Detector, ...] = (
     # -- "-" ---------------------------------------------------------------------
@@ -277,6 +306,15 @@ DETECTORS: tuple[Detector, ...] = (
     _D("url-credentials", ":", "",
        rf"{_SL}{_SL}[^\s\x00/@:\"'\\<>]{{0,128}}:(?P<pw>[^\s\x00/@\"'\\<>]{{1,256}})@",
        secret="pw", boundary=False, check=_real_password),
+    # A key as the URL's user name: Sentry DSNs (https://<key>@o1.ingest.sentry.io/2),
+    # https://<token>@github.com/... (with a password, "url-credentials" takes it).
+    _D("url-token-user", ":", "", rf"{_SL}{_SL}(?P<user>[A-Za-z0-9_.~%+-]{{16,256}})@[A-Za-z0-9]",
+       secret="user", boundary=False, check=looks_random),
+    # -- "E" (of TRUE/FALSE): a Netscape cookies.txt line, domain flag path SECURE expiry name
+    # value, tab-separated (``\t`` in JSON text); the value goes.
+    _D("cookie-jar", "E", "",
+       rf"{_TAB}\d{{1,12}}{_TAB}[^\t\r\n\\\"]{{1,256}}{_TAB}(?P<v>[^\t\r\n\\\"]{{1,4096}})", secret="v",
+       boundary=False, check=_cookie_value, gate=rf"(?={_TAB}\d)(?<=TRUE|ALSE)"),
     _D("telegram-bot", ":", r"\d{8}", rf"AA{_TOK}{{33}}(?![A-Za-z0-9_-])", extend="0-9", boundary=False,
        gate=r"(?=AA)(?<=\d:)"),
 )  # fmt: skip
@@ -286,6 +324,7 @@ DETECTORS: tuple[Detector, ...] = (
 
 _PASSWORD_KEYS = re.compile(r"(?:passw(?:or)?d|pwd|passphrase|(?:^|[_.-])pass)$")
 _HEADER_KEYS = re.compile(r"authorization$")
+_COOKIE_KEYS = re.compile(r"cookie$")
 _RANDOM_KEYS = re.compile(r"(?:key|secret|token|auth|credentials?|sig|signature)$")
 #: Keys ending like secrets whose values are not (ids, hashes, pagination).
 _NOT_SECRET_KEYS = re.compile(
@@ -324,13 +363,17 @@ _MAX_VALUE = 512
 
 def key_kind(key: str) -> str | None:
     """How a value assigned to ``key`` is judged: ``"password"`` (any real value),
-    ``"header"`` (an ``Authorization`` header's whole value), ``"random"`` (a value that
-    looks machine-made), or ``None`` (not a secret's name)."""
+    ``"header"`` (an ``Authorization`` header's whole value), ``"cookies"`` (a ``Cookie``
+    or ``Set-Cookie`` header's whole value, when a cookie in it holds a session-like
+    value), ``"random"`` (a value that looks machine-made), or ``None`` (not a secret's
+    name)."""
     k = key.lower().strip("\"'`-")
     if _PASSWORD_KEYS.search(k):
         return "password"
     if _HEADER_KEYS.search(k):
         return "header"
+    if _COOKIE_KEYS.search(k):
+        return "cookies"
     if _RANDOM_KEYS.search(k) and not _NOT_SECRET_KEYS.search(k):
         return "random"
     return None
@@ -352,6 +395,10 @@ def is_secret_value(kind: str, value: str, *, quoted: bool = True, separator: st
         if not quoted and _CODE_REFERENCE.search(v):
             return False
         return len(v) >= 3 and (quoted or separator == "=" or not _PLAIN_WORD.match(v))
+    if kind == "cookie":
+        return _cookie_value(v)
+    if kind == "cookies":
+        return _cookie_header(v)
     if kind == "header":
         return any(_HAS_DIGIT_AND_LETTER.search(run) for run in _TOKEN_RUN.findall(v)) or _basic_credentials(
             v
@@ -372,9 +419,10 @@ def _key_before(text: str, pivot: int) -> str:
 
 def _assignment(text: str, pivot: int) -> tuple[int, int] | None:
     """The value span of ``key<pivot>value`` (``=`` or ``:`` at ``pivot``) when it is a secret."""
-    kind = _key_kind_cached(_key_before(text, pivot))
+    key = _key_before(text, pivot)
+    kind = _key_kind_cached(key)
     if kind is None:
-        return None
+        return _har_value(text, pivot) if key == "value" and text[pivot] == ":" else None
     return _value_span(text, pivot + 1, kind, text[pivot])
 
 
@@ -392,7 +440,7 @@ def _value_span(text: str, at: int, kind: str, separator: str) -> tuple[int, int
         newline = _CONTROL_OR_ESCAPED_NEWLINE.search(text, start, end)
         end = newline.start() if newline else end
     else:
-        unquoted = not quote_mark and kind != "header"
+        unquoted = not quote_mark and kind != "header" and kind != "cookies"
         pattern = _QUOTED_BY[quote_mark] if quote_mark else _UNQUOTED if unquoted else _HEADER_VALUE
         value = pattern.match(text, start, limit)
         assert value is not None
@@ -405,18 +453,47 @@ def _value_span(text: str, at: int, kind: str, separator: str) -> tuple[int, int
 
 
 _CLI_FLAG = re.compile(
-    r"-(?P<name>password|passwd|pass|token|api-key|apikey|secret|client-secret|access-token|auth-token)"
+    r"(?:-(?P<name>password|passwd|pass|token|api-key|apikey|secret|client-secret|access-token|auth-token"
+    r"|cookie)|(?P<short>b)(?=[ \t]+(?:\\*[\"'])?[A-Za-z0-9_.-]{1,64}=))"
     r"(?P<sep>=|[ \t]+)"
 )
 
 
 def _cli_flag(text: str, pivot: int) -> tuple[int, int] | None:
-    """``--password hunter2`` / ``--token=...`` (``pivot``: the first ``-``)."""
+    """``--password hunter2`` / ``--token=...`` / curl's ``--cookie 'sid=...'`` and
+    ``-b 'sid=...'`` (``pivot``: the first ``-``)."""
     m = _CLI_FLAG.match(text, pivot + 1)
     if m is None or not _starts_word(text, pivot):
         return None
-    kind = key_kind(m.group("name").replace("-", "_")) or "random"
+    name = m.group("name") or "cookie"
+    kind = key_kind(name.replace("-", "_")) or "random"
     return _value_span(text, m.end(), kind, "=" if m.group("sep") == "=" else ":")
+
+
+#: HAR (the browsers' network log, JSON): ``"value":`` of a ``{"name": "Cookie", ...}``
+#: header or of an entry of a ``"cookies": [...]`` list; ``\"value\":`` in JSON text (JSON
+#: nested deeper passes the assignment gate, whose handler sends ``value`` here).
+_HAR_GATE = r'(?<=value":|alue\\":)(?=[ \t]{0,3}\\*")'
+_HAR_NAME = re.compile(r'\\*"name\\*"[ \t]{0,3}:[ \t]{0,3}\\*"([A-Za-z-]{1,64})\\*"')
+_HAR_COOKIES_AFTER = re.compile(r'\\*"[ \t]{0,3}:[ \t\r\n]{0,8}\[')  # after the word "cookies"
+#: How far back a HAR entry's ``{`` and its list's ``"cookies": [`` are looked for.
+_HAR_ENTRY_CHARS = 400
+_HAR_LIST_CHARS = 4000
+
+
+def _har_value(text: str, pivot: int) -> tuple[int, int] | None:
+    """The value of a HAR cookie (``pivot``: the ``:`` after ``"value"``), when it is one."""
+    entry = text.rfind("{", max(0, pivot - _HAR_ENTRY_CHARS), pivot)
+    if entry < 0:
+        return None
+    name = _HAR_NAME.search(text, entry, pivot)
+    if name is not None and name.group(1).lower() in ("cookie", "set-cookie"):
+        return _value_span(text, pivot + 1, "cookies", ":")
+    word = text.rfind("cookies", max(0, entry - _HAR_LIST_CHARS), entry)
+    opening = _HAR_COOKIES_AFTER.match(text, word + 7, entry) if word >= 0 else None
+    if opening is None or "]" in text[opening.end() : entry]:
+        return None
+    return _value_span(text, pivot + 1, "cookie", ":")
 
 
 #: What must follow ``=``/``:`` of an assignment worth a closer look.
@@ -493,7 +570,7 @@ def _merged_lookbehinds(detectors: Iterable[Detector]) -> str:
 #: Endings of the key names :func:`key_kind` knows, as long as needed to be rare in keys
 #: that are not secrets ("description", "version" end like "authorization" in ``ion``).
 _KEY_ENDINGS = ("key", "sig", "pwd", "pass", "auth", "oken", "cret", "sswd", "word", "gnature", "ntial",
-                "ntials", "hrase", "ization")  # fmt: skip
+                "ntials", "hrase", "ization", "ookie")  # fmt: skip
 
 
 def _assignment_gate(pivot: str) -> str:
@@ -526,7 +603,8 @@ def _assignment_gate(pivot: str) -> str:
 #: The ``--password``-style flags (``pivot``: the first ``-``).
 _CLI_GATE = (
     r"(?:(?<![A-Za-z0-9-]-)|(?<=[ntrm0-9a-fA-F]-))"
-    r"(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token))"
+    r"(?=-(?:pass|token|api-?key|secret|client-secret|access-token|auth-token|cookie)"
+    r"|b[ \t]+\\*[\"'A-Za-z0-9_.])"
 )
 
 
@@ -559,6 +637,9 @@ class _Scanner:
             gates.setdefault(pivot, []).append(
                 (_assignment_gate(pivot), [_Rule("assignment", None, handler=_assignment)])
             )
+        # After the assignment gate: JSON nested twice or more (``\\\\"value\\\\":``) passes
+        # that one, whose handler sends ``value`` keys to :func:`_har_value`.
+        gates[":"].append((_HAR_GATE, [_Rule("har-cookie", None, handler=_har_value)]))
         gates["-"].append((_CLI_GATE, [_Rule("cli-flag", None, handler=_cli_flag)]))
         self.rules: dict[str, list[_Rule]] = {}
         self.patterns: list[tuple[str, re.Pattern[str]]] = []
@@ -791,6 +872,51 @@ def redact_text(text: str, *, remember: bool = True) -> str:
     if remember:
         _CACHE.put(text, None if result is text else result)
     return result
+
+
+# -- ids --------------------------------------------------------------------------------
+
+#: How a secret inside an id is written: a fingerprint of it, the same for the same secret.
+ID_SECRET_PREFIX = "secret-"
+_FINGERPRINT = re.compile(re.escape(ID_SECRET_PREFIX) + "[0-9a-f]{16}")
+_IDS: dict[str, str] = {}
+_IDS_MAX = 4096
+
+
+def redact_id(value: str) -> str:
+    """An entity, session or process id with every secret in it replaced by a fingerprint
+    (``user-ghp_…`` → ``user-secret-1f0c…``): the first 16 hex digits of the secret's
+    SHA-256. The same id always maps to the same one, so an app keeps addressing its
+    entity with the id it has, and two users' different tokens stay two entities (a plain
+    ``[REDACTED]`` would merge them); the secret is never stored. Ids are redacted, not
+    refused: an id reaches memtap from headers and agents too, where refusing would fail
+    the user's call. Returns ``value`` itself when it holds no secret (the common case:
+    one cache lookup)."""
+    if len(value) < MIN_SECRET_CHARS or redact_text(value) is value:
+        return value
+    known = _IDS.get(value)
+    if known is not None:
+        return known
+    out = []
+    last = 0
+    for start, end in _merge(_SCANNER.spans(value)):
+        if start < last or _FINGERPRINT.fullmatch(value, start, end):
+            continue  # a fingerprint already (an id read back from the store)
+        digest = hashlib.sha256(value[start:end].encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        out.append(value[last:start])
+        out.append(ID_SECRET_PREFIX + digest)
+        last = end
+    out.append(value[last:])
+    safe = "".join(out)
+    if len(_IDS) >= _IDS_MAX:
+        _IDS.clear()
+    _IDS[value] = safe
+    return safe
+
+
+def redact_optional_id(value: str | None) -> str | None:
+    """:func:`redact_id` of an id that may be absent (an attrs converter)."""
+    return None if value is None else redact_id(value)
 
 
 # -- structures -------------------------------------------------------------------------

@@ -24,7 +24,11 @@ import memtap
 
 DOC = Path(__file__).parents[3] / "docs" / "proxy.md"
 DOC_PORT = "8096"
-PROVIDERS = ("https://api.anthropic.com", "https://api.openai.com")
+PROVIDERS = (
+    "https://api.anthropic.com",
+    "https://api.openai.com",
+    "https://generativelanguage.googleapis.com",
+)
 _RECIPE = re.compile(r"<!-- recipe: ([\w-]+)/(\w+) -->\n```(\w+)\n(.*?)```", re.S)
 
 

@@ -9,6 +9,7 @@ import sys
 
 from click.testing import CliRunner
 
+import memtap
 import memtap_proxy.plugin
 from memtap.cli.main import MemtapGroup, main
 from memtap.plugins import make_plugin_manager
@@ -47,3 +48,24 @@ def test_a_memory_does_not_import_the_proxy_server():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_gemini_upstream_comes_from_its_flag_its_variable_else_google(monkeypatch):
+    import memtap_proxy.cli as cli
+
+    started = []
+    monkeypatch.setattr(cli, "open_memory", lambda store, history: memtap.Memory("duckdb:///:memory:"))
+    monkeypatch.setattr(cli, "serve", lambda config, memory, **kw: started.append(config))
+    runner = CliRunner()
+    assert runner.invoke(main, ["proxy", "--store", "duckdb:///:memory:"]).exit_code == 0
+    assert runner.invoke(main, ["proxy", "--gemini-upstream", "http://127.0.0.1:9/"]).exit_code == 0
+    by_env = runner.invoke(main, ["proxy"], env={"MEMTAP_GEMINI_UPSTREAM": "http://127.0.0.1:8/v1beta"})
+    assert by_env.exit_code == 0
+    refused = runner.invoke(main, ["proxy", "--gemini-upstream", "generativelanguage.googleapis.com"])
+    assert refused.exit_code == 2 and "http:// or https://" in refused.output
+    assert [c.gemini_upstream for c in started] == [
+        "https://generativelanguage.googleapis.com",
+        "http://127.0.0.1:9",
+        "http://127.0.0.1:8/v1beta",
+    ]
+    assert "--gemini-upstream" in runner.invoke(main, ["proxy", "--help"]).output

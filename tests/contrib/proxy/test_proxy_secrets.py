@@ -20,7 +20,7 @@ from proxy_support import HAS_ANTHROPIC, provider_plugins
 
 import memtap
 from memtap.cli.main import main as memtap_cli
-from memtap.testing.secrets import CONTEXTS, corpus_text, leaks, send_openai_chat_calls
+from memtap.testing.secrets import CONTEXTS, SECRETS, corpus_text, leaked, leaks, send_openai_chat_calls
 from memtap.testing.server import ScriptedModelServer
 from memtap_duckdb.store import DuckDBStore
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
@@ -98,3 +98,48 @@ def test_secret_corpus_through_the_proxy_is_nowhere_at_rest(
     assert len(memtap_spool_writes) == calls and "[REDACTED]" in dump
     assert {where: leaks(text) for where, text in places.items()} == {where: [] for where in places}
     assert {where: KEY in text for where, text in places.items()} == {where: False for where in places}
+
+
+def test_a_secret_in_the_entity_and_session_headers_is_stored_as_a_fingerprint(
+    secret_proxy: ProxyThread, upstream: ScriptedModelServer, db_path: Path, memtap_spool_writes: list[bytes]
+) -> None:
+    """``x-memtap-entity: user-ghp_…`` and ``x-memtap-session``: the ids are stored with a
+    fingerprint in place of the secret (docs/security.md), and the CLI finds the session by
+    the id the agent sent."""
+    ids = [
+        s
+        for s in SECRETS
+        if s.name in {"github-classic", "openai-project", "slack-bot", "jwt", "stripe-live"}
+    ]
+    with httpx.Client(base_url=secret_proxy.url, timeout=30) as http:
+        for i, secret in enumerate(ids):
+            headers = {
+                "authorization": f"Bearer {KEY}",
+                "x-memtap-entity": f"user-{secret.text}",
+                "x-memtap-session": f"s-{secret.text}",
+            }
+            body = {"model": "m", "messages": [{"role": "user", "content": f"turn {i}"}]}
+            assert http.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+    mem = secret_proxy.proxy.memory
+    assert mem.flush(60)
+    assert len({s.entity_id for s in mem.sessions(limit=100)}) == len(ids)
+    mem.close()
+    runner = CliRunner()
+    for i, secret in enumerate(ids):
+        shown = runner.invoke(
+            memtap_cli,
+            [
+                "history",
+                f"s-{secret.text}",
+                "--entity",
+                f"user-{secret.text}",
+                "--store",
+                f"duckdb:///{db_path}",
+            ],
+        )
+        assert shown.exit_code == 0 and f"turn {i}" in shown.output, shown.output
+    with duckdb.connect(str(db_path)) as conn:
+        tables = [t for (t,) in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
+        dump = "\n".join(str(conn.execute(f'SELECT * FROM "{t}"').fetchall()) for t in tables)
+    at_rest = dump + b"".join(memtap_spool_writes).decode() + db_path.read_bytes().decode("latin-1")
+    assert [s.name for s in ids if leaked(s, at_rest)] == []

@@ -1,5 +1,6 @@
 """What the agent profiles read in their agents' own traffic: session ids and scaffolding,
-checked on requests recorded from the real agents (Claude Code 2.1.332, Codex CLI 0.171)."""
+checked on requests recorded from the real agents (Claude Code 2.1.332, Codex CLI 0.171,
+Gemini CLI 0.61)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 import pytest
 
 from memtap.protocol.model import Message
-from memtap.request.scaffolding import TaggedScaffolding, own_messages
-from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC
+from memtap.protocol.wire import RequestView
+from memtap.request.scaffolding import TaggedScaffolding, is_side_call, own_messages
+from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GEMINI_CLI, GENERIC
 from memtap_agents.profiles import CUT_MEMO_CHARS
-from memtap_agents.traffic import claude_code_session, codex_session
+from memtap_agents.traffic import claude_code_session, codex_session, gemini_cli_side_call
 
 GOLDEN = Path(__file__).parents[2] / "contrib" / "proxy" / "golden"
 
@@ -181,3 +183,101 @@ def test_a_profile_cuts_a_text_it_has_cut_before_and_a_long_one_the_same_way() -
         assert CLAUDE_CODE.user_text(long) == "x" * CUT_MEMO_CHARS
     plain = Message("user", "no scaffolding here")
     assert CLAUDE_CODE.user_text(plain) is plain.content
+
+
+# -- Gemini CLI -------------------------------------------------------------------------------
+
+
+def gemini_system(body: dict[str, Any]) -> str:
+    """The text of a Gemini body's system instruction."""
+    return "".join(p.get("text", "") for p in body["systemInstruction"]["parts"])
+
+
+def gemini_user_messages(body: dict[str, Any]) -> list[Message]:
+    """A Gemini body's user Contents with text as canonical messages (parts joined by a
+    line break, as memtap-google reads them)."""
+    out = []
+    for content in body["contents"]:
+        parts = [p["text"] for p in content["parts"] if isinstance(p.get("text"), str)]
+        if content.get("role") == "user" and parts:
+            out.append(Message(role="user", content="\n".join(parts)))
+    return out
+
+
+def gemini_view(body: dict[str, Any]) -> RequestView:
+    """What the Gemini wire protocol reads of a body: its system instruction and user turns."""
+    return RequestView(system=gemini_system(body), messages=gemini_user_messages(body))
+
+
+def test_gemini_cli_is_known_by_its_prompt_and_its_side_calls_by_its_headers() -> None:
+    for name in ("gemini_cli_first", "gemini_cli_resume"):
+        headers, body = golden(name)
+        assert GEMINI_CLI.detect(gemini_system(body))
+        assert not is_side_call(GEMINI_CLI, gemini_view(body), headers, body)
+    headers, router = golden("gemini_cli_router")
+    assert not GEMINI_CLI.detect(gemini_system(router))  # the router's prompt is its own
+    assert GEMINI_CLI.detect_headers(headers)
+    assert is_side_call(GEMINI_CLI, gemini_view(router), headers, router)
+    assert not GEMINI_CLI.detect_headers(golden("claude_code_first")[0])
+    assert not CLAUDE_CODE.detect_headers(headers) and not is_side_call(
+        CLAUDE_CODE, gemini_view(router), headers, router
+    )
+
+
+def test_gemini_cli_names_no_session_and_resends_its_conversation() -> None:
+    assert GEMINI_CLI.session_id(*golden("gemini_cli_resume")) is None
+    assert GEMINI_CLI.keeps_conversation
+
+
+def test_gemini_cli_user_text_is_the_prompt_alone() -> None:
+    _, body = golden("gemini_cli_resume")
+    own = own_messages(GEMINI_CLI, gemini_user_messages(body))
+    assert [m.content for m in own] == [
+        "Read notes.txt and tell me what it says.",
+        "What did I ask you first?",
+    ]
+    assert "session_context" in json.dumps(body) and "pytest" in json.dumps(body)  # GEMINI.md was there
+
+
+MAIN_PROMPT = {"parts": [{"text": "You are Gemini CLI, an autonomous CLI agent specializing in software..."}]}
+LEGACY_PROMPT = {
+    "parts": [{"text": "You are a non-interactive CLI agent specializing in software engineering tasks."}]
+}
+#: (body, whether Gemini CLI sent it as a side call)
+GEMINI_CALLS = [
+    ({"systemInstruction": MAIN_PROMPT, "contents": []}, False),
+    ({"systemInstruction": LEGACY_PROMPT, "contents": []}, False),
+    ({"system_instruction": LEGACY_PROMPT}, False),
+    ({"systemInstruction": "You are Gemini CLI, an interactive CLI agent specializing in..."}, False),
+    ({"systemInstruction": MAIN_PROMPT, "generationConfig": {"temperature": 1}}, False),
+    # structured answers: the model router, next-speaker and loop checks
+    ({"systemInstruction": MAIN_PROMPT, "generationConfig": {"responseMimeType": "application/json"}}, True),
+    (
+        {"systemInstruction": MAIN_PROMPT, "generationConfig": {"responseJsonSchema": {"type": "OBJECT"}}},
+        True,
+    ),
+    ({"systemInstruction": MAIN_PROMPT, "generation_config": {"response_schema": {"type": "OBJECT"}}}, True),
+    # prompts of their own: summaries, sub-agents, none at all
+    ({"systemInstruction": {"parts": [{"text": "You are the component that summarizes..."}]}}, True),
+    ({"systemInstruction": {"parts": {"text": "You are **Codebase Investigator**."}}}, True),
+    ({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, True),
+]
+
+
+@pytest.mark.parametrize(("body", "side"), GEMINI_CALLS)
+def test_gemini_cli_side_calls_are_told_from_its_conversation(body: dict[str, Any], side: bool) -> None:
+    assert gemini_cli_side_call({"user-agent": "GeminiCLI/0.61.0/gemini-2.5-flash"}, body) is side
+
+
+@pytest.mark.parametrize(
+    ("agent", "known"),
+    [
+        ("GeminiCLI/0.61.0/gemini-2.5-flash (linux; x64)", True),
+        ("GeminiCLI-tui/0.61.0/gemini-3.1-pro-preview (linux; x64; terminal)", True),
+        ("google-genai-sdk/1.30.0 gl-node/v20.20.2", False),
+        ("claude-cli/2.1.332", False),
+        ("", False),
+    ],
+)
+def test_gemini_cli_is_known_by_its_user_agent(agent: str, known: bool) -> None:
+    assert GEMINI_CLI.detect_headers({"user-agent": agent}) is known

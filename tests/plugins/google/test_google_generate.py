@@ -396,8 +396,7 @@ def test_http_error_fails_the_call_as_usual_and_stores_nothing(client, server, m
 def test_other_calls_are_neither_injected_nor_captured(client, server, mem):
     with mem.scope(session_id="other"):
         client.models.generate_content(model=MODEL, contents="one")
-        with pytest.raises(errors.ClientError):  # the scripted server has no countTokens route
-            client.models.count_tokens(model=MODEL, contents="two")
+        assert client.models.count_tokens(model=MODEL, contents="two").total_tokens == 1
     assert server.last_json()["contents"] == [text("two")]
     assert len(mem.history("other")) == 2
 
@@ -444,3 +443,51 @@ def test_wire_protocol_is_listed():
         "gcp.gemini",
         "chat",
     )
+
+
+#: (id sent, function name, the call's id as memtap reads it)
+CALL_IDS = [
+    (None, "read_file", "read_file"),
+    ("", "read_file", "read_file"),
+    # made up by Gemini CLI for calls the API sent without an id
+    ("read_file_1796410651743_0", "read_file", "read_file"),
+    ("run_shell_command_1796410651743_12", "run_shell_command", "run_shell_command"),
+    ("synth_5f0c########3_1796410651743_1", "glob", "glob"),
+    # ids the API sent (or another call's made-up id) are kept
+    ("call_9f2b1c", "read_file", "call_9f2b1c"),
+    ("glob_1796410651743_0", "read_file", "glob_1796410651743_0"),
+    ("read_file_12_0", "read_file", "read_file_12_0"),
+]
+
+
+@pytest.mark.parametrize(("sent", "name", "read"), CALL_IDS)
+def test_a_client_made_call_id_reads_as_the_api_s_missing_one(sent, name, read):
+    call = {"name": name, "args": {"path": "a"}} | ({"id": sent} if sent is not None else {})
+    response = {"name": name, "response": {"output": "x"}} | ({"id": sent} if sent is not None else {})
+    view = memtap_google.GenerateContentProtocol().read_request(
+        {
+            "contents": [
+                text("go"),
+                {"role": "model", "parts": [{"functionCall": call}]},
+                {"role": "user", "parts": [{"functionResponse": response}]},
+            ]
+        }
+    )
+    assert view.messages[1].tool_calls[0].id == read
+    assert view.messages[2].tool_call_id == read
+
+
+def test_a_function_response_sent_twice_is_read_once():
+    """Gemini CLI 0.61 resends a resumed session's function response twice in one Content."""
+    answer = {
+        "functionResponse": {"name": "read_file", "id": "read_file_1796410651743_0", "response": {"o": 1}}
+    }
+    other = {"functionResponse": {"name": "read_file", "id": "call_2", "response": {"o": 2}}}
+    view = memtap_google.GenerateContentProtocol().read_request(
+        {"contents": [text("go"), {"role": "user", "parts": [answer, answer, other]}]}
+    )
+    assert [(m.role, m.tool_call_id, m.content) for m in view.messages] == [
+        ("user", None, "go"),
+        ("tool", "read_file", '{"o": 1}'),
+        ("tool", "call_2", '{"o": 2}'),
+    ]

@@ -32,7 +32,7 @@ from memtap.sdk import (
     own_view,
 )
 
-from . import synth
+from . import gemini, synth
 from .asgi import (
     ClientDisconnected,
     RawHeaders,
@@ -45,7 +45,7 @@ from .asgi import (
     read_body,
     send_response,
 )
-from .attribution import Attributed, DerivedSessions, attribute
+from .attribution import Attributed, DerivedSessions, attribute, header_map
 from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
 from .config import UI_PREFIX, ProxyConfig, check_ui
@@ -182,7 +182,7 @@ class Proxy:
             # cannot send x-memtap-token, and its own forms carry an Origin).
             await self.ui(dict(scope, root_path=scope.get("root_path", "") + UI_PREFIX), receive, send)
             return
-        r = route(method, path, raw_headers, self.agents, self.families)
+        r = route(method, path, raw_headers, self.agents, self.families, scope.get("query_string", b""))
         try:
             grant = self.guard.check(raw_headers, scope.get("server"))
         except Refused as refused:
@@ -205,12 +205,13 @@ class Proxy:
             return await self._probe(send)
         if base is None:
             flag, env = UPSTREAM_FLAGS[r.family]
-            return await self._error(
-                send,
-                r.family,
-                502,
-                f"memtap proxy: no {r.family} upstream configured; start it with {flag} URL (or set {env})",
+            message = (
+                f"memtap proxy: no {r.family} upstream configured; start it with {flag} URL (or set {env})"
             )
+            self._log_unrouted(f"none:{r.family}", "%s (%s %s)", message, method, r.path)
+            return await self._error(send, r.family, 502, message)
+        if r.guessed:
+            self._log_guessed(method, r, base)
         url = upstream_url(base, r.path, scope.get("query_string", b""))
         if r.protocol is not None and method == "POST":
             protocol = self.protocols.get(r.protocol)
@@ -262,12 +263,14 @@ class Proxy:
         raw_headers = scope["headers"]
         call: Call | None = None
         sent = body
+        # What memtap reads and captures: Gemini names its model in the URL, not the body.
+        read = gemini.with_url_model(parsed, r.model)
         try:
-            view = protocol.read_request(parsed)  # the body is read once, here
-            profile = self.profile(r, view.system, parsed, view)
-            if is_side_call(profile, view):  # a title, a summary: not the conversation
-                self.stats.side_calls += 1
-                return await self._forward(scope, receive, send, url, body, identity=False)
+            view = protocol.read_request(read)  # the body is read once, here
+            headers = header_map(raw_headers)
+            profile = self.profile(r, view.system, parsed, view, headers)
+            if is_side_call(profile, view, headers, parsed):  # a title, a routing score...
+                raise _SideCall
             own = own_view(profile, view)  # the agent's scaffolding is not the user
             agent = profile.name if profile is not None else r.agent or "generic"
             attributed = self.attribute(raw_headers, parsed, own, profile, agent)
@@ -277,7 +280,7 @@ class Proxy:
                 attributed = attrs.evolve(attributed, attribution=bound)
             command = parse_command(own)
             if command is not None:
-                return await self._command(send, command, attributed, protocol, agent, parsed, grant)
+                return await self._command(send, command, attributed, protocol, agent, parsed, grant, r.mode)
             call = self.memory.tap.begin(
                 protocol,
                 attribution=attributed.attribution,
@@ -291,11 +294,14 @@ class Proxy:
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
             # more than the work (and its GIL hand-offs add milliseconds under load). Only
             # a session's first read from the store runs in a thread, awaited a bounded time.
-            prepared = await call.prepare_async(parsed, view=own)
-            if prepared is not parsed:
-                sent = edited_body(body, parsed, prepared)
+            prepared = await call.prepare_async(read, view=own)
+            if prepared is not read:
+                sent = edited_body(body, parsed, gemini.without_url_model(prepared, read, parsed))
         except Refused as refused:  # before memory is read: the entity is not the token's
             return await self._error(send, r.family, refused.status, refused.message)
+        except _SideCall:  # the agent's own side call: not conversation, passed through
+            self.stats.side_calls += 1
+            return await self._forward(scope, receive, send, url, body, identity=False)
         except Exception:
             self.stats.fail_open += 1
             log.exception("memtap failed on a %s request; forwarding it unchanged", protocol.name)
@@ -313,13 +319,22 @@ class Proxy:
         )
 
     def profile(
-        self, r: Route, system: str | None, body: Mapping[str, Any], view: RequestView
+        self,
+        r: Route,
+        system: str | None,
+        body: Mapping[str, Any],
+        view: RequestView,
+        headers: Mapping[str, str] | None = None,
     ) -> AgentProfile | None:
         """The agent profile of a request: its URL prefix's, else the one its system
-        prompt's fingerprint names, else the ``generic`` profile for a request that looks
-        like an unknown agent's (read conservatively: its scaffolding and its model's
-        answers are not the user's); ``None``: no profile knows it."""
+        prompt's fingerprint names, else one that knows the agent by its ``headers``
+        (lower-case names; a side call's own system prompt may name no agent), else the
+        ``generic`` profile for a request that looks like an unknown agent's (read
+        conservatively: its scaffolding and its model's answers are not the user's);
+        ``None``: no profile knows it."""
         found = detect_profile(self.profiles, system, name=r.agent)
+        if found is None and headers:
+            found = detect_by_headers(self.profiles, headers)
         if found is None and self.generic is not None and looks_like_agent(body, view):
             return self.generic
         return found
@@ -333,6 +348,7 @@ class Proxy:
         agent: str,
         body: dict[str, Any],
         grant: Grant,
+        mode: str | None = None,
     ) -> None:
         self.stats.commands += 1
         ctx = CommandContext(
@@ -344,7 +360,10 @@ class Proxy:
             attributed.session_source,
         )
         text = await asyncio.to_thread(run_command, command, ctx)
-        data, media_type, _ = synth.answer(protocol.name, text, body)
+        if mode is not None:  # Gemini: the URL says the model and how to answer
+            data, media_type = gemini.answer(text, str(body.get("model") or "memtap"), mode)
+        else:
+            data, media_type, _ = synth.answer(protocol.name, text, body)
         await send_response(send, 200, [content_type(media_type)], data)
 
     async def _forward(
@@ -361,7 +380,7 @@ class Proxy:
         original: bytes | None = None,
     ) -> None:
         headers = upstream_request_headers(scope["headers"], identity=identity)
-        family = "anthropic" if protocol is not None and protocol.provider == "anthropic" else "openai"
+        family = PROVIDER_FAMILIES.get(protocol.provider, "openai") if protocol is not None else "openai"
         try:
             upstream = await self.upstream.request(scope["method"], url, headers, body)
             if original is not None and call is not None and upstream.status in VALIDATION_STATUSES:
@@ -444,6 +463,29 @@ class Proxy:
         body = synth.error_body(family, status, message)
         await send_response(send, status, [content_type("application/json")], body)
 
+    def _log_unrouted(self, key: str, message: str, *args: Any) -> None:
+        """Log a request the proxy cannot route anywhere sensible, once per ``key``."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(message, *args)
+
+    def _log_guessed(self, method: str, r: Route, base: str) -> None:
+        """A request no route, header or prefix names a family for went to a default
+        upstream: say so once per first path segment, and what to configure."""
+        segment = r.path.split("/", 2)[1] if r.path.count("/") >= 1 else r.path
+        self._log_unrouted(
+            f"guessed:{segment}",
+            "memtap proxy: %s %s matches no API route memtap knows (OpenAI /v1/..., Anthropic "
+            "/v1/messages, Gemini /v1beta/models/...): sent to the %s upstream %s as it is. If "
+            "the client speaks another API, give the proxy that upstream (--openai-upstream, "
+            "--anthropic-upstream, --gemini-upstream) and check the client's base URL is the "
+            "proxy's address with no path added.",
+            method,
+            r.path,
+            r.family,
+            base,
+        )
+
     def _warn_once(self, protocol: str) -> None:
         if protocol not in self._warned:
             self._warned.add(protocol)
@@ -454,6 +496,23 @@ class Proxy:
                 protocol,
                 package,
             )
+
+
+#: The error family of each wire protocol's provider (errors in the client's own shape).
+PROVIDER_FAMILIES = {"anthropic": "anthropic", "gcp.gemini": gemini.FAMILY}
+
+
+class _SideCall(Exception):
+    """The request is its agent's own side call (routing, titles, checks): passed through."""
+
+
+def detect_by_headers(profiles: list[AgentProfile], headers: Mapping[str, str]) -> AgentProfile | None:
+    """The first profile whose optional ``detect_headers(headers)`` knows the request."""
+    for profile in profiles:
+        check = getattr(profile, "detect_headers", None)
+        if callable(check) and check(headers):
+            return profile
+    return None
 
 
 def _capture_whole(call: Call, status: int, data: bytes) -> None:

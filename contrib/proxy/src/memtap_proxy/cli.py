@@ -39,6 +39,14 @@ _SECONDS = click.FloatRange(min=0, min_open=True)
     help="Where Anthropic-protocol requests go, e.g. https://api.anthropic.com ($MEMTAP_ANTHROPIC_UPSTREAM).",
 )
 @click.option(
+    "--gemini-upstream",
+    envvar=ENV["gemini_upstream"],
+    default=_DEFAULTS.gemini_upstream,
+    show_default=True,
+    metavar="URL",
+    help="Where Gemini API requests (/v1beta/models/...) go ($MEMTAP_GEMINI_UPSTREAM).",
+)
+@click.option(
     "--token",
     envvar=ENV["token"],
     default=None,
@@ -145,6 +153,7 @@ def proxy(
     store_url: str | None,
     openai_upstream: str | None,
     anthropic_upstream: str | None,
+    gemini_upstream: str | None,
     token: str | None,
     tokens_file: str | None,
     allow_origins: tuple[str, ...],
@@ -167,6 +176,7 @@ def proxy(
         config = ProxyConfig(
             openai_upstream=openai_upstream,
             anthropic_upstream=anthropic_upstream,
+            gemini_upstream=gemini_upstream,
             host=host,
             port=port,
             token=token,

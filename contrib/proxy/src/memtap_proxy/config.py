@@ -9,6 +9,7 @@ import attrs
 
 from memtap.sdk import TokenRule, host_name, is_loopback_name
 
+from .gemini import DEFAULT_UPSTREAM as DEFAULT_GEMINI_UPSTREAM
 from .guard import Guard, normalize_host, normalize_origin
 
 #: Default listening address and port.
@@ -23,6 +24,7 @@ DEFAULT_MAX_BODY = 32 * 1024 * 1024
 ENV = {
     "openai_upstream": "MEMTAP_OPENAI_UPSTREAM",
     "anthropic_upstream": "MEMTAP_ANTHROPIC_UPSTREAM",
+    "gemini_upstream": "MEMTAP_GEMINI_UPSTREAM",
     "token": "MEMTAP_PROXY_TOKEN",
     "host": "MEMTAP_PROXY_HOST",
     "port": "MEMTAP_PROXY_PORT",
@@ -68,10 +70,12 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -
 class ProxyConfig:
     """How one proxy runs.
 
-    ``openai_upstream`` / ``anthropic_upstream`` are the base URLs requests of each family
-    are sent to (``https://api.openai.com`` or ``https://api.openai.com/v1``; a trailing
-    ``/v1`` is not doubled); a family without an upstream gets a 502 naming the flag to
-    set. ``token``, when set, must come with every request in ``x-memtap-token`` and may
+    ``openai_upstream`` / ``anthropic_upstream`` / ``gemini_upstream`` are the base URLs
+    requests of each family are sent to (``https://api.openai.com`` or
+    ``https://api.openai.com/v1``; a trailing ``/v1`` is not doubled); a family without an
+    upstream gets a 502 naming the flag to set. Gemini's defaults to Google's
+    (``https://generativelanguage.googleapis.com``): a Gemini request only ever goes there.
+    ``token``, when set, must come with every request in ``x-memtap-token`` and may
     act as any entity; ``tokens`` (from :func:`memtap.sdk.load_tokens`) are tokens
     bound to entities. ``allow_origins`` / ``allow_hosts`` are the web origins and host
     names let through besides loopback (:mod:`memtap_proxy.guard`). ``entity_id`` /
@@ -89,6 +93,7 @@ class ProxyConfig:
 
     openai_upstream: str | None = attrs.field(default=None, converter=_upstream)
     anthropic_upstream: str | None = attrs.field(default=None, converter=_upstream)
+    gemini_upstream: str | None = attrs.field(default=DEFAULT_GEMINI_UPSTREAM, converter=_upstream)
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     token: str | None = attrs.field(default=None, repr=False)
@@ -110,7 +115,9 @@ class ProxyConfig:
     ui: bool = False
 
     def upstream(self, family: str) -> str | None:
-        """The configured upstream for ``"openai"`` or ``"anthropic"``."""
+        """The configured upstream for ``"openai"``, ``"anthropic"`` or ``"gemini"``."""
+        if family == "gemini":
+            return self.gemini_upstream
         return self.anthropic_upstream if family == "anthropic" else self.openai_upstream
 
     def guard(self) -> Guard:

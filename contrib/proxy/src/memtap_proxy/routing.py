@@ -6,6 +6,8 @@ from collections.abc import Collection, Iterable
 
 import attrs
 
+from . import gemini
+
 #: Intercepted routes (POST only): path -> (family, wire protocol name).
 PROTOCOL_ROUTES = {
     "/v1/chat/completions": ("openai", "openai.chat"),
@@ -16,6 +18,7 @@ PROTOCOL_ROUTES = {
 UPSTREAM_FLAGS = {
     "openai": ("--openai-upstream", "MEMTAP_OPENAI_UPSTREAM"),
     "anthropic": ("--anthropic-upstream", "MEMTAP_ANTHROPIC_UPSTREAM"),
+    gemini.FAMILY: ("--gemini-upstream", "MEMTAP_GEMINI_UPSTREAM"),
 }
 
 
@@ -24,14 +27,20 @@ class Route:
     """One request's route.
 
     ``path`` is the upstream path (agent prefix removed), ``agent`` the prefix's agent
-    name, ``family`` ``"openai"`` or ``"anthropic"``, ``protocol`` the wire protocol name
-    for intercepted routes (``None``: passed through untouched).
+    name, ``family`` ``"openai"``, ``"anthropic"`` or ``"gemini"``, ``protocol`` the wire
+    protocol name for intercepted routes (``None``: passed through untouched). Gemini's
+    model calls also carry the ``model`` their URL names and their answer's ``mode``
+    (:func:`memtap_proxy.gemini.stream_mode`). ``guessed``: no route, header or prefix
+    named the family (the request went to a default one).
     """
 
     path: str
     family: str
     protocol: str | None = None
     agent: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    guessed: bool = False
 
 
 def split_agent_prefix(path: str, agents: Collection[str]) -> tuple[str | None, str]:
@@ -67,21 +76,37 @@ def route(
     headers: Iterable[tuple[bytes, bytes]],
     agents: Collection[str],
     configured: Collection[str] = ("openai", "anthropic"),
+    query: bytes = b"",
 ) -> Route:
-    """Route one request (``path`` without the query string). A request that names no
-    family (no Anthropic route, header or agent prefix) goes to OpenAI's, or to
-    Anthropic's when only that upstream is ``configured`` (a probe such as Claude Code's
-    ``HEAD /`` then reaches the upstream its client uses)."""
+    """Route one request (``path`` without the query string, ``query`` without the
+    ``?``). Gemini API paths go to Gemini's upstream. A request that names no family (no
+    Anthropic route, header or agent prefix) goes to OpenAI's, or to Anthropic's when only
+    that upstream is ``configured`` (a probe such as Claude Code's ``HEAD /`` then reaches
+    the upstream its client uses)."""
     agent, path = split_agent_prefix(path, agents)
     hit = PROTOCOL_ROUTES.get(path) if method == "POST" else None
     if hit is not None:
         return Route(path=path, family=hit[0], protocol=hit[1], agent=agent)
+    if gemini.is_gemini_path(path) or (path.startswith("/v1/") and gemini.is_gemini_request(headers, query)):
+        return _gemini_route(method, path, query, agent)
     named = AGENT_FAMILIES.get(agent or "")
     if named is None and (path.startswith("/v1/messages") or _looks_anthropic(headers)):
         named = "anthropic"
+    guessed = named is None and not path.startswith("/v1/") and not is_probe(method, path)
     if named is None:
         named = "anthropic" if "anthropic" in configured and "openai" not in configured else "openai"
-    return Route(path=path, family=named, agent=agent)
+    return Route(path=path, family=named, agent=agent, guessed=guessed)
+
+
+def _gemini_route(method: str, path: str, query: bytes, agent: str | None) -> Route:
+    """A Gemini API request: ``generateContent`` and ``streamGenerateContent?alt=sse`` are
+    read (injected into, captured); the rest (model lists, ``countTokens``, a stream
+    without ``alt=sse``, files...) is passed through."""
+    mode = gemini.stream_mode(path, query) if method == "POST" else None
+    call = gemini.model_call(path)
+    protocol = gemini.PROTOCOL if mode in ("json", "sse") else None
+    model = call[0] if call is not None else None
+    return Route(path=path, family=gemini.FAMILY, protocol=protocol, agent=agent, model=model, mode=mode)
 
 
 def upstream_url(base: str, path: str, query: bytes) -> str:

@@ -126,7 +126,7 @@ def serve(
     sys.setswitchinterval(SWITCH_INTERVAL)
     proxy = Proxy(config, memory)
     tune_gc()
-    families = [f for f in ("openai", "anthropic") if config.upstream(f)]
+    families = [f for f in ("openai", "anthropic", "gemini") if config.upstream(f)]
     log.info(
         "memtap proxy on http://%s:%d (store %s; upstreams: %s)",
         config.host,

@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import gemini
+
 JSON = dict[str, Any]
 
 
@@ -202,7 +204,10 @@ def answer(protocol: str, text: str, body: JSON) -> tuple[bytes, str, bool]:
 
 
 def error_body(family: str, status: int, message: str) -> bytes:
-    """An error in the family's own format (both SDK families can read it)."""
+    """An error in the family's own format (both SDK families can read it; Gemini's
+    SDKs read Google's)."""
+    if family == "gemini":
+        return gemini.error_body(status, message)
     kinds = {
         400: "invalid_request_error",
         401: "authentication_error",

@@ -8,9 +8,15 @@ from collections.abc import Iterable
 import attrs
 
 from memtap import Exchange, Fact, Memory, Message, SessionInfo
+from memtap.longterm.text import term_counts
+from memtap.redact import redact_id
 
 #: Fact kinds that record a retraction, not something known (memorize's DELETE).
 TOMBSTONE = "tombstone"
+#: A fact repeats a forgotten one when it holds this share of its words (stemmed).
+REPEAT_SHARE = 0.6
+#: Repeats offered at most after one forget.
+MAX_REPEATS = 20
 
 
 @attrs.frozen
@@ -25,10 +31,23 @@ class EntityRow:
 
 @attrs.frozen
 class FactRow:
-    """A current fact and the facts it replaced, newest first (its superseded history)."""
+    """A current fact, the facts it replaced, newest first (its superseded history), and
+    who said it (:func:`said_by`)."""
 
     fact: Fact
     history: tuple[Fact, ...]
+    said_by: str = ""
+
+
+def said_by(fact: Fact) -> str:
+    """Who a fact comes from: ``"user"`` or ``"assistant"`` (a turn kept verbatim: an
+    episode), ``"learned"`` (memorize drew it from a conversation), ``"remembered"`` (the
+    app's ``remember()`` or the agent's memory tool, or an import of those)."""
+    if fact.kind == "episode":
+        return fact.metadata.get("role", "user")
+    if fact.source_exchange_id and fact.metadata.get("source") != "memory_tool":
+        return "learned"
+    return "remembered"
 
 
 @attrs.frozen
@@ -80,11 +99,73 @@ def entity(memory: Memory, entity_id: str) -> EntityPage:
         if f.kind == TOMBSTONE:
             continue
         if f.superseded_by is None:
-            rows.append(FactRow(f, tuple(_replaced(f, by_id))))
+            rows.append(FactRow(f, tuple(_replaced(f, by_id)), said_by(f)))
         elif by_id.get(f.superseded_by, f).kind == TOMBSTONE:
             retracted.append(f)
     sessions = memory.sessions(entity_id=entity_id, limit=1_000_000)
     return EntityPage(entity_id, tuple(rows), tuple(retracted), tuple(sessions))
+
+
+@attrs.frozen
+class SearchResults:
+    """What the search page shows: facts holding every word of the query, and sessions
+    whose id or entity holds it; ``truncated`` when there were more than the page lists."""
+
+    facts: tuple[Fact, ...]
+    sessions: tuple[SessionInfo, ...]
+    truncated: bool
+
+
+def search(memory: Memory, query: str, limit: int) -> SearchResults:
+    """Every entity's current facts that hold all the words of ``query`` (stemmed, as
+    recall reads them), and the sessions whose id or entity holds ``query``
+    (case-insensitive), :data:`limit` of each at most, newest first."""
+    memory.flush()
+    wanted = set(term_counts(query))
+    needle = query.strip().lower()
+    facts: list[Fact] = []
+    sessions: list[SessionInfo] = []
+    truncated = False
+    for entity_id in memory.store.entities():
+        if wanted:
+            for fact in memory.facts(entity_id=entity_id):
+                if wanted <= set(term_counts(fact.text)):
+                    facts.append(fact)
+        if needle:
+            for info in memory.sessions(entity_id=entity_id, limit=1_000_000):
+                if needle in info.session_id.lower() or needle in info.entity_id.lower():
+                    sessions.append(info)
+        if len(facts) > limit or len(sessions) > limit:
+            truncated = True
+            break
+    facts.sort(key=lambda f: f.created_at, reverse=True)
+    sessions.sort(key=lambda s: s.updated_at, reverse=True)
+    truncated = truncated or len(facts) > limit or len(sessions) > limit
+    return SearchResults(tuple(facts[:limit]), tuple(sessions[:limit]), truncated)
+
+
+def forget_fact(memory: Memory, entity_id: str, fact_id: str) -> tuple[int, list[Fact]]:
+    """Forget one fact; how many facts were deleted, and the entity's facts and episodes
+    that repeat it (:func:`repeats_of`): the model's echo of it, the turn that said it."""
+    every = memory.store.facts(entity_id=redact_id(entity_id), include_superseded=True)
+    text = next((f.text for f in every if f.id == fact_id), None)
+    count = memory.forget(entity_id=entity_id, fact_id=fact_id)
+    return count, repeats_of(memory, entity_id, text) if count and text else []
+
+
+def repeats_of(memory: Memory, entity_id: str, text: str) -> list[Fact]:
+    """The entity's current facts and episodes that hold most (:data:`REPEAT_SHARE`) of
+    the words of ``text``, newest first, :data:`MAX_REPEATS` at most."""
+    wanted = set(term_counts(text))
+    if not wanted:
+        return []
+    found = []
+    for fact in memory.facts(entity_id=entity_id):
+        if len(wanted & set(term_counts(fact.text))) >= REPEAT_SHARE * len(wanted):
+            found.append(fact)
+            if len(found) >= MAX_REPEATS:
+                break
+    return found
 
 
 def _replaced(fact: Fact, by_id: dict[str, Fact]) -> Iterable[Fact]:

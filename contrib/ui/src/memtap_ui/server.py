@@ -15,6 +15,8 @@ from memtap import Memory
 from .app import create_app
 from .guard import check_bind
 
+#: Seconds the server waits for pages in progress when told to stop.
+STOP_SECONDS = 2
 #: Default listening address and port.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8097
@@ -34,6 +36,8 @@ def _config(
         ws="none",
         server_header=False,
         proxy_headers=False,
+        # SIGTERM/Ctrl-C: stop within seconds, not when the slowest page is done.
+        timeout_graceful_shutdown=STOP_SECONDS,
     )
 
 

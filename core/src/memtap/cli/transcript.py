@@ -38,7 +38,7 @@ import attrs
 from memtap.errors import MemtapError
 from memtap.formats.content import role_and_text
 from memtap.protocol.model import Exchange, Message, Role, aware
-from memtap.redact import redact_exchange
+from memtap.redact import redact_exchange, redact_id
 
 if TYPE_CHECKING:
     from memtap.memory import Memory
@@ -199,7 +199,10 @@ def import_turns(mem: Memory, turns: Sequence[Turn], *, entity_id: str) -> Impor
     sessions = sorted({t.session_id for t in turns})
     stored: Counter[tuple[Any, ...]] = Counter()
     for session in sessions:
-        stored.update(_key(e) for e in mem.store.exchanges(entity_id=entity_id, session_id=session))
+        stored.update(
+            _key(e)
+            for e in mem.store.exchanges(entity_id=redact_id(entity_id), session_id=redact_id(session))
+        )
     new = present = 0
     for turn in turns:
         # The key of what capture would store (capture redacts the turn first).

@@ -81,6 +81,18 @@ class LongTermMemory:
         )
         return found or []
 
+    def recall_soon(
+        self, query: str, *, entity_id: str, k: int, index_wait: float, deadline: float
+    ) -> list[ScoredFact] | None:
+        """Recall for a person waiting (a UI page, an MCP tool): by words as soon as the
+        entity's index is loaded, waiting at most ``index_wait`` seconds for it and at most
+        ``deadline`` for the question's vector; never for the facts' vectors (an entity
+        imported a moment ago has none, and embedding 20,000 facts takes minutes).
+        ``None``: the index is still loading (ask again in a moment)."""
+        if not self.engine.indexes.wait_loaded(entity_id, index_wait):
+            return None
+        return self.recall(query, entity_id=entity_id, process_id=None, k=k, min_score=0.0, deadline=deadline)
+
     def facts(self, *, entity_id: str, process_id: str | None = None) -> list[Fact]:
         """Current facts, newest first (tombstones of deleted facts left out)."""
         return [

@@ -186,6 +186,16 @@ class FactIndexes:
                 raise entry.error
         return entry if entry.index is not None else None
 
+    def wait_loaded(self, entity_id: str, timeout: float) -> bool:
+        """Whether the entity's index is loaded, waiting at most ``timeout`` seconds (a cold
+        one starts loading in the background): for callers that may wait a little for
+        recall by words, never for the whole load (a page of the UI)."""
+        if self.get(entity_id, wait=False) is not None:
+            return True
+        with self._lock:
+            entry = self._entries.get(entity_id)
+        return entry is not None and entry.ready.wait(timeout) and entry.index is not None
+
     def _stale(self, entry: _Entry) -> bool:
         if self.refresh_after is None:
             return False

@@ -83,16 +83,20 @@ class AgentProfile(Protocol):
     - ``own_messages(messages) -> messages``: instead of ``user_text``, for an agent whose
       scaffolding is whole turns (aider's few-shot examples): the messages as their authors
       wrote them, the scaffolding turns left out;
-    - ``side_call(view) -> bool``: whether a request is one of the agent's side calls
-      (titles, summaries, memory extraction): the proxy neither injects into it nor stores
-      it;
+    - ``side_call(view, headers, body) -> bool``: whether a request (its view, its headers
+      with lower-case names, its parsed body) is one of the agent's side calls (titles,
+      summaries, memory extraction, model routing, checks): the proxy passes it through,
+      neither injected into nor stored (:func:`memtap.request.scaffolding.is_side_call`);
     - ``session_id(headers, body) -> str | None``: the conversation id the agent sends in
       its own traffic (``headers``: lower-case names to their first value; ``body``: the
       parsed request), read by the proxy when no ``x-memtap-session`` header names one;
     - ``entity_id(headers, body) -> str | None``: the same for the entity (whose memory);
     - ``keeps_conversation``: ``True`` for an agent that resends its whole conversation
       every turn (Claude Code, Codex): memtap then injects no history into the sessions
-      the agent names itself, only recalled facts.
+      the agent names itself, only recalled facts;
+    - ``detect_headers(headers) -> bool``: whether a request's headers say it is this
+      agent's, for the proxy when no prefix or system prompt does (a side call's own
+      prompt names no agent).
     """
 
     #: The agent's name, also its URL prefix in the proxy (``/claude-code/v1/messages``).

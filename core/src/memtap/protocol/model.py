@@ -158,14 +158,27 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+def _safe_id(value: str) -> str:
+    """An id with any secret in it replaced by a fingerprint (:func:`memtap.redact.redact_id`;
+    imported here, as ``memtap.redact`` imports this module)."""
+    from memtap.redact import redact_id
+
+    return redact_id(value) if isinstance(value, str) else value
+
+
+def _safe_optional_id(value: str | None) -> str | None:
+    return None if value is None else _safe_id(value)
+
+
 @attrs.frozen
 class Attribution:
     """Who a call belongs to: the entity (usually a user), the process (app or agent) and
-    the session (one conversation)."""
+    the session (one conversation). A secret inside an id (``user-ghp_…``) is replaced by
+    its fingerprint on the way in (docs/security.md)."""
 
-    entity_id: str = DEFAULT_ENTITY_ID
-    session_id: str = DEFAULT_SESSION_ID
-    process_id: str | None = None
+    entity_id: str = attrs.field(default=DEFAULT_ENTITY_ID, converter=_safe_id)
+    session_id: str = attrs.field(default=DEFAULT_SESSION_ID, converter=_safe_id)
+    process_id: str | None = attrs.field(default=None, converter=_safe_optional_id)
 
 
 #: Why a fact recall considered for a call was not injected (:attr:`ExplainedFact.reason`):
@@ -272,9 +285,9 @@ class Fact:
     ``superseded_by`` set, so the history of a fact is kept).
     """
 
-    entity_id: str
+    entity_id: str = attrs.field(converter=_safe_id)
     text: str
-    process_id: str | None = None
+    process_id: str | None = attrs.field(default=None, converter=_safe_optional_id)
     kind: str = "fact"
     source_exchange_id: str | None = None
     supersedes: str | None = None

@@ -23,6 +23,7 @@ nor stored as conversation), and whether a request no profile knows looks like a
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,8 @@ __all__ = ["TaggedScaffolding", "is_side_call", "looks_like_agent", "own_message
 #: the agents measured send 1-23 kB, aider's shortest being 1.1 kB plus few-shot turns).
 AGENT_SYSTEM_CHARS = 3000
 #: Tags only agents put around their user's words.
+#: No headers, no body: what a side call is asked about when the caller has none.
+_NOTHING: Mapping[str, Any] = types.MappingProxyType({})
 AGENT_TAGS = ("<system-reminder>", "<environment_context>", "<environment_details>")
 
 
@@ -84,12 +87,18 @@ def own_view(profile: Any, view: RequestView) -> RequestView:
     return view if messages is view.messages else attrs.evolve(view, messages=messages)
 
 
-def is_side_call(profile: Any, view: RequestView) -> bool:
-    """Whether ``view`` (the request as its agent sent it) is one of the agent's side calls
-    (titles, summaries, memory extraction...): the profile's optional ``side_call(view)``
+def is_side_call(
+    profile: Any,
+    view: RequestView,
+    headers: Mapping[str, str] = _NOTHING,
+    body: Mapping[str, Any] = _NOTHING,
+) -> bool:
+    """Whether ``view`` (the request as its agent sent it; ``headers`` with lower-case
+    names, ``body`` parsed) is one of the agent's side calls (titles, summaries, memory
+    extraction, model routing...): the profile's optional ``side_call(view, headers, body)``
     says; without one, no request is."""
     method = getattr(profile, "side_call", None)
-    return bool(method(view)) if callable(method) else False
+    return bool(method(view, headers, body)) if callable(method) else False
 
 
 def looks_like_agent(body: Mapping[str, Any], view: RequestView) -> bool:

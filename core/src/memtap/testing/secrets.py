@@ -219,6 +219,100 @@ def _secrets() -> list[FakeSecret]:
             secret=sig,
         )
     )
+    sid = _tok(B62, 32)
+    out.append(
+        s(
+            "cookie-header",
+            f"Cookie: theme=dark; sessionid={sid}; csrftoken={_tok(B62, 32)}",
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(B64URL, 43)
+    out.append(
+        s(
+            "set-cookie-header",
+            f"Set-Cookie: __Host-session={sid}; Path=/; Secure; HttpOnly; SameSite=Lax",
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(HEX, 40)
+    out.append(
+        s(
+            "curl-cookie-header",
+            f"curl -H 'cookie: sid={sid}' https://app.example.com/api/me",
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(B62, 40)
+    out.append(
+        s(
+            "curl-cookie-flag",
+            f"curl -b 'session={sid}; lang=en' https://app.example.com/",
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(B64URL, 48)
+    out.append(
+        s(
+            "curl-cookie-long-flag",
+            f'curl --cookie "_app_session={sid}" https://x.example.com',
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(B62, 32)
+    out.append(
+        s(
+            "cookie-jar-line",
+            f".example.com\tTRUE\t/\tTRUE\t1767225600\tsessionid\t{sid}",
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(B62, 32)
+    out.append(
+        s(
+            "cookie-jar-httponly-line",
+            f"#HttpOnly_app.example.com\tFALSE\t/\tFALSE\t0\tconnect.sid\ts%3A{sid}",
+            secret=sid,
+            inline=False,
+        )
+    )
+    sid = _tok(B64URL, 40)
+    har: dict[str, Any] = {
+        "request": {
+            "method": "GET",
+            "url": "https://app.example.com/",
+            "headers": [{"name": "Accept", "value": "text/html"}, {"name": "Cookie", "value": f"sid={sid}"}],
+        }
+    }
+    out.append(s("har-cookie-header", json.dumps(har, indent=2), secret=sid, inline=False))
+    sid = _tok(B62, 36)
+    har = {
+        "response": {
+            "status": 200,
+            "cookies": [{"name": "JSESSIONID", "value": sid, "path": "/", "httpOnly": True}],
+        }
+    }
+    out.append(s("har-cookies", json.dumps(har), secret=sid, inline=False))
+    dsn = _tok(HEX, 32)
+    out.append(
+        s("sentry-dsn", f"https://{dsn}@o{_tok(DIGITS, 6)}.ingest.sentry.io/{_tok(DIGITS, 7)}", secret=dsn)
+    )
+    dsn = _tok(HEX, 32)
+    out.append(
+        s("sentry-dsn-env", f"SENTRY_DSN=https://{dsn}@sentry.example.com/12", secret=dsn, inline=False)
+    )
+    tok = _tok(B64URL, 40)
+    out.append(
+        s("url-access-token", f"https://api.example.com/v2/me?access_token={tok}&fields=id", secret=tok)
+    )
+    tok = _tok(B62, 32)
+    out.append(s("url-token-query", f"https://files.example.com/d/report.pdf?token={tok}", secret=tok))
     for label in ("RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "EC PRIVATE KEY", "PGP PRIVATE KEY BLOCK"):
         pem, body = _pem(label)
         out.append(s("pem-" + label.split()[0].lower(), pem, secret=body, inline=False))
@@ -457,6 +551,20 @@ ORDINARY_TEXTS: tuple[tuple[str, str], ...] = (
         "unicode-and-markdown",
         "| name | value |\n|---|---|\n| 東京 | 日本語のテキスト 🎉 |\n\n> **Note**: `task-notification` "
         'events are risk-first.\n<div class="task-notification" style="color: #ff00aa">ok</div>',
+    ),
+    (
+        "cookies-and-urls-without-secrets",
+        "Set the cookie: a name and a value. The cookie-consent banner stores cookie: accepted.\n"
+        "Set-Cookie: theme=dark; Path=/; Max-Age=31536000\nCookie: lang=en; tz=UTC\n"
+        "$ curl -b cookies.txt -c cookies.txt https://example.com && git checkout -b feature/login-2024\n"
+        "$ curl --cookie-jar jar.txt https://example.com; ls -b /tmp\n"
+        '{"headers": [{"name": "Accept", "value": "text/html"}, {"name": "Cookie", "value": "lang=en"}],'
+        ' "cookies": [{"name": "lang", "value": "en"}], "fields": [{"name": "id", "value": '
+        '"3f2c9a1b-8d7e-4c5f-9a0b-1c2d3e4f5a6b"}]}\n'
+        ".example.com\tTRUE\t/\tFALSE\t0\tlang\ten\n"
+        "name\tTRUE\t12\tchecked\nSENTRY_DSN=https://examplePublicKey@o0.ingest.sentry.io/0 "
+        "https://alice@github.com/org/repo.git ssh://git@github.com/org/repo.git "
+        "https://user@example.com:8443/x?page=2&token_type=bearer&sig_version=2",
     ),
     (
         "json-messages",

@@ -6,7 +6,9 @@ to parse its answers:
 * OpenAI Chat Completions (``POST /v1/chat/completions``), JSON and SSE;
 * OpenAI Responses (``POST /v1/responses``), JSON and SSE;
 * Anthropic Messages (``POST /v1/messages``), JSON and SSE, plus ``/v1/messages/count_tokens``;
-* Gemini (``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``).
+* Gemini (``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``),
+  plus ``:countTokens`` and the model list (``GET /v1beta/models``, ``GET /v1beta/models/{model}``;
+  ``/v1/models`` too when the request carries Google's ``x-goog-api-key``).
 
 Replies are queued with :meth:`ScriptedModelServer.script` and consumed first-in first-out by
 whichever protocol is called next. With an empty queue the server echoes the last user text as
@@ -752,6 +754,34 @@ _GEMINI_PATH = re.compile(
 )
 
 
+_GEMINI_COUNT = re.compile(r"^/v1(?:beta|alpha)?/models/[^/:]+:countTokens$")
+_GEMINI_MODELS = re.compile(r"^/v1(?:beta|alpha)/models(?:/([^/:]+))?$")
+_GEMINI_V1_MODELS = re.compile(r"^/v1/models(?:/([^/:]+))?$")
+#: The models ``GET /v1beta/models`` lists.
+GEMINI_MODELS = ("gemini-2.5-flash", "gemini-2.5-pro")
+
+
+def _gemini_model(name: str) -> JSONObject:
+    return {
+        "name": f"models/{name}",
+        "displayName": name,
+        "inputTokenLimit": 1048576,
+        "outputTokenLimit": 65536,
+        "supportedGenerationMethods": ["generateContent", "countTokens"],
+    }
+
+
+def _gemini_models(path: str, google: bool) -> JSONObject | None:
+    """The answer to a Gemini model list or model lookup, ``None`` for any other path
+    (``/v1/models`` is Gemini's only for a request with Google's ``x-goog-api-key``)."""
+    match = _GEMINI_MODELS.match(path) or (_GEMINI_V1_MODELS.match(path) if google else None)
+    if match is None:
+        return None
+    if match.group(1) is not None:
+        return _gemini_model(match.group(1))
+    return {"models": [_gemini_model(name) for name in GEMINI_MODELS]}
+
+
 @dataclass(frozen=True)
 class _Route:
     wire: _Wire
@@ -850,6 +880,13 @@ class _Handler(BaseHTTPRequestHandler):
         route = _route(path, query) if self.command == "POST" else None
         if self.command == "POST" and path == "/v1/messages/count_tokens":
             self._count_tokens(request)
+        elif self.command == "POST" and _GEMINI_COUNT.match(path):
+            self._gemini_count_tokens(request)
+        elif (
+            self.command == "GET"
+            and (listed := _gemini_models(path, "x-goog-api-key" in headers)) is not None
+        ):
+            self._send_json(200, listed)
         elif route is None:
             self._send_json(404, _not_found(self.command, path))
         else:
@@ -898,6 +935,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         count = _count_words(body.get("system")) + _count_words(body.get("messages"))
         self._send_json(200, {"input_tokens": max(1, count)})
+
+    def _gemini_count_tokens(self, request: RecordedRequest) -> None:
+        body = request.json
+        contents = body.get("contents") if isinstance(body, dict) else None
+        words = sum(_count_words(c.get("parts")) for c in contents or () if isinstance(c, dict))
+        self._send_json(200, {"totalTokens": max(1, words)})
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():

@@ -1,5 +1,5 @@
-"""memtap agent profiles: claude-code, codex, qwen-code, opencode, aider, codebuddy and the
-generic fallback (entry point ``agents`` in group ``memtap``)."""
+"""memtap agent profiles: claude-code, codex, gemini-cli, qwen-code, opencode, aider,
+codebuddy and the generic fallback (entry point ``agents`` in group ``memtap``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .profiles import (
     CLAUDE_CODE,
     CODEBUDDY,
     CODEX,
+    GEMINI_CLI,
     GENERIC,
     OPENCODE,
     QWEN_CODE,
@@ -24,6 +25,7 @@ __all__ = [
     "CLAUDE_CODE",
     "CODEBUDDY",
     "CODEX",
+    "GEMINI_CLI",
     "GENERIC",
     "OPENCODE",
     "QWEN_CODE",
@@ -36,4 +38,4 @@ __all__ = [
 @hookimpl
 def memtap_agent_profiles() -> list[AgentProfile]:
     """The known agents, most specific first; ``generic`` matches nothing by fingerprint."""
-    return [CLAUDE_CODE, CODEX, QWEN_CODE, OPENCODE, AIDER, CODEBUDDY, GENERIC]
+    return [CLAUDE_CODE, CODEX, GEMINI_CLI, QWEN_CODE, OPENCODE, AIDER, CODEBUDDY, GENERIC]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -14,17 +15,27 @@ from . import aider
 from .traffic import (
     CLAUDE_CODE_SCAFFOLDING,
     CODEX_SCAFFOLDING,
+    GEMINI_CLI_FINGERPRINTS,
+    GEMINI_CLI_SCAFFOLDING,
     GENERIC_SCAFFOLDING,
     QWEN_CODE_SCAFFOLDING,
     chat_messages,
     claude_code_session,
     codex_session,
+    gemini_cli_side_call,
+    is_gemini_cli,
     opencode_session,
     qwen_code_session,
 )
 
 #: Reads an agent's session id from a request's headers (lower-case names) and body.
 SessionReader = Callable[[Mapping[str, str], Mapping[str, Any]], "str | None"]
+#: Tells an agent's side calls (routing, checks, summaries) from its conversation by
+#: their headers (lower-case names) and body, for an agent whose side calls no marker in
+#: the system prompt tells.
+SideCallReader = Callable[[Mapping[str, str], Mapping[str, Any]], bool]
+#: Knows an agent's requests by their headers (lower-case names).
+HeaderReader = Callable[[Mapping[str, str]], bool]
 
 
 class Scaffolding(Protocol):
@@ -36,6 +47,8 @@ class Scaffolding(Protocol):
 
 #: How far into a system prompt a side call's marker is looked for.
 SIDE_CALL_HEAD = 400
+#: No headers, no body (a side call asked about by its view alone).
+_NOTHING: Mapping[str, Any] = types.MappingProxyType({})
 
 #: Texts up to this long are cut once and remembered: an agent resends its whole
 #: conversation on every request (a longer text is cut again; its hash would cost as much
@@ -50,7 +63,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 class _Traffic:
     """What a profile knows of its agent's traffic (the optional part of
     :class:`memtap.sdk.AgentProfile`): its scaffolding, where it names its session,
-    and whether it resends its whole conversation every turn."""
+    whether it resends its whole conversation every turn, which of its requests are side
+    calls, and how its headers name it."""
 
     def __init__(
         self,
@@ -59,9 +73,13 @@ class _Traffic:
         session: SessionReader | None = None,
         keeps_conversation: bool = False,
         side_calls: tuple[str, ...] = (),
+        side_call: SideCallReader | None = None,
+        by_headers: HeaderReader | None = None,
     ) -> None:
         self.scaffolding = scaffolding
         self._session = session
+        self._side_call = side_call
+        self._by_headers = by_headers
         self.keeps_conversation = keeps_conversation
         #: How the agent's side calls' system prompts begin (titles, summaries...).
         self.side_calls = side_calls
@@ -78,13 +96,32 @@ class _Traffic:
         """The session the agent names in its request, if it names one."""
         return None if self._session is None else self._session(headers, body)
 
-    def side_call(self, view: RequestView) -> bool:
-        """Whether the request is one of the agent's side calls: its system prompt opens
-        with one of :attr:`side_calls`."""
+    def side_call(
+        self,
+        view: RequestView,
+        headers: Mapping[str, str] = _NOTHING,
+        body: Mapping[str, Any] = _NOTHING,
+    ) -> bool:
+        """Whether the request is one of the agent's side calls (neither injected into
+        nor captured as conversation): its prompt carries a side call's marker
+        (:meth:`marked_side_call`), or the profile's side-call reader says so from its
+        headers and body."""
+        if self.marked_side_call(view):
+            return True
+        return self._side_call is not None and self._side_call(headers, body)
+
+    def marked_side_call(self, view: RequestView) -> bool:
+        """Whether the request's system prompt opens with one of :attr:`side_calls` (what
+        also tells the agent by a side call's prompt, :meth:`detect`)."""
         if not self.side_calls or not view.system:
             return False
         head = view.system[:SIDE_CALL_HEAD]
         return any(marker in head for marker in self.side_calls)
+
+    def detect_headers(self, headers: Mapping[str, str]) -> bool:
+        """Whether the request's headers say it is this agent's (for a side call, whose
+        system prompt is not the agent's own)."""
+        return self._by_headers is not None and self._by_headers(headers)
 
 
 class _FingerprintedProfile(_Traffic):
@@ -107,7 +144,9 @@ class _FingerprintedProfile(_Traffic):
         """Whether a fingerprint appears in the prompt's first 4 kB (a side call's marker
         too: the agent's side calls are its own)."""
         head = system_text[:4096]
-        return any(f in head for f in self._fingerprints) or self.side_call(RequestView(system=system_text))
+        return any(f in head for f in self._fingerprints) or self.marked_side_call(
+            RequestView(system=system_text)
+        )
 
     def resolve(self, slot: str) -> str | None:
         """The section key (heading text, tag name) for ``slot``."""
@@ -198,7 +237,9 @@ class PlainProfile(_Traffic):
         """Whether a fingerprint (or a side call's marker) opens the prompt; the generic
         profile has none: it is the fallback."""
         head = system_text[:4096]
-        return any(f in head for f in self._fingerprints) or self.side_call(RequestView(system=system_text))
+        return any(f in head for f in self._fingerprints) or self.marked_side_call(
+            RequestView(system=system_text)
+        )
 
     def split(self, system_text: str) -> list[Segment]:
         """The whole prompt."""
@@ -240,6 +281,26 @@ CODEX = MarkdownProfile(
         "tools": "Tool guidelines",
     },
 )
+GEMINI_CLI = MarkdownProfile(
+    "gemini-cli",
+    level=1,
+    fingerprints=GEMINI_CLI_FINGERPRINTS,
+    scaffolding=GEMINI_CLI_SCAFFOLDING,
+    # Gemini CLI names no session in its traffic: the proxy derives one from the
+    # conversation's first prompt (its environment block cut), which --resume resends.
+    keeps_conversation=True,
+    side_call=gemini_cli_side_call,
+    by_headers=is_gemini_cli,
+    slots={
+        "persona": PREAMBLE,
+        "rules": "Core Mandates",
+        "skills": "Available Agent Skills",
+        "task_context": "Primary Workflows",
+        "tools": "Operational Guidelines",
+        "memory": "Final Reminder",
+        "knowledge": "Final Reminder",
+    },
+)
 CODEBUDDY = XmlProfile(
     "codebuddy",
     fingerprints=("CodeBuddy",),
@@ -277,7 +338,7 @@ class AiderProfile(PlainProfile):
         found = aider.own_messages((message,))
         return found[0].content if found else ""
 
-    def side_call(self, view: RequestView) -> bool:
+    def marked_side_call(self, view: RequestView) -> bool:
         """A commit message or a summary of the chat (:func:`memtap_agents.aider.is_side_call`)."""
         return aider.is_side_call(view)
 

@@ -1,8 +1,8 @@
 """What the agents say about themselves in their own traffic: session ids and scaffolding.
 
-Measured on the agents' real requests (Claude Code 2.1.x, Codex CLI 0.171, Qwen Code
-0.24.4, opencode 1.18.33, aider 0.86.2); see
-``docs/proxy.md`` (Attribution) for the rule per agent.
+Measured on the agents' real requests (Claude Code 2.1.x, Codex CLI 0.171, Gemini CLI
+0.61, Qwen Code 0.24.4, opencode 1.18.33, aider 0.86.2); see ``docs/proxy.md``
+(Attribution) for the rule per agent.
 """
 
 from __future__ import annotations
@@ -196,3 +196,62 @@ def chat_messages(body: Mapping[str, Any]) -> tuple[Message, ...]:
         for m in messages
         if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")
     )
+
+
+#: Gemini CLI's scaffolding in its first user turn: the environment (date, OS, folders) with
+#: the GEMINI.md files it loaded, hook output, and the snapshot that replaces a compressed
+#: history.
+GEMINI_CLI_SCAFFOLDING = TaggedScaffolding(
+    tags=(
+        "session_context",
+        "loaded_context",
+        "global_context",
+        "extension_context",
+        "project_context",
+        "hook_context",
+        "state_snapshot",
+    ),
+)
+#: What the system instruction of Gemini CLI's own conversation opens with, whatever the
+#: model and mode ("You are Gemini CLI, an autonomous CLI agent specializing in software
+#: engineering tasks", "You are a non-interactive CLI agent specializing in...", for
+#: Gemini 2.5). Its side calls have prompts of their own: the model router, next-speaker
+#: and loop checks, summaries, sub-agents.
+GEMINI_CLI_FINGERPRINTS = ("You are Gemini CLI", "CLI agent specializing in software engineering tasks")
+#: How Gemini CLI's ``User-Agent`` starts (``GeminiCLI/0.61.0/<model> ...``, or
+#: ``GeminiCLI-tui/...``), on its side calls too.
+GEMINI_CLI_AGENT = "GeminiCLI"
+
+
+def is_gemini_cli(headers: Mapping[str, str]) -> bool:
+    """Whether a request comes from Gemini CLI (its ``User-Agent``)."""
+    return headers.get("user-agent", "").startswith(GEMINI_CLI_AGENT)
+
+
+def _system_text(body: Mapping[str, Any]) -> str:
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    if isinstance(system, str):
+        return system
+    parts = system.get("parts") if isinstance(system, Mapping) else None
+    if isinstance(parts, Mapping):
+        parts = [parts]
+    texts = (p.get("text") for p in parts or () if isinstance(p, Mapping))
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def _asks_for_json(body: Mapping[str, Any]) -> bool:
+    config = body.get("generationConfig") or body.get("generation_config")
+    if not isinstance(config, Mapping):
+        return False
+    mime = config.get("responseMimeType") or config.get("response_mime_type")
+    schema = any(config.get(k) for k in ("responseJsonSchema", "responseSchema", "response_schema"))
+    return mime == "application/json" or schema
+
+
+def gemini_cli_side_call(headers: Mapping[str, str], body: Mapping[str, Any]) -> bool:
+    """Whether a Gemini CLI request is one of its side calls, not the user's conversation:
+    a structured (JSON) answer asked for (the model router's complexity score, the
+    next-speaker and loop checks), or a system instruction other than the agent's own
+    (summaries, sub-agents)."""
+    head = _system_text(body)[:4096]
+    return _asks_for_json(body) or not any(f in head for f in GEMINI_CLI_FINGERPRINTS)

@@ -8,6 +8,7 @@ Gemini bodies name no model (it is in the URL): the in-process adapter records i
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -80,10 +81,26 @@ def _marker(part: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: The ids a client makes up for a call the API sent without one: Gemini CLI's
+#: ``{name}_{epoch ms}_{n}`` and ``synth_{prompt id}_{epoch ms}_{n}``.
+_MADE_UP_ID = re.compile(r"(?:synth_.+|(?P<name>.+))_\d{12,}_\d+")
+
+
+def _made_up(given: str, name: str) -> bool:
+    match = _MADE_UP_ID.fullmatch(given)
+    return match is not None and match.group("name") in (None, name)
+
+
 def call_id(call: Mapping[str, Any]) -> str:
     """A function call's id; Gemini may send none, then its name stands in (so a call and
-    its response, which carries the same name, still pair up)."""
-    return str(call.get("id") or call.get("name") or "")
+    its response, which carries the same name, still pair up). An id the client made up
+    for a call the API sent without one (Gemini CLI's) is not the call's either: the
+    answer memtap captured had none, and the client's resent conversation must match it."""
+    name = str(call.get("name") or "")
+    given = call.get("id")
+    if given and not _made_up(str(given), name):
+        return str(given)
+    return name or str(given or "")
 
 
 def _arguments(args: Any) -> str:
@@ -109,14 +126,15 @@ def _read_content(content: Any) -> list[Message]:
                 )
             )
         elif isinstance(response, Mapping):
-            results.append(
-                Message(
-                    role="tool",
-                    tool_call_id=call_id(response),
-                    name=str(response.get("name") or "") or None,
-                    content=_arguments(response.get("response")),
-                )
+            result = Message(
+                role="tool",
+                tool_call_id=call_id(response),
+                name=str(response.get("name") or "") or None,
+                content=_arguments(response.get("response")),
             )
+            # One answer to one call, even sent twice (Gemini CLI's resumed sessions do).
+            if result not in results:
+                results.append(result)
         elif isinstance(part.get("text"), str):
             text.append(part["text"])
         else:
