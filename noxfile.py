@@ -13,6 +13,7 @@ import queue
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,6 +258,9 @@ def integration(session: nox.Session) -> None:
 
 #: The real agents `nox -s agents` drives through the proxy (npm packages, pinned).
 AGENT_PACKAGES = ["@anthropic-ai/claude-code@2.1.332", "@openai/codex@0.171.0", "@google/gemini-cli@0.61.0"]
+AGENT_PACKAGES += ["@qwen-code/qwen-code@0.24.4", "opencode-ai@1.18.33"]
+#: aider, from PyPI, in a venv of its own (it needs Python 3.12; nox's is not).
+AIDER_PACKAGE = "aider-chat==0.86.2"
 
 
 def _agents_bin(session: nox.Session) -> Path:
@@ -279,22 +283,51 @@ def _agents_bin(session: nox.Session) -> Path:
             npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save", *AGENT_PACKAGES,
             external=True,
         )  # fmt: skip
-        for name in ("claude", "codex", "gemini"):
+        for name in ("claude", "codex", "gemini", "qwen", "opencode"):
             session.run(str(folder / name), "--version", external=True, env={"HOME": session.create_tmp()})
         stamp.write_text("\n".join(AGENT_PACKAGES) + "\n")
     return folder
 
 
+def _python312() -> str:
+    """A Python 3.12 for aider: $MEMTAP_AIDER_PYTHON, else pyenv's (whose shims uv cannot
+    query when 3.12 is not the global version), else whatever uv finds for ``3.12``."""
+    given = os.environ.get("MEMTAP_AIDER_PYTHON")
+    if given:
+        return given
+    found = sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python"))
+    return str(found[-1]) if found else "3.12"
+
+
+def _aider_bin(session: nox.Session) -> Path:
+    """Install aider in a Python 3.12 venv of its own with uv (once: cached next to the npm
+    agents) and return the folder holding its ``aider`` command."""
+    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
+    if uv is None:
+        session.error("uv is not installed: the agents session installs aider with it (`pip install uv`)")
+    cache = os.environ.get("XDG_CACHE_HOME")
+    venv = (Path(cache) / "memtap" / "agents" if cache else ROOT / ".nox" / "_npm") / AIDER_PACKAGE
+    folder = venv / "bin"
+    stamp = venv / "installed"
+    if not stamp.exists():
+        session.run(uv, "venv", "--python", _python312(), str(venv), external=True)
+        session.run(uv, "pip", "install", "--python", str(folder / "python"), AIDER_PACKAGE, external=True)
+        stamp.write_text(AIDER_PACKAGE + "\n")
+    return folder
+
+
 @nox.session
 def agents(session: nox.Session) -> None:
-    """Claude Code, Codex CLI and Gemini CLI (real, pinned, from npm) through `memtap proxy` against the
-    scripted upstream: sessions kept apart, resumed conversations never doubled, recall
-    across sessions, `mem:` commands, the documented recipes."""
+    """Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode (real, pinned, from npm) and
+    aider (PyPI) through `memtap proxy` against the scripted upstream: sessions kept apart,
+    resumed conversations never doubled, recall across sessions, `mem:` commands, the
+    documented recipes."""
     folder = _agents_bin(session)
     local = [PLUGINS[p] for p in ("openai", "anthropic", "google", "agents", "duckdb")]
     # memtap-mcp: the agents start `memtap mcp` in docs/mcp.md's recipes.
     session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", CONTRIB["mcp"], *TEST_DEPS)
-    session.run(*PYTEST, "tests/agents", *session.posargs, env={"MEMTAP_AGENTS_BIN": str(folder)})
+    env = {"MEMTAP_AGENTS_BIN": str(folder), "MEMTAP_AIDER_BIN": str(_aider_bin(session))}
+    session.run(*PYTEST, "tests/agents", *session.posargs, env=env)
 
 
 def _chromium(session: nox.Session) -> str:

@@ -6,8 +6,8 @@ TCP_NODELAY), ``memtap proxy`` (one uvicorn worker, in-memory store, history inj
 and this client (httpx). Measured for JSON and SSE chat calls, for a passed-through route
 (``/v1/embeddings``: the HTTP machinery alone, no memtap work), and for the real agents'
 requests recorded in ``tests/contrib/proxy/golden`` (Claude Code's ~50 KB first request,
-Codex's ~41 KB, Gemini CLI's ~41 KB, sent as their bytes with their headers, streamed as
-they ask): with nothing
+Codex's ~41 KB, Gemini CLI's ~41 KB, Qwen Code's 60 KB, opencode's 33 KB, aider's 11 KB,
+sent as their bytes with their headers, streamed as they ask): with nothing
 to inject, and with history and recalled facts injected (a session named by
 ``x-memtap-session`` whose earlier turns and facts match). Median and p90 latency and time
 to the first body byte, sequentially, direct and through the proxy in alternating rounds
@@ -478,6 +478,10 @@ def received(proxy: str, path: str, request: Raw) -> int:
     return int(r.headers["x-bench-received"])
 
 
+#: What the user typed in the recorded Qwen Code, opencode and aider requests.
+RECORDED_PROMPT = b"My favourite colour is teal."
+
+
 def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) -> None:
     """The real agents' requests: nothing injected, then history and recall injected."""
     seed(proxy)
@@ -489,6 +493,9 @@ def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) ->
             "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse",
             "gemini_cli_first",
         ),
+        ("Qwen Code", "/v1/chat/completions", "qwen_code_first"),
+        ("opencode", "/v1/chat/completions", "opencode_first"),
+        ("aider", "/v1/chat/completions", "aider_gpt4o_first"),
     ]
     for agent, path, name in cases:
         # An entity with nothing remembered; then the seeded one, in a session named by header.
@@ -498,6 +505,11 @@ def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) ->
             ("history+recall", {"x-memtap-session": "bench-history"}),
         ):
             request = agent_request(name, **extra)
+            if RECORDED_PROMPT in request.content:
+                # Each agent its own question: an earlier agent's turn in the seeded session
+                # would be this one's own words, and never injected again.
+                asked = f"What do you know about our deploys, {agent}?".encode()
+                request = Raw(request.content.replace(RECORDED_PROMPT, asked), request.headers)
             got = received(proxy, path, request)
             if (got != len(request.content)) != (extra is not plain):
                 raise RuntimeError(f"{agent} {label}: the upstream got {got} bytes of {len(request.content)}")

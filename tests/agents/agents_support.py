@@ -1,7 +1,10 @@
-"""Driving the real agents (Claude Code, Codex CLI, Gemini CLI) through the memtap proxy.
+"""Driving the real agents (Claude Code, Codex CLI, Gemini CLI, Qwen Code, opencode, aider)
+through the memtap proxy.
 
-The agents are npm packages installed at pinned versions by ``nox -s agents`` (which sets
-:data:`BIN_ENV` to the directory holding their ``claude``, ``codex`` and ``gemini`` commands). Each run
+The agents are npm packages (aider: a PyPI package in a Python 3.12 venv) installed at
+pinned versions by ``nox -s agents``, which sets :data:`BIN_ENV` to the directory holding
+their ``claude``, ``codex``, ``gemini``, ``qwen`` and ``opencode`` commands, and
+:data:`AIDER_BIN_ENV` to the one holding ``aider``. Each run
 gets a throwaway home and config directory, a dummy API key, every telemetry and
 non-essential traffic switch off, and an outbound proxy that does not exist
 (``127.0.0.1:9``): anything an agent tries beyond loopback fails at once instead of
@@ -27,8 +30,13 @@ import memtap
 CLAUDE_CODE_PACKAGE = "@anthropic-ai/claude-code@2.1.332"
 CODEX_PACKAGE = "@openai/codex@0.171.0"
 GEMINI_CLI_PACKAGE = "@google/gemini-cli@0.61.0"
-#: Where ``claude`` and ``codex`` are (set by ``nox -s agents``).
+QWEN_CODE_PACKAGE = "@qwen-code/qwen-code@0.24.4"
+OPENCODE_PACKAGE = "opencode-ai@1.18.33"
+AIDER_PACKAGE = "aider-chat==0.86.2"
+#: Where ``claude``, ``codex``, ``gemini``, ``qwen`` and ``opencode`` are (set by ``nox -s agents``).
 BIN_ENV = "MEMTAP_AGENTS_BIN"
+#: Where ``aider`` is (its own Python 3.12 venv, set by ``nox -s agents``).
+AIDER_BIN_ENV = "MEMTAP_AIDER_BIN"
 #: Seconds one agent command may take (a real run takes 1-3 s here).
 RUN_TIMEOUT = 120
 
@@ -44,6 +52,12 @@ QUIET = {
     "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
     "CODEX_DISABLE_ANALYTICS": "1",
     "GEMINI_TELEMETRY_ENABLED": "false",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
     "NO_COLOR": "1",
     # Nothing beyond loopback: an unreachable outbound proxy fails every other host fast.
     "HTTPS_PROXY": "http://127.0.0.1:9",
@@ -53,15 +67,15 @@ QUIET = {
 }
 
 
-def agent_binary(name: str) -> Path:
-    """The installed ``claude`` or ``codex`` command (the test is skipped, saying how to
-    get it, when the agents are not installed)."""
-    folder = os.environ.get(BIN_ENV)
+def agent_binary(name: str, env: str = BIN_ENV) -> Path:
+    """The installed agent command ``name`` in the folder ``env`` names (the test is
+    skipped, saying how to get it, when the agents are not installed)."""
+    folder = os.environ.get(env)
     if not folder:
-        pytest.skip(f"the real agents are not installed here: run `nox -s agents` (or set {BIN_ENV})")
+        pytest.skip(f"the real agents are not installed here: run `nox -s agents` (or set {env})")
     path = Path(folder) / name
     if not path.exists():
-        pytest.fail(f"{BIN_ENV}={folder} has no {name!r}: reinstall with `nox -s agents`")
+        pytest.fail(f"{env}={folder} has no {name!r}: reinstall with `nox -s agents`")
     return path
 
 
@@ -193,6 +207,141 @@ def assert_no_scaffolding(mem: memtap.Memory, markers: Iterable[str]) -> None:
     """No stored fact holds any of the agent's scaffolding ``markers``."""
     for fact in mem.facts(entity_id="default"):
         assert not any(marker in fact.text for marker in markers), fact.text
+
+
+class QwenCode:
+    """``qwen -p`` with a throwaway home, pointed at ``base_url`` (the docs' recipe:
+    ``OPENAI_BASE_URL`` and ``--auth-type openai``)."""
+
+    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
+        self.binary = binary
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.base_url = base_url
+
+    def env(self) -> dict[str, str]:
+        """The environment of one run."""
+        return {
+            **base_env(self.home),
+            "OPENAI_BASE_URL": f"{self.base_url}/v1",
+            "OPENAI_API_KEY": "sk-test-dummy-key",
+            "OPENAI_MODEL": "gpt-4o",
+        }
+
+    def prompt(self, text: str, *args: str) -> Run:
+        """``qwen --auth-type openai <args> -p <text>``."""
+        return _run([str(self.binary), "--auth-type", "openai", *args, "-p", text], self.env(), self.workdir)
+
+
+OPENCODE_CONFIG = {
+    "$schema": "https://opencode.ai/config.json",
+    "provider": {
+        "memtap": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "memtap proxy",
+            "options": {"baseURL": "{base_url}/v1", "apiKey": "sk-test-dummy-key"},
+            "models": {"gpt-4o": {"name": "gpt-4o"}},
+        }
+    },
+    "model": "memtap/gpt-4o",
+}
+
+
+class Opencode:
+    """``opencode run`` in a project whose ``opencode.json`` makes the memtap proxy its
+    provider (``@ai-sdk/openai-compatible`` with ``options.baseURL``)."""
+
+    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
+        self.binary = binary
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        config = json.dumps(OPENCODE_CONFIG, indent=2).replace("{base_url}", base_url)
+        (workdir / "opencode.json").write_text(config + "\n")
+
+    def titles_from(self, url: str) -> None:
+        """Ask the model server at ``url`` (not the proxy) for titles: opencode's
+        ``small_model``, a provider of its own."""
+        path = self.workdir / "opencode.json"
+        config = json.loads(path.read_text())
+        titles = dict(config["provider"]["memtap"], name="titles")
+        titles["options"] = dict(titles["options"], baseURL=f"{url}/v1")
+        config["provider"]["titles"] = titles
+        config["small_model"] = "titles/gpt-4o"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+
+    def run(self, *args: str) -> Run:
+        """``opencode run <args>``."""
+        return _run([str(self.binary), "run", *args], base_env(self.home), self.workdir)
+
+
+#: aider's switches for a run without a terminal: no git, no update check, no analytics.
+AIDER_FLAGS = (
+    "--model",
+    "openai/gpt-4o",
+    "--no-git",
+    "--yes-always",
+    "--no-check-update",
+    "--no-show-model-warnings",
+    "--analytics-disable",
+    "--no-pretty",
+)
+
+
+class Aider:
+    """``aider --message`` with ``OPENAI_API_BASE`` pointed at ``base_url``."""
+
+    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
+        self.binary = binary
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        self.workdir = workdir
+        self.base_url = base_url
+
+    def env(self) -> dict[str, str]:
+        """The environment of one run."""
+        return {
+            **base_env(self.home),
+            "OPENAI_API_BASE": f"{self.base_url}/v1",
+            "OPENAI_API_KEY": "sk-test-dummy-key",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+
+    def message(self, text: str, *args: str) -> Run:
+        """``aider <flags> <args> --message <text>``."""
+        return _run([str(self.binary), *AIDER_FLAGS, *args, "--message", text], self.env(), self.workdir)
+
+
+def chat_requests(upstream: Any, profile: Any) -> list[dict[str, Any]]:
+    """The Chat Completions bodies the upstream got from an agent's conversation, in order
+    (``profile``'s side calls left out: titles, memory extraction...)."""
+    from memtap.sdk import RequestView
+
+    out = []
+    for r in upstream.requests:
+        if r.method != "POST" or r.path != "/v1/chat/completions":
+            continue
+        body = r.json
+        system = "\n".join(
+            m["content"] for m in body["messages"] if m["role"] == "system" and isinstance(m["content"], str)
+        )
+        if not profile.side_call(RequestView(system=system, messages=())):
+            out.append(body)
+    return out
+
+
+def typed_turns(mem: memtap.Memory, session_id: str) -> list[str]:
+    """The user turns stored in a session."""
+    return [m.content for m in mem.history(session_id) if m.role == "user"]
+
+
+def only_session_with(mem: memtap.Memory, text: str) -> str:
+    """The one stored session whose user turns hold ``text``."""
+    sessions = [s.session_id for s in mem.sessions(entity_id="default")]
+    found = [s for s in sessions if text in typed_turns(mem, s)]
+    assert len(found) == 1, [(s, typed_turns(mem, s)) for s in sessions]
+    return found[0]
 
 
 #: Gemini CLI's user settings: the API key as its credentials (what ``/auth`` would save),

@@ -9,7 +9,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "contrib" / "proxy"))  # recipes_support
 
-from agents_support import ClaudeCode, Codex, GeminiCli, agent_binary
+from agents_support import (
+    AIDER_BIN_ENV,
+    Aider,
+    ClaudeCode,
+    Codex,
+    GeminiCli,
+    Opencode,
+    QwenCode,
+    agent_binary,
+)
 
 import memtap
 import memtap_agents
@@ -74,3 +83,18 @@ def codex(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Codex:
 @pytest.fixture
 def gemini(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> GeminiCli:
     return GeminiCli(agent_binary("gemini"), tmp_path / "home", workdir, proxy.url)
+
+
+@pytest.fixture
+def qwen(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> QwenCode:
+    return QwenCode(agent_binary("qwen"), tmp_path / "home", workdir, proxy.url)
+
+
+@pytest.fixture
+def opencode(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Opencode:
+    return Opencode(agent_binary("opencode"), tmp_path / "home", workdir, proxy.url)
+
+
+@pytest.fixture
+def aider(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Aider:
+    return Aider(agent_binary("aider", AIDER_BIN_ENV), tmp_path / "home", workdir, proxy.url)

@@ -3,16 +3,20 @@ benchmark tests (``tests/contrib/proxy/golden/``).
 
 Run with the agents installed (``nox -s agents`` prints where, or set MEMTAP_AGENTS_BIN)::
 
-    MEMTAP_AGENTS_BIN=... python tests/agents/record_golden.py [OUTPUT_DIR] [AGENT...]
+    MEMTAP_AGENTS_BIN=... MEMTAP_AIDER_BIN=... python tests/agents/record_golden.py [OUTPUT_DIR] [AGENT...]
 
-(``AGENT``: ``claude``, ``codex`` or ``gemini``; all three by default.)
+(``AGENT``: ``claude``, ``codex``, ``gemini`` or ``chat`` (Qwen Code, opencode and aider);
+all four by default.)
 
 Each agent talks straight to the scripted upstream (no proxy: the bodies are exactly the
 agent's), in a git repository with a CLAUDE.md / AGENTS.md. Two turns each: a first
 request, and a later one that resends a conversation with reasoning, a tool call and its
 result (``claude -p --continue``, ``codex exec resume --last``, ``gemini -p --resume latest``),
-and Gemini CLI's model-router side call. What is machine-specific
-is replaced in the bytes (paths, device and installation ids, session ids), nothing else.
+and Gemini CLI's model-router side call; Qwen Code, opencode and aider (Chat Completions) a
+first request, a continued one and their side calls (Qwen Code's memory extraction,
+opencode's title), aider for a model it knows (examples in its system prompt) and one it
+does not (examples as turns). What is machine-specific is replaced in the bytes (paths,
+device and installation ids, session ids, the platform), nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agents_support import ClaudeCode, Codex, GeminiCli, agent_binary
+from agents_support import (
+    AIDER_BIN_ENV,
+    Aider,
+    ClaudeCode,
+    Codex,
+    GeminiCli,
+    Opencode,
+    QwenCode,
+    agent_binary,
+)
 
 from memtap.testing.server import RecordedRequest, Reply, ScriptedModelServer, ToolCallSpec
 
@@ -34,10 +47,16 @@ GOLDEN = Path(__file__).parents[1] / "contrib" / "proxy" / "golden"
 #: Request headers worth keeping in a golden (the rest are transport details).
 KEPT_HEADERS = re.compile(
     r"^(x-claude-code-session-id|x-app|anthropic-.*|user-agent|session-id|thread-id|originator|x-codex-.*|"
+    r"x-session-id|x-session-affinity|"
     r"x-client-request-id|x-goog-api-client|content-type|accept)$"
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
+#: opencode's session ids and aider's platform line.
+_MORE = (
+    (re.compile(r"ses_[0-9a-zA-Z]{26}"), "ses_0000000000000000000000test"),
+    (re.compile(r"Linux-[\w.-]+-x86_64-with-glibc[\d.]+"), "Linux-6.1.0-x86_64-with-glibc2.36"),
+)
 
 
 class Scrubber:
@@ -57,6 +76,8 @@ class Scrubber:
     def __call__(self, text: str) -> str:
         for old, new in self.replacements.items():
             text = text.replace(old, new)
+        for pattern, stand_in in _MORE:
+            text = pattern.sub(stand_in, text)
         text = _UUID.sub(self._id, text)
         return _HEX64.sub(self._id, text)
 
@@ -154,8 +175,69 @@ def _record_gemini(upstream: ScriptedModelServer, root: Path, work: Path, scrub:
     _save("gemini_cli_resume", turns[-1], scrub, out)
 
 
+def _chat(upstream: ScriptedModelServer) -> list[RecordedRequest]:
+    return [r for r in upstream.requests if r.path == "/v1/chat/completions"]
+
+
+def record_chat_agents(out: Path) -> None:
+    """Run Qwen Code, opencode and aider twice each and write their goldens into ``out``."""
+    with tempfile.TemporaryDirectory() as tmp, ScriptedModelServer() as upstream:
+        root = Path(tmp)
+        work = root / "project"
+        work.mkdir()
+        (work / "notes.txt").write_text("The deploy key rotates on Fridays.\n")
+        scrub = Scrubber(
+            {
+                str(work): "/home/dev/project",
+                str(root / "home"): "/home/dev",
+                "-" + str(work)[1:].replace("/", "-"): "-home-dev-project",
+            }
+        )
+        first, later = "My favourite colour is teal.", "What is my favourite colour?"
+
+        qwen = QwenCode(agent_binary("qwen"), root / "home", work, upstream.base_url)
+        # Each turn, then Qwen Code's memory extraction.
+        upstream.script(*(Reply(text=f"Answer {i}.") for i in range(4)))
+        qwen.prompt(first).check()
+        qwen.prompt(later, "--continue").check()
+        requests = _chat(upstream)
+        for name, request in zip(
+            ("qwen_code_first", "qwen_code_memory_extraction", "qwen_code_continue"), requests
+        ):
+            _save(name, request, scrub, out)
+
+        upstream.clear()
+        opencode = Opencode(agent_binary("opencode"), root / "home", work, upstream.base_url)
+        # The title call and the turn, in either order, then the continued turn.
+        upstream.script(Reply(text="Answer 1."), Reply(text="Answer 1."), Reply(text="Answer 2."))
+        opencode.run(first).check()
+        opencode.run("--continue", later).check()
+        (work / "opencode.json").unlink()
+        requests = _chat(upstream)
+        titles = [r for r in requests if b"title generator" in r.body]
+        turns = [r for r in requests if r not in titles]
+        _save("opencode_title", titles[0], scrub, out)
+        _save("opencode_first", turns[0], scrub, out)
+        _save("opencode_continue", turns[-1], scrub, out)
+
+        for model, names in (
+            ("openai/memtap-test", ("aider_first", "aider_restored")),
+            ("openai/gpt-4o", ("aider_gpt4o_first",)),
+        ):
+            upstream.clear()
+            upstream.script(Reply(text="Answer 0."), Reply(text="Answer 1."))
+            aider = Aider(agent_binary("aider", AIDER_BIN_ENV), root / "home", work, upstream.base_url)
+            aider.message(first, "--model", model).check()
+            if len(names) > 1:
+                aider.message(later, "--model", model, "--restore-chat-history").check()
+            for name, request in zip(names, _chat(upstream)):
+                _save(name, request, scrub, out)
+            (work / ".aider.chat.history.md").unlink()
+
+
 if __name__ == "__main__":
-    record(
-        Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN,
-        tuple(sys.argv[2:]) or AGENTS,
-    )
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN
+    chosen = tuple(sys.argv[2:]) or (*AGENTS, "chat")
+    record(target, tuple(a for a in chosen if a in AGENTS))
+    if "chat" in chosen:
+        record_chat_agents(target)

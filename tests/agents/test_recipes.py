@@ -78,6 +78,67 @@ def test_the_codex_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir
         assert users == ["My favourite colour is teal.", "And what is it?"]
 
 
+def _recipe_env(home: Path, binary: str, env_name: str = "MEMTAP_AGENTS_BIN") -> dict[str, str]:
+    from agents_support import AIDER_BIN_ENV
+
+    folder = agent_binary(binary, AIDER_BIN_ENV if binary == "aider" else env_name).parent
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**base_env(home), "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    env["OPENAI_API_KEY"] = "sk-test-dummy-key"
+    return env
+
+
+def _stored_users(proxy: DocumentedProxy) -> list[list[str]]:
+    with proxy.memory() as mem:
+        return [
+            [m.content for m in mem.history(s.session_id) if m.role == "user"]
+            for s in mem.sessions(entity_id="default")
+        ]
+
+
+def test_the_qwen_code_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir: Path) -> None:
+    env = _recipe_env(tmp_path / "home", "qwen")
+    language, code = recipe("qwen-code")["client"]
+    assert language == "bash"
+    # Each run's turn is followed by Qwen Code's memory extraction: answered, never stored.
+    upstream.script(Reply(text="Noted: teal."), Reply(text="Nothing to save."), Reply(text="Teal."))
+    with DocumentedProxy("qwen-code", upstream.base_url, tmp_path / "memtap") as proxy:
+        done = run_script(localise(code, proxy.port, upstream.base_url), env, workdir)
+        assert "Noted: teal." in done.stdout and "Teal." in done.stdout
+    users = _stored_users(proxy)
+    assert users == [["My favourite colour is teal.", "And what is it?"]]  # --continue: one session
+
+
+def test_the_opencode_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir: Path) -> None:
+    env = _recipe_env(tmp_path / "home", "opencode")
+    parts = recipe("opencode")
+    (config_language, config), (language, code) = parts["config"], parts["client"]
+    assert (config_language, language) == ("json", "bash")
+    # The first run also asks for a title (before or after its turn): answered, never stored.
+    upstream.script(Reply(text="Noted: teal."), Reply(text="Noted: teal."), Reply(text="Teal."))
+    with DocumentedProxy("opencode", upstream.base_url, tmp_path / "memtap") as proxy:
+        (workdir / "opencode.json").write_text(localise(config, proxy.port, upstream.base_url))
+        done = run_script(localise(code, proxy.port, upstream.base_url), env, workdir)
+        assert "Noted: teal." in done.stdout and "Teal." in done.stdout
+    users = _stored_users(proxy)
+    assert users == [["My favourite colour is teal.", "And what is it?"]]
+    keys = {r.headers.get("authorization") for r in upstream.requests if r.path == "/v1/chat/completions"}
+    assert keys == {"Bearer sk-test-dummy-key"}  # the key from OPENAI_API_KEY, passed through
+
+
+def test_the_aider_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir: Path) -> None:
+    env = _recipe_env(tmp_path / "home", "aider")
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True")
+    language, code = recipe("aider")["client"]
+    assert language == "bash"
+    upstream.script(Reply(text="Noted: teal."), Reply(text="Teal."))
+    with DocumentedProxy("aider", upstream.base_url, tmp_path / "memtap") as proxy:
+        done = run_script(localise(code, proxy.port, upstream.base_url), env, workdir)
+        assert "Noted: teal." in done.stdout and "Teal." in done.stdout
+    users = _stored_users(proxy)
+    assert users == [["My favourite colour is teal.", "And what is it?"]]  # restored: one session
+
+
 def test_the_gemini_cli_recipe(upstream: ScriptedModelServer, tmp_path: Path, workdir: Path) -> None:
     folder = agent_binary("gemini").parent
     routed = '{"complexity_reasoning": "Simple.", "complexity_score": 10}'

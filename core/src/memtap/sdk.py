@@ -36,7 +36,7 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 - **placement**: rendering blocks (:func:`render_blocks`) and putting them into requests
   (:func:`arrange`, :func:`inject_blocks`, :func:`with_system`, ...); :func:`content_text`.
 - **agent scaffolding**: :class:`AgentProfile`, :class:`Segment`, :func:`detect_profile`,
-  :class:`TaggedScaffolding`, :func:`own_view`.
+  :class:`TaggedScaffolding`, :func:`own_view`, :func:`is_side_call`, :func:`looks_like_agent`.
 - **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, the change feed
   (:class:`StoreChange`, :data:`EVERYTHING`, :class:`ChangeWatchers`, :data:`ChangeCallback`),
   :func:`duckdb_path`,
@@ -144,7 +144,7 @@ from memtap.protocol.wire import (
 )
 from memtap.redact import redact_id, redact_text, redact_url
 from memtap.request.rejection import VALIDATION_STATUSES
-from memtap.request.scaffolding import TaggedScaffolding, own_view
+from memtap.request.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.request.tap import Call, Tap, active_call
 from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
 from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
@@ -175,6 +175,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "AgentProfile",
     "Segment",
     "TaggedScaffolding",
+    "is_side_call",
+    "looks_like_agent",
     "detect_profile",
     "own_view",
     # codecs: the Anthropic Messages format

@@ -10,7 +10,7 @@ import pytest
 from memtap.protocol.model import Message
 from memtap.protocol.wire import RequestView
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, GENERIC
-from memtap_proxy.attribution import DERIVED_PREFIX, attribute, derived_session
+from memtap_proxy.attribution import DERIVED_PREFIX, DerivedSessions, attribute, derived_session
 
 CLAUDE_BODY = {"metadata": {"user_id": '{"device_id":"d","account_uuid":"","session_id":"s-agent"}'}}
 VIEW = RequestView(messages=[Message(role="user", content="hello"), Message(role="assistant", content="hi")])
@@ -73,3 +73,39 @@ def test_a_derived_session_is_the_conversations() -> None:
     other = RequestView(messages=[Message(role="user", content="hello there")])
     assert derived_session("generic", other) != first
     assert derived_session("codex", RequestView(messages=VIEW.messages)) != first  # per agent
+
+
+def _conversation(*texts: str) -> RequestView:
+    roles = ("user", "assistant")
+    return RequestView(messages=[Message(role=roles[i % 2], content=t) for i, t in enumerate(texts)])
+
+
+@pytest.mark.parametrize(
+    "boilerplate",
+    [
+        (),
+        ("Rename foo() to bar().", "Renamed."),
+        ("Example 1", "Ok.", "Example 2", "Ok.", "New code base.", "Ok."),
+    ],
+)
+def test_derived_sessions_tell_a_conversation_from_its_boilerplate(boilerplate: tuple[str, ...]) -> None:
+    derived = DerivedSessions()
+    one = derived.session("generic", _conversation(*boilerplate, "We deploy on Fridays."))
+    two = derived.session("generic", _conversation(*boilerplate, "The database is heron."))
+    assert one != two and one.startswith(DERIVED_PREFIX)
+    later = _conversation(*boilerplate, "We deploy on Fridays.", "Noted.", "When?", "Fridays.", "Thanks.")
+    assert derived.session("generic", later) == one
+    assert derived.session("codex", _conversation(*boilerplate, "We deploy on Fridays.")) != one  # per agent
+    if not boilerplate:  # a conversation that opens with its user's words: as before
+        assert one == derived_session("generic", _conversation("We deploy on Fridays."))
+
+
+def test_derived_sessions_are_bounded_and_found_again_after_being_forgotten() -> None:
+    derived = DerivedSessions(size=2)
+    first = derived.session("generic", _conversation("a"))
+    for text in ("b", "c", "d"):
+        derived.session("generic", _conversation(text))
+    resent = _conversation("a", "x", "y")
+    again = derived.session("generic", resent)  # forgotten: named after the newest prefix
+    assert again != first
+    assert derived.session("generic", _conversation("a", "x", "y", "z", "w")) == again

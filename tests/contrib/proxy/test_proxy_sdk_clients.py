@@ -7,7 +7,7 @@ import json
 
 import openai
 import pytest
-from proxy_support import API_KEY, needs_anthropic
+from proxy_support import API_KEY, needs_anthropic, settle
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer
@@ -42,6 +42,8 @@ def test_chat_json_then_history_is_injected(oai, upstream: ScriptedModelServer, 
 
 
 def test_chat_stream_hides_the_usage_chunk_it_asked_for(oai, upstream, mem) -> None:
+    oai.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "hello"}])
+    settle(mem, 1)  # the next request gets it as history: memtap changes it, and asks for usage
     upstream.script(Reply(text="streamed answer", chunks=4, input_tokens=5, output_tokens=3))
     stream = oai.chat.completions.create(
         model="gpt-x", messages=[{"role": "user", "content": "hi"}], stream=True
@@ -50,6 +52,17 @@ def test_chat_stream_hides_the_usage_chunk_it_asked_for(oai, upstream, mem) -> N
     assert all(c.choices for c in chunks)  # the usage-only chunk is not shown
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "streamed answer"
     assert upstream.last_json()["stream_options"] == {"include_usage": True}
+    assert texts(mem)[-1] == ("assistant", "streamed answer")
+
+
+def test_chat_stream_asks_for_no_usage_when_nothing_is_injected(oai, upstream, mem) -> None:
+    upstream.script(Reply(text="streamed answer", chunks=4))
+    chunks = list(
+        oai.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "hi"}], stream=True)
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "streamed answer"
+    assert "stream_options" not in upstream.last_json()  # the client's bytes, unchanged
+    settle(mem, 1)
     assert texts(mem)[-1] == ("assistant", "streamed answer")
 
 

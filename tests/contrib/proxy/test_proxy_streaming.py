@@ -61,6 +61,14 @@ def events_bytes(*objs: Any, eol: bytes = b"\n") -> bytes:
 
 def test_odd_reads_crlf_no_space_and_eof_without_done_are_forwarded_and_captured(raw) -> None:
     upstream, thread, memory = raw
+    # An earlier turn, injected as history: memtap changes the request, and asks for usage.
+    memory.capture(
+        [{"role": "user", "content": "earlier"}],
+        [{"role": "assistant", "content": "ok"}],
+        entity_id="default",
+        session_id="default",
+    )
+    memory.flush()
     stream = (
         b"data:"
         + json.dumps(chunk_event("Hel", usage=True)).encode()
@@ -76,9 +84,9 @@ def test_odd_reads_crlf_no_space_and_eof_without_done_are_forwarded_and_captured
     assert r.content == stream.replace(usage_event, b"")  # exactly the usage event's bytes dropped
     assert upstream.requests[-1].json["stream_options"] == {"include_usage": True}
     memory.flush()
-    (exchange,) = list(memory.store.exchanges())
+    (exchange,) = [e for e in memory.store.exchanges() if e.provider != "app"]
     assert exchange.status == "ok"
-    assert [m.content for m in memory.history("default")] == ["hi", "Hello"]
+    assert [m.content for m in memory.history("default")] == ["earlier", "ok", "hi", "Hello"]
     assert exchange.usage.output_tokens == 2
 
 

@@ -30,7 +30,16 @@ PROFILES = [CLAUDE_CODE, CODEX, CODEBUDDY, GENERIC]
 def test_the_hook_lists_every_profile() -> None:
     pm = make_plugin_manager(entry_points=False, extra=[memtap_agents])
     names = [p.name for group in pm.hook.memtap_agent_profiles() for p in group]
-    assert names == ["claude-code", "codex", "gemini-cli", "codebuddy", "generic"]
+    assert names == [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "qwen-code",
+        "opencode",
+        "aider",
+        "codebuddy",
+        "generic",
+    ]
 
 
 def test_detection_by_prefix_then_fingerprint() -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from memtap.protocol.model import Message
-from memtap.request.scaffolding import TaggedScaffolding, own_messages
+from memtap.protocol.wire import RequestView
+from memtap.request.scaffolding import TaggedScaffolding, is_side_call, own_messages
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GEMINI_CLI, GENERIC
 from memtap_agents.profiles import CUT_MEMO_CHARS
 from memtap_agents.traffic import claude_code_session, codex_session, gemini_cli_side_call
@@ -96,8 +97,10 @@ def test_session_ids_are_bounded_and_trimmed() -> None:
     assert codex_session({"session-id": "   "}, {}) is None
 
 
-def test_generic_and_codebuddy_read_nothing() -> None:
-    assert not hasattr(GENERIC, "session_id") and not hasattr(GENERIC, "user_text")
+def test_generic_and_codebuddy_read_no_session() -> None:
+    headers, body = golden("claude_code_first")
+    assert GENERIC.session_id(headers, body) is None  # an unknown agent's session is derived
+    assert GENERIC.keeps_conversation is False
     assert CODEBUDDY.session_id(*golden("claude_code_first")) is None
     assert CODEBUDDY.keeps_conversation is False
     assert CLAUDE_CODE.keeps_conversation and CODEX.keeps_conversation
@@ -201,17 +204,24 @@ def gemini_user_messages(body: dict[str, Any]) -> list[Message]:
     return out
 
 
+def gemini_view(body: dict[str, Any]) -> RequestView:
+    """What the Gemini wire protocol reads of a body: its system instruction and user turns."""
+    return RequestView(system=gemini_system(body), messages=gemini_user_messages(body))
+
+
 def test_gemini_cli_is_known_by_its_prompt_and_its_side_calls_by_its_headers() -> None:
     for name in ("gemini_cli_first", "gemini_cli_resume"):
         headers, body = golden(name)
         assert GEMINI_CLI.detect(gemini_system(body))
-        assert not GEMINI_CLI.is_side_call(headers, body)
+        assert not is_side_call(GEMINI_CLI, gemini_view(body), headers, body)
     headers, router = golden("gemini_cli_router")
     assert not GEMINI_CLI.detect(gemini_system(router))  # the router's prompt is its own
     assert GEMINI_CLI.detect_headers(headers)
-    assert GEMINI_CLI.is_side_call(headers, router)
+    assert is_side_call(GEMINI_CLI, gemini_view(router), headers, router)
     assert not GEMINI_CLI.detect_headers(golden("claude_code_first")[0])
-    assert not CLAUDE_CODE.detect_headers(headers) and not CLAUDE_CODE.is_side_call(headers, router)
+    assert not CLAUDE_CODE.detect_headers(headers) and not is_side_call(
+        CLAUDE_CODE, gemini_view(router), headers, router
+    )
 
 
 def test_gemini_cli_names_no_session_and_resends_its_conversation() -> None:

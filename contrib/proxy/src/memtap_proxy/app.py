@@ -27,6 +27,8 @@ from memtap.sdk import (
     RequestView,
     WireProtocol,
     detect_profile,
+    is_side_call,
+    looks_like_agent,
     own_view,
 )
 
@@ -43,7 +45,7 @@ from .asgi import (
     read_body,
     send_response,
 )
-from .attribution import Attributed, attribute, header_map
+from .attribution import Attributed, DerivedSessions, attribute, header_map
 from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
 from .commit import Commits
@@ -83,6 +85,7 @@ class ProxyStats:
     intercepted: int = 0
     commands: int = 0
     fail_open: int = 0
+    #: Agents' side calls (titles, summaries...): forwarded, neither injected nor stored.
     side_calls: int = 0
 
 
@@ -110,6 +113,10 @@ class Proxy:
         self.protocols: dict[str, WireProtocol] = memory.wire_protocols()
         self.profiles: list[AgentProfile] = memory.agent_profiles()
         self.agents = DEFAULT_AGENTS | {p.name for p in self.profiles}
+        #: Sessions derived from conversations that name none.
+        self.derived = DerivedSessions()
+        #: The profile for agents no other profile knows (memtap-agents' ``generic``).
+        self.generic = next((p for p in self.profiles if p.name == "generic"), None)
         self.guard = config.guard()
         #: The families with an upstream (a request naming none goes to one of them).
         self.families = tuple(f for f in ("openai", "anthropic") if config.upstream(f))
@@ -240,6 +247,7 @@ class Proxy:
             entity_id=c.entity_id,
             session_id=c.session_id,
             process_id=c.process_id,
+            derived=self.derived,
         )
 
     async def _intercept(
@@ -264,8 +272,9 @@ class Proxy:
         read = gemini.with_url_model(parsed, r.model)
         try:
             view = protocol.read_request(read)  # the body is read once, here
-            profile = self.profile(r, view.system, raw_headers)
-            if is_side_call(profile, raw_headers, parsed):
+            headers = header_map(raw_headers)
+            profile = self.profile(r, view.system, parsed, view, headers)
+            if is_side_call(profile, view, headers, parsed):  # a title, a routing score...
                 raise _SideCall
             own = own_view(profile, view)  # the agent's scaffolding is not the user
             agent = profile.name if profile is not None else r.agent or "generic"
@@ -284,6 +293,7 @@ class Proxy:
                 profile=profile,
                 history=attributed.history,
             )
+            call.usage_with_injection_only = True  # an agent's bytes as sent, unless injected into
             call.span.set_attribute("memtap.agent", agent)
             call.span.set_attribute("memtap.session.source", attributed.session_source)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
@@ -313,13 +323,25 @@ class Proxy:
             original=body if sent is not body else None,
         )
 
-    def profile(self, r: Route, system: str | None, headers: RawHeaders | None = None) -> AgentProfile | None:
+    def profile(
+        self,
+        r: Route,
+        system: str | None,
+        body: Mapping[str, Any],
+        view: RequestView,
+        headers: Mapping[str, str] | None = None,
+    ) -> AgentProfile | None:
         """The agent profile of a request: its URL prefix's, else the one its system
         prompt's fingerprint names, else one that knows the agent by its ``headers``
-        (a side call's own system prompt names no agent); ``None``: no profile knows it."""
+        (lower-case names; a side call's own system prompt may name no agent), else the
+        ``generic`` profile for a request that looks like an unknown agent's (read
+        conservatively: its scaffolding and its model's answers are not the user's);
+        ``None``: no profile knows it."""
         found = detect_profile(self.profiles, system, name=r.agent)
         if found is None and headers:
             found = detect_by_headers(self.profiles, headers)
+        if found is None and self.generic is not None and looks_like_agent(body, view):
+            return self.generic
         return found
 
     async def _command(
@@ -486,22 +508,12 @@ class _SideCall(Exception):
     """The request is its agent's own side call (routing, titles, checks): passed through."""
 
 
-def is_side_call(profile: AgentProfile | None, headers: RawHeaders, body: Mapping[str, Any]) -> bool:
-    """Whether the request is one of its agent's side calls (the profile's optional
-    ``is_side_call(headers, body)``): neither injected into nor captured as conversation."""
-    check = getattr(profile, "is_side_call", None)
-    return bool(callable(check) and check(header_map(headers), body))
-
-
-def detect_by_headers(profiles: list[AgentProfile], headers: RawHeaders) -> AgentProfile | None:
+def detect_by_headers(profiles: list[AgentProfile], headers: Mapping[str, str]) -> AgentProfile | None:
     """The first profile whose optional ``detect_headers(headers)`` knows the request."""
-    mapped: dict[str, str] | None = None
     for profile in profiles:
         check = getattr(profile, "detect_headers", None)
-        if callable(check):
-            mapped = header_map(headers) if mapped is None else mapped
-            if check(mapped):
-                return profile
+        if callable(check) and check(headers):
+            return profile
     return None
 
 

@@ -8,8 +8,9 @@ The rule, first match wins (the agent profiles read their agent's own traffic; s
 - session: ``x-memtap-session``; else the id the agent sends itself (the profile's
   ``session_id(headers, body)``: Claude Code's session, Codex's thread); else the proxy's
   ``--session`` when one is set; else a session derived from the conversation itself
-  (its first user message, without the agent's scaffolding), so that a new conversation
-  never lands in another one's session;
+  (its messages up to its first request's last user message, without the agent's
+  scaffolding: :class:`DerivedSessions`), so that a new conversation never lands in
+  another one's session, even when every conversation opens with the same boilerplate;
 - history is injected into a session the user named (header or ``--session``), and into
   one an agent names only when the agent does not resend its whole conversation every
   turn (``keeps_conversation``); a derived session never gets any (two conversations that
@@ -20,6 +21,8 @@ The rule, first match wins (the agent profiles read their agent's own traffic; s
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,6 +80,46 @@ def derived_session(agent: str, view: RequestView) -> str:
     return DERIVED_PREFIX + hashlib.blake2b(seed.encode("utf-8", "replace"), digest_size=8).hexdigest()
 
 
+class DerivedSessions:
+    """Sessions derived from conversations, telling a conversation's own first turn from
+    boilerplate every conversation of an agent opens with (aider's few-shot examples).
+
+    A conversation is named after its messages up to its first request's last user
+    message, remembered (the newest :data:`DERIVED_MEMO` of them): a later request of the
+    conversation resends that prefix, and is found by it; a new conversation that opens
+    with the same boilerplate differs at its own first words. A conversation whose first
+    request is not remembered (the proxy restarted) is named after its earliest prefix
+    remembered from then on. With a single first user message, the session is
+    :func:`derived_session`'s.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def session(self, agent: str, view: RequestView) -> str:
+        """The derived session of ``view`` (its messages without the agent's scaffolding)."""
+        hasher = hashlib.blake2b(agent.encode("utf-8", "replace"), digest_size=8)
+        prefixes: list[str] = []
+        for m in view.messages:
+            hasher.update(f"\0{m.role}\0{m.content}".encode("utf-8", "replace"))
+            if m.role == "user":
+                prefixes.append(hasher.copy().hexdigest())
+        if not prefixes:
+            return derived_session(agent, view)
+        with self._lock:
+            for digest in prefixes:
+                if digest in self._known:
+                    self._known.move_to_end(digest)
+                    return DERIVED_PREFIX + digest
+            newest = prefixes[-1]
+            self._known[newest] = None
+            while len(self._known) > self._size:
+                self._known.popitem(last=False)
+        return DERIVED_PREFIX + newest
+
+
 def _profile_value(
     profile: Any, method: str, headers: Mapping[str, str], body: Mapping[str, Any]
 ) -> str | None:
@@ -99,10 +142,12 @@ def attribute(
     entity_id: str,
     session_id: str | None,
     process_id: str | None,
+    derived: DerivedSessions | None = None,
 ) -> Attributed:
     """Attribute one request (see the module docstring). ``view`` is the request without
     the agent's scaffolding; ``entity_id``/``session_id``/``process_id`` are the proxy's
-    settings (``session_id=None``: none set)."""
+    settings (``session_id=None``: none set); ``derived`` names derived sessions (else
+    :func:`derived_session`)."""
     given = memtap_headers(raw_headers)
     entity = given.get(b"x-memtap-entity")
     session = given.get(b"x-memtap-session")
@@ -116,7 +161,8 @@ def attribute(
     if not session and session_id:
         session, source = session_id, "config"
     if not session:
-        session, source = derived_session(agent, view), "derived"
+        named = derived.session(agent, view) if derived is not None else derived_session(agent, view)
+        session, source = named, "derived"
     # The agent's own session: history only for an agent that does not resend it all.
     keeps = getattr(profile, "keeps_conversation", False)
     history = not keeps if source == "agent" else source != "derived"

@@ -80,6 +80,13 @@ class AgentProfile(Protocol):
     - ``user_text(message) -> str``: a user or tool message's text without the agent's
       scaffolding (:mod:`memtap.request.scaffolding`), for the recall query, capture and ``mem:``
       commands;
+    - ``own_messages(messages) -> messages``: instead of ``user_text``, for an agent whose
+      scaffolding is whole turns (aider's few-shot examples): the messages as their authors
+      wrote them, the scaffolding turns left out;
+    - ``side_call(view, headers, body) -> bool``: whether a request (its view, its headers
+      with lower-case names, its parsed body) is one of the agent's side calls (titles,
+      summaries, memory extraction, model routing, checks): the proxy passes it through,
+      neither injected into nor stored (:func:`memtap.request.scaffolding.is_side_call`);
     - ``session_id(headers, body) -> str | None``: the conversation id the agent sends in
       its own traffic (``headers``: lower-case names to their first value; ``body``: the
       parsed request), read by the proxy when no ``x-memtap-session`` header names one;
@@ -87,9 +94,6 @@ class AgentProfile(Protocol):
     - ``keeps_conversation``: ``True`` for an agent that resends its whole conversation
       every turn (Claude Code, Codex): memtap then injects no history into the sessions
       the agent names itself, only recalled facts;
-    - ``is_side_call(headers, body) -> bool``: whether a request is one of the agent's own
-      side calls (model routing, checks, summaries), which the proxy passes through
-      neither injected into nor captured;
     - ``detect_headers(headers) -> bool``: whether a request's headers say it is this
       agent's, for the proxy when no prefix or system prompt does (a side call's own
       prompt names no agent).

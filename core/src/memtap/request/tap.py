@@ -261,6 +261,9 @@ class Call:
         self.hide_usage_event = False
         #: The finished call as queued for storage (``None``: not captured, or not yet).
         self.captured: CapturedCall | None = None
+        #: Ask a stream for its usage only when memtap changes the request anyway (the
+        #: proxy: an agent's bytes go unchanged when nothing is injected); else always.
+        self.usage_with_injection_only = False
         #: The request half of this call's spool record, made while the call is in flight
         #: (``None``: no spool, or a body small or known enough to be journaled whole when
         #: the answer comes).
@@ -365,7 +368,7 @@ class Call:
                 plan = self.injection
                 span.set_attribute("memtap.injected.messages", len(plan.history) if plan else 0)
                 span.set_attribute("memtap.injected.blocks", len(plan.system_blocks) if plan else 0)
-        if view.stream:
+        if view.stream and (sent is not body or not self.usage_with_injection_only):
             with_usage = self.protocol.request_stream_usage(sent)
             if with_usage is not None:
                 sent = with_usage

@@ -1,5 +1,5 @@
-"""memtap agent profiles: claude-code, codex, gemini-cli, codebuddy and the generic fallback
-(entry point ``agents`` in group ``memtap``)."""
+"""memtap agent profiles: claude-code, codex, gemini-cli, qwen-code, opencode, aider,
+codebuddy and the generic fallback (entry point ``agents`` in group ``memtap``)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,28 @@ from memtap import hookimpl
 from memtap.sdk import AgentProfile
 
 from .profiles import (
+    AIDER,
     CLAUDE_CODE,
     CODEBUDDY,
     CODEX,
     GEMINI_CLI,
     GENERIC,
+    OPENCODE,
+    QWEN_CODE,
     MarkdownProfile,
     PlainProfile,
     XmlProfile,
 )
 
 __all__ = [
+    "AIDER",
     "CLAUDE_CODE",
     "CODEBUDDY",
     "CODEX",
     "GEMINI_CLI",
     "GENERIC",
+    "OPENCODE",
+    "QWEN_CODE",
     "MarkdownProfile",
     "PlainProfile",
     "XmlProfile",
@@ -32,4 +38,4 @@ __all__ = [
 @hookimpl
 def memtap_agent_profiles() -> list[AgentProfile]:
     """The known agents, most specific first; ``generic`` matches nothing by fingerprint."""
-    return [CLAUDE_CODE, CODEX, GEMINI_CLI, CODEBUDDY, GENERIC]
+    return [CLAUDE_CODE, CODEX, GEMINI_CLI, QWEN_CODE, OPENCODE, AIDER, CODEBUDDY, GENERIC]

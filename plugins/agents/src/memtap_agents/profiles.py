@@ -5,28 +5,50 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-from memtap.sdk import Message, Segment, TaggedScaffolding
+from memtap.sdk import Message, RequestView, Segment
 
+from . import aider
 from .traffic import (
     CLAUDE_CODE_SCAFFOLDING,
     CODEX_SCAFFOLDING,
     GEMINI_CLI_FINGERPRINTS,
     GEMINI_CLI_SCAFFOLDING,
+    GENERIC_SCAFFOLDING,
+    QWEN_CODE_SCAFFOLDING,
+    chat_messages,
     claude_code_session,
     codex_session,
     gemini_cli_side_call,
     is_gemini_cli,
+    opencode_session,
+    qwen_code_session,
 )
 
 #: Reads an agent's session id from a request's headers (lower-case names) and body.
 SessionReader = Callable[[Mapping[str, str], Mapping[str, Any]], "str | None"]
-#: Tells an agent's side calls (routing, checks, summaries) from its conversation.
+#: Tells an agent's side calls (routing, checks, summaries) from its conversation by
+#: their headers (lower-case names) and body, for an agent whose side calls no marker in
+#: the system prompt tells.
 SideCallReader = Callable[[Mapping[str, str], Mapping[str, Any]], bool]
 #: Knows an agent's requests by their headers (lower-case names).
 HeaderReader = Callable[[Mapping[str, str]], bool]
+
+
+class Scaffolding(Protocol):
+    """What cuts an agent's scaffolding out of a text (:class:`memtap.sdk.TaggedScaffolding`)."""
+
+    def cut(self, text: str) -> str:
+        """``text`` without the scaffolding."""
+
+
+#: How far into a system prompt a side call's marker is looked for.
+SIDE_CALL_HEAD = 400
+#: No headers, no body (a side call asked about by its view alone).
+_NOTHING: Mapping[str, Any] = types.MappingProxyType({})
 
 #: Texts up to this long are cut once and remembered: an agent resends its whole
 #: conversation on every request (a longer text is cut again; its hash would cost as much
@@ -47,9 +69,10 @@ class _Traffic:
     def __init__(
         self,
         *,
-        scaffolding: TaggedScaffolding | None = None,
+        scaffolding: Scaffolding | None = None,
         session: SessionReader | None = None,
         keeps_conversation: bool = False,
+        side_calls: tuple[str, ...] = (),
         side_call: SideCallReader | None = None,
         by_headers: HeaderReader | None = None,
     ) -> None:
@@ -58,6 +81,8 @@ class _Traffic:
         self._side_call = side_call
         self._by_headers = by_headers
         self.keeps_conversation = keeps_conversation
+        #: How the agent's side calls' system prompts begin (titles, summaries...).
+        self.side_calls = side_calls
         self._cut_memo = functools.lru_cache(maxsize=256)(scaffolding.cut) if scaffolding else None
 
     def user_text(self, message: Message) -> str:
@@ -71,10 +96,27 @@ class _Traffic:
         """The session the agent names in its request, if it names one."""
         return None if self._session is None else self._session(headers, body)
 
-    def is_side_call(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> bool:
-        """Whether the request is the agent's own side call (neither injected into nor
-        captured as conversation)."""
+    def side_call(
+        self,
+        view: RequestView,
+        headers: Mapping[str, str] = _NOTHING,
+        body: Mapping[str, Any] = _NOTHING,
+    ) -> bool:
+        """Whether the request is one of the agent's side calls (neither injected into
+        nor captured as conversation): its prompt carries a side call's marker
+        (:meth:`marked_side_call`), or the profile's side-call reader says so from its
+        headers and body."""
+        if self.marked_side_call(view):
+            return True
         return self._side_call is not None and self._side_call(headers, body)
+
+    def marked_side_call(self, view: RequestView) -> bool:
+        """Whether the request's system prompt opens with one of :attr:`side_calls` (what
+        also tells the agent by a side call's prompt, :meth:`detect`)."""
+        if not self.side_calls or not view.system:
+            return False
+        head = view.system[:SIDE_CALL_HEAD]
+        return any(marker in head for marker in self.side_calls)
 
     def detect_headers(self, headers: Mapping[str, str]) -> bool:
         """Whether the request's headers say it is this agent's (for a side call, whose
@@ -99,9 +141,12 @@ class _FingerprintedProfile(_Traffic):
         self._slots = dict(slots)
 
     def detect(self, system_text: str) -> bool:
-        """Whether a fingerprint appears in the prompt's first 4 kB."""
+        """Whether a fingerprint appears in the prompt's first 4 kB (a side call's marker
+        too: the agent's side calls are its own)."""
         head = system_text[:4096]
-        return any(f in head for f in self._fingerprints)
+        return any(f in head for f in self._fingerprints) or self.marked_side_call(
+            RequestView(system=system_text)
+        )
 
     def resolve(self, slot: str) -> str | None:
         """The section key (heading text, tag name) for ``slot``."""
@@ -171,18 +216,30 @@ class XmlProfile(_FingerprintedProfile):
         return segments
 
 
-class PlainProfile:
+class PlainProfile(_Traffic):
     """Any other agent: the prompt is one segment and no slot resolves, so every block
-    goes to its fallback point (what the wire protocols do by default). Its traffic says
-    nothing memtap reads: attribution comes from ``x-memtap-*`` headers or the proxy's
-    settings."""
+    goes to its fallback point (what the wire protocols do by default). Attribution comes
+    from ``x-memtap-*`` headers, the proxy's settings, or a session derived from the
+    conversation.
 
-    def __init__(self, name: str = "generic") -> None:
+    As ``generic``, it is what the proxy reads an unknown agent's request with (one that
+    offers tools, has a long system prompt or wraps its user's words in reminders):
+    conservatively, the usual agents' tags cut (:data:`GENERIC_SCAFFOLDING`) and its
+    model's answers not kept as memories.
+    """
+
+    def __init__(self, name: str = "generic", fingerprints: tuple[str, ...] = (), **traffic: Any) -> None:
+        super().__init__(**traffic)
         self.name = name
+        self._fingerprints = fingerprints
 
     def detect(self, system_text: str) -> bool:
-        """Never by fingerprint: the generic profile is the fallback."""
-        return False
+        """Whether a fingerprint (or a side call's marker) opens the prompt; the generic
+        profile has none: it is the fallback."""
+        head = system_text[:4096]
+        return any(f in head for f in self._fingerprints) or self.marked_side_call(
+            RequestView(system=system_text)
+        )
 
     def split(self, system_text: str) -> list[Segment]:
         """The whole prompt."""
@@ -257,4 +314,85 @@ CODEBUDDY = XmlProfile(
         "task_context": "user_info",
     },
 )
-GENERIC = PlainProfile()
+
+
+class AiderProfile(PlainProfile):
+    """aider (:mod:`memtap_agents.aider`): a plain prompt, a conversation framed by turns
+    aider writes itself (few-shot examples, context pairs, reminders), no session id."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "aider",
+            fingerprints=aider.FINGERPRINTS,
+            side_calls=aider.SIDE_CALLS,
+            session=self._aider_session,
+            keeps_conversation=True,
+        )
+
+    def own_messages(self, messages: Sequence[Message]) -> tuple[Message, ...]:
+        """The messages aider's user and model wrote (:func:`memtap_agents.aider.own_messages`)."""
+        return aider.own_messages(messages)
+
+    def user_text(self, message: Message) -> str:
+        """The message without aider's edit-format reminder."""
+        found = aider.own_messages((message,))
+        return found[0].content if found else ""
+
+    def marked_side_call(self, view: RequestView) -> bool:
+        """A commit message or a summary of the chat (:func:`memtap_agents.aider.is_side_call`)."""
+        return aider.is_side_call(view)
+
+    def _aider_session(self, headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+        return aider.session(aider.own_messages(chat_messages(body)))
+
+
+class QuotedPrompt:
+    """opencode's scaffolding: ``opencode run`` sends each argument that holds a space
+    in double quotes (inner quotes escaped); the prompt is what is inside them."""
+
+    def cut(self, text: str) -> str:
+        """``text`` without the quotes ``opencode run`` put around it."""
+        if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+            return text
+        inner = text[1:-1]
+        if re.search(r'(?<!\\)"', inner):  # several quoted arguments, or the user's quotes
+            return text
+        return inner.replace('\\"', '"')
+
+
+QWEN_CODE = MarkdownProfile(
+    "qwen-code",
+    level=1,
+    fingerprints=("You are Qwen Code",),
+    scaffolding=QWEN_CODE_SCAFFOLDING,
+    session=qwen_code_session,
+    keeps_conversation=True,
+    side_calls=(
+        "You are now acting as the managed memory extraction subagent",
+        "You are the component that summarizes a conversation",
+        "You are a specialized context summarizer",
+        "You are a security classifier for an AI coding agent",
+    ),
+    slots={
+        "persona": PREAMBLE,
+        "rules": "Core Mandates",
+        "memory": "auto memory",
+        "knowledge": "auto memory",
+    },
+)
+OPENCODE = MarkdownProfile(
+    "opencode",
+    level=1,
+    fingerprints=("You are opencode", "You are OpenCode"),
+    scaffolding=QuotedPrompt(),
+    session=opencode_session,
+    keeps_conversation=True,
+    side_calls=(
+        "You are a title generator",
+        "Summarize what was done in this conversation",
+        "You are a context summarization agent",
+    ),
+    slots={"persona": PREAMBLE, "memory": "Memory", "knowledge": "Memory"},
+)
+AIDER = AiderProfile()
+GENERIC = PlainProfile(scaffolding=GENERIC_SCAFFOLDING)

@@ -1,16 +1,20 @@
 """What the agents say about themselves in their own traffic: session ids and scaffolding.
 
 Measured on the agents' real requests (Claude Code 2.1.x, Codex CLI 0.171, Gemini CLI
-0.61); see ``docs/proxy.md`` (Attribution) for the rule per agent.
+0.61, Qwen Code 0.24.4, opencode 1.18.33, aider 0.86.2); see ``docs/proxy.md``
+(Attribution) for the rule per agent.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from memtap.sdk import TaggedScaffolding
+from memtap.sdk import Message, TaggedScaffolding
 
 #: Session ids longer than this are cut (an id is a UUID; a longer one is not trusted).
 MAX_ID = 200
@@ -101,6 +105,97 @@ CODEX_SCAFFOLDING = TaggedScaffolding(
     ),
     headed=(("# AGENTS.md instructions for ", "</INSTRUCTIONS>"),),
 )
+
+
+def _text(content: Any) -> str:
+    """A chat message's text: a string, or its text parts joined by line breaks (as the
+    wire protocols read them)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _first_user_text(body: Mapping[str, Any]) -> str | None:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for m in messages:
+        if isinstance(m, Mapping) and m.get("role") == "user":
+            return _text(m.get("content"))
+    return None
+
+
+def _digest(prefix: str, *parts: str) -> str:
+    seed = "\0".join(parts).encode("utf-8", "replace")
+    return prefix + hashlib.blake2b(seed, digest_size=8).hexdigest()
+
+
+def opencode_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """opencode's session: the ``x-session-id`` header (``ses_…``), the same for every
+    request of one session, its title call included; ``opencode run --continue`` and
+    ``--session`` keep it."""
+    return _clean_id(headers.get("x-session-id")) or _clean_id(headers.get("x-session-affinity"))
+
+
+#: Qwen Code's startup context (date, operating system, working directory and its files),
+#: a reminder in the first user message of every request of one session.
+_QWEN_CONTEXT = re.compile(
+    r"<system-reminder>\s*This is the Qwen Code\. We are setting up the context.*?</system-reminder>",
+    re.DOTALL,
+)
+
+
+def qwen_code_session(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Qwen Code's session. Qwen Code sends no id (no header, no body field), but every
+    request of a session, ``--continue`` and ``--resume`` included, resends its first
+    user message: what the user typed and the startup context reminder (date, working
+    directory). The session is named after both; its other reminders (skills, date
+    notes) move between requests and are left out."""
+    first = _first_user_text(body)
+    return None if first is None else _qwen_code_session_of(first)
+
+
+@functools.lru_cache(maxsize=256)
+def _qwen_code_session_of(first: str) -> str:
+    # Remembered: every request of a session resends its first message (9 kB of
+    # reminders), and cutting them costs more than the rest of the request path.
+    context = _QWEN_CONTEXT.search(first)
+    typed = QWEN_CODE_SCAFFOLDING.cut(first)
+    return _digest("qwen-", context.group(0) if context else "", typed)
+
+
+#: Qwen Code's scaffolding in user messages: reminders (skills, startup context, deferred
+#: tools, the current date), as Claude Code's.
+QWEN_CODE_SCAFFOLDING = TaggedScaffolding(tags=("system-reminder",))
+#: What an agent no profile knows may wrap around its user's words (the agents' tags
+#: measured so far): cut conservatively by the generic profile.
+GENERIC_SCAFFOLDING = TaggedScaffolding(
+    tags=(
+        "system-reminder",
+        "environment_context",
+        "environment_details",
+        "user_instructions",
+        "ide_opened_file",
+        "ide_selection",
+    ),
+)
+
+
+def chat_messages(body: Mapping[str, Any]) -> tuple[Message, ...]:
+    """A Chat Completions body's user and assistant messages, their texts only (what a
+    session reader needs of them)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return ()
+    return tuple(
+        Message(role=m["role"], content=_text(m.get("content")))
+        for m in messages
+        if isinstance(m, Mapping) and m.get("role") in ("user", "assistant")
+    )
 
 
 #: Gemini CLI's scaffolding in its first user turn: the environment (date, OS, folders) with
