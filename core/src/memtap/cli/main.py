@@ -7,7 +7,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -416,32 +416,64 @@ SHOWN_PROBLEMS = 20
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--entity", required=True, help="Whose memory the conversation becomes.")
 @click.option("--session", default=None,
-              help="Session of the messages that name none (default: import-<file name>).")  # fmt: skip
+              help="Session of the messages that name none (default: import-<hash of the first message>, "
+                   "so a renamed copy is the same transcript).")  # fmt: skip
 def import_transcript_command(store_url: str | None, file: str, entity: str, session: str | None) -> None:
     """Import a conversation transcript: JSONL, one message per line, e.g.
     {"role": "user", "content": "...", "at": "2023-05-08T13:56:00Z"}. Roles user,
     assistant, system, tool; the time as "at", "timestamp" or "created_at" (ISO 8601, or
     seconds since 1970); optionally "session_id". Messages are paired into turns and
     captured with their times; turns already imported are skipped."""
-    from memtap.cli.transcript import TranscriptError, import_turns, read_transcript, turns_of
+    import contextlib
+    import tempfile
+
+    from memtap.cli.transcript import (
+        TranscriptError,
+        import_turns,
+        iter_turns,
+        messages_of,
+        scan_transcript,
+        transcript_session,
+    )
 
     name = "stdin" if file == "-" else Path(file).name
-    try:
-        with click.open_file(file, "r", encoding="utf-8") as f:
-            messages = read_transcript(f, name)
-    except UnicodeDecodeError as exc:
-        raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except TranscriptError as exc:
-        err = Console(stderr=True, highlight=False)
-        for number, problem in exc.problems[:SHOWN_PROBLEMS]:
-            err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
-        if len(exc.problems) > SHOWN_PROBLEMS:
-            err.print(f"... and {len(exc.problems) - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
-        raise click.ClickException(str(exc)) from exc
-    default_session = session or f"import-{Path(name).stem}"
-    turns = turns_of(messages, default_session)
-    with Memory(store_url_for(store_url, create=True)) as mem:
-        report = import_turns(mem, turns, entity_id=entity)
+    with contextlib.ExitStack() as stack:
+        path = Path(file)
+        if file == "-":  # read twice (checked, then imported): kept in a private temporary file
+            temporary: IO[bytes] = stack.enter_context(
+                tempfile.NamedTemporaryFile("w+b", prefix="memtap-transcript-")
+            )
+            stdin = sys.stdin.buffer
+            while chunk := stdin.read(1 << 20):
+                temporary.write(chunk)
+            temporary.flush()
+            path = Path(temporary.name)
+        try:
+            with path.open(encoding="utf-8") as f:
+                scan = scan_transcript(f, name)
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        except TranscriptError as exc:
+            err = Console(stderr=True, highlight=False)
+            for number, problem in exc.problems[:SHOWN_PROBLEMS]:
+                err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
+            if exc.bad_lines > SHOWN_PROBLEMS:
+                err.print(f"... and {exc.bad_lines - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
+            raise click.ClickException(str(exc)) from exc
+        if scan.first is None:
+            Console(stderr=True, highlight=False).print(f"{name}: no messages; nothing was imported")
+            return
+        default_session = session or transcript_session(scan.first)
+        # Before transcripts were known by their content, their session was the file's name.
+        legacy = () if session or file == "-" else (f"import-{Path(name).stem}",)
+        with Memory(store_url_for(store_url, create=True)) as mem, path.open(encoding="utf-8") as f:
+            report = import_turns(
+                mem,
+                iter_turns(messages_of(f, name), default_session),
+                entity_id=entity,
+                sessions={*scan.sessions, default_session} if scan.unnamed else scan.sessions,
+                also_in=legacy,
+            )
     summary = f"imported {report.new} new turn(s) of {entity!r} in {report.sessions} session(s)"
     if report.present:
         summary += f"; {report.present} turn(s) were already present"
