@@ -297,3 +297,67 @@ def test_import_transcript_of_hostile_lines_exits_and_stores_them(store_url: str
     assert "bad \ufffd text" in texts and "tail \ufffd" in texts and "fine" in texts
     assert "session \ufffd id" in sessions
     assert all(_no_surrogates(t) for t in texts)
+
+
+def _cli(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from memtap.cli.main import main
+
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def quarantined_row(table: str) -> list[str]:
+    """The count ``memtap stats`` shows in its ``quarantined`` row."""
+    return [line.split("│")[2].strip() for line in table.splitlines() if "quarantined" in line]
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_memtap_quarantine_lists_retries_and_drops_and_stats_counts_it(
+    store_url: str, server: ScriptedModelServer
+) -> None:
+    with memtap.Memory(store_url) as mem:
+        client = mem.register(openai.OpenAI(base_url=server.openai_base_url, api_key=API_KEY, max_retries=0))
+        server.script(Reply(text="ok", input_tokens=10**20))
+        with mem.scope(entity_id="team", session_id="refused"):
+            client.chat.completions.create(model="m", messages=user(f"count me, key {SECRET}"))  # type: ignore[arg-type]
+        assert mem.flush(10)
+        (refused,) = [r.exchange.id for r in mem.quarantine.records()]
+        # One an earlier version kept: storable once its surrogate is replaced.
+        hostile = memtap.Exchange(
+            attribution=memtap.Attribution(entity_id="team", session_id="older"),
+            provider="app",
+            operation="chat",
+            input=[memtap.Message(role="user", content="old \ud800 record")],
+        )
+        assert mem.quarantine.put(hostile, "UnicodeEncodeError: surrogates not allowed")
+
+    stats = _cli("stats", "--store", store_url)
+    assert stats.exit_code == 0 and "quarantined" in stats.output
+    assert [line.split("│")[2].strip() for line in stats.output.splitlines() if "quarantined" in line] == [
+        "2"
+    ]
+    listed = _cli("quarantine", "list", "--store", store_url)
+    assert refused[:8] in listed.output and "count" in listed.output  # (a narrow table folds them)
+    printed = _cli("quarantine", "list", "--json", "--store", store_url).output
+    assert SECRET not in printed and "count me" in printed
+    as_json = json.loads(printed)
+    assert {r["exchange"]["id"] for r in as_json} == {refused, hostile.id}
+    assert "out of range" in json.dumps(as_json)  # why the store refused it
+
+    retried = _cli("quarantine", "retry", "--all", "--store", store_url)
+    assert "stored 1 quarantined call(s); 1 still refused" in retried.output, retried.output
+    with memtap.Memory(store_url) as mem:
+        assert [m.content for m in mem.history("older", entity_id="team")] == ["old \ufffd record"]
+        assert [r.exchange.id for r in mem.quarantine.records()] == [refused]
+
+    assert _cli("quarantine", "drop", "--store", store_url).exit_code == 2  # ids or --all
+    unconfirmed = _cli("quarantine", "drop", "--all", "--store", store_url)
+    assert unconfirmed.exit_code == 1 and "--yes" in unconfirmed.output
+    dropped = _cli("quarantine", "drop", refused, "--yes", "--store", store_url)
+    assert "dropped 1 quarantined call(s)" in dropped.output
+    assert "no quarantined calls" in _cli("quarantine", "list", "--store", store_url).output
+    stats = _cli("stats", "--store", store_url)
+    assert [line.split("│")[2].strip() for line in stats.output.splitlines() if "quarantined" in line] == [
+        "0"
+    ]

@@ -200,7 +200,85 @@ def stats(store_url: str | None) -> None:
     table.add_column("rows", justify="right")
     for name, count in counts.items():
         table.add_row(name, str(count))
+    # Records the store refused, kept beside it (`memtap quarantine list` shows them).
+    table.add_row("quarantined", str(mem.quarantine.count()))
     console.print(table)
+
+
+@main.group()
+def quarantine() -> None:
+    """Captured calls the store refused (text it cannot hold, a value out of range, a
+    constraint), kept redacted beside it instead of blocking the calls behind them:
+    list, retry or drop them."""
+
+
+@quarantine.command(name="list")
+@store_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (the records, redacted) instead of a table."
+)
+def quarantine_list(store_url: str | None, as_json: bool) -> None:
+    """List the quarantined calls, oldest first, with why the store refused each."""
+    from memtap.cli.quarantine import quarantine_table
+
+    with open_memory(store_url) as mem:
+        records = list(mem.quarantine.records())
+        where = mem.quarantine.directory
+    if as_json:
+        rows = [
+            {"at": r.at.isoformat(), "reason": r.reason, "exchange": to_dict(r.exchange)} for r in records
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not records:
+        console.print(f"no quarantined calls for {mem.url}")
+        return
+    console.print(quarantine_table(records, f"quarantined calls of {mem.url} (in {where or 'memory'})"))
+
+
+def _chosen(ids: tuple[str, ...], every: bool, verb: str) -> list[str] | None:
+    if bool(ids) == every:
+        raise click.UsageError(
+            f"name the calls to {verb} (their ids, from `memtap quarantine list`) or give --all"
+        )
+    return None if every else list(ids)
+
+
+@quarantine.command(name="retry")
+@store_option
+@click.argument("ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Retry every quarantined call.")
+def quarantine_retry(store_url: str | None, ids: tuple[str, ...], every: bool) -> None:
+    """Store quarantined calls again (made storable first: unstorable characters become
+    U+FFFD); each one stored leaves the quarantine, the others stay."""
+    chosen = _chosen(ids, every, "retry")
+    with open_memory(store_url) as mem:
+        stored, refused = mem.quarantine.retry(mem.store, chosen)
+    report = f"stored {stored} quarantined call(s)"
+    if refused:
+        report += f"; {refused} still refused (kept: `memtap quarantine list` says why)"
+    console.print(report)
+
+
+@quarantine.command(name="drop")
+@store_option
+@click.argument("ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Drop every quarantined call.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def quarantine_drop(store_url: str | None, ids: tuple[str, ...], every: bool, yes: bool) -> None:
+    """Delete quarantined calls for good (asks first, unless --yes)."""
+    chosen = _chosen(ids, every, "drop")
+    what = "every quarantined call" if chosen is None else f"{len(chosen)} quarantined call(s)"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.ClickException(
+                f"not deleting {what}: memtap cannot ask for confirmation (stdin is not a terminal); "
+                "pass --yes to delete without asking"
+            )
+        click.confirm(f"Delete {what}?", abort=True)
+    with open_memory(store_url) as mem:
+        dropped = mem.quarantine.drop(chosen)
+    console.print(f"dropped {dropped} quarantined call(s)")
 
 
 @main.command()

@@ -352,18 +352,14 @@ def import_turns(
         if new % IMPORT_BATCH == 0:
             _settle(mem, stall)
     _settle(mem, stall)
-    if not mem.flush(timeout=10 * stall):
-        raise ImportStalledError(
-            f"the {new} new turn(s) are stored, but learning from them did not finish in "
-            f"{10 * stall:.0f} s (is the LLM that memorizes reachable?)"
-        )
     return ImportReport(new=new, present=present, sessions=len(named))
 
 
 def _settle(mem: Memory, stall: float) -> None:
     """Wait until the writer has taken every captured turn (stored or quarantined), as long
-    as it makes progress; raise :class:`ImportStalledError` after ``stall`` seconds
-    without any."""
+    as it makes progress (raise :class:`ImportStalledError` after ``stall`` seconds without
+    any), then until what is learned from them is stored (memorize would otherwise queue
+    the whole file's exchanges: most of an import's memory)."""
     stats = mem.writer.stats
 
     def progress() -> int:
@@ -380,3 +376,8 @@ def _settle(mem: Memory, stall: float) -> None:
                 f"({stats.captured - progress()} waiting): check that it is reachable, then run "
                 "the import again (turns already stored are skipped)"
             )
+    if not mem.longterm.flush(timeout=10 * stall):
+        raise ImportStalledError(
+            f"the imported turns are stored, but learning from them did not finish in {10 * stall:.0f} s "
+            "(is the LLM that memorizes reachable?); importing again skips what is stored"
+        )
