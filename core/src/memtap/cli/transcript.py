@@ -81,6 +81,9 @@ _MILLISECONDS_FROM = 1e11
 MAX_PROBLEMS = 1000
 #: Turns captured between two waits for the writer (the import's memory stays bounded).
 IMPORT_BATCH = 2000
+#: MB a store that can bound its memory (``Store.bound_memory``: DuckDB) may hold during an
+#: import; its cache otherwise grows with the file (100 MB of transcript: +600 MB).
+IMPORT_STORE_MB = 128
 #: Seconds the store may take nothing at all before an import gives up.
 STALL_SECONDS = 60.0
 
@@ -323,6 +326,9 @@ def import_turns(
         sessions = {t.session_id for t in turns}
     named = sorted(set(sessions))
     refused = unstorable_characters(mem.store)
+    bound_memory = getattr(mem.store, "bound_memory", None)
+    if callable(bound_memory):
+        bound_memory(IMPORT_STORE_MB)
     stored: Counter[bytes] = Counter()
     for session in sorted({*named, *also_in}):
         stored.update(

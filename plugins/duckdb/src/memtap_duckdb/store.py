@@ -617,6 +617,15 @@ class DuckDBStore:
         naming the same file names the same store."""
         return None if self.path == MEMORY else f"duckdb:{os.path.realpath(self.path)}"
 
+    def bound_memory(self, megabytes: int) -> None:
+        """Cap what DuckDB may hold in memory (its buffer cache, checkpoints) at
+        ``megabytes`` MB, for a bulk write such as ``memtap import-transcript``: left at
+        DuckDB's default (80% of RAM), its cache grows with the file written, not with
+        what the writes need."""
+        with self._write_lock, self._errors("bounding memory"):
+            self._check()
+            self._conn.execute(f"SET memory_limit = '{int(megabytes)}MB'")
+
     def close(self) -> None:
         """Close the database (idempotent). Further calls raise :class:`StoreError`."""
         with self._write_lock, self._pool_lock:
