@@ -361,3 +361,26 @@ def test_memtap_quarantine_lists_retries_and_drops_and_stats_counts_it(
     assert [line.split("│")[2].strip() for line in stats.output.splitlines() if "quarantined" in line] == [
         "0"
     ]
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_import_transcript_of_a_lone_surrogate_line_exits_in_bounded_time(
+    store_url: str, tmp_path: Path
+) -> None:
+    # The file: before, the import never exited (720 s, every thread in futex_wait).
+    transcript = tmp_path / "one-bad-line.jsonl"
+    _write_transcript(
+        transcript,
+        [
+            '{"role": "user", "content": "bad \\ud800 text", "at": 1700000000}',
+            '{"role": "assistant", "content": "ok", "at": 1700000001}',
+        ],
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAP_")}
+    env["MEMTAP_HOME"] = str(tmp_path / "home")
+    command = ["import-transcript", str(transcript), "--entity", "team", "--store", store_url]
+    done = subprocess.run(
+        [sys.executable, "-m", "memtap.cli", *command], env=env, capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stderr
+    assert "imported 1 new turn(s)" in done.stderr
