@@ -263,6 +263,11 @@ class CaptureWriter:
             with self._flushing_lock:
                 self._flushing -= 1
 
+    def wait_backlog(self, most: int, timeout: float | None) -> bool:
+        """Wait until at most ``most`` submitted calls are not stored yet (a bulk producer's
+        backpressure: the writer keeps working meanwhile); ``False`` on timeout."""
+        return self._pending.wait(timeout, most=most)
+
     def close(self, timeout: float | None = 10.0) -> bool:
         """Flush, then stop the thread. Returns whether everything was stored."""
         ok = self.flush(timeout)

@@ -81,6 +81,8 @@ _MILLISECONDS_FROM = 1e11
 MAX_PROBLEMS = 1000
 #: Turns captured between two waits for the writer (the import's memory stays bounded).
 IMPORT_BATCH = 2000
+#: Turns left in flight (written or memorized while the next batch is read) at each wait.
+IMPORT_BACKLOG = 500
 #: MB a store that can bound its memory (``Store.bound_memory``: DuckDB) may hold during an
 #: import; its cache otherwise grows with the file (100 MB of transcript: +600 MB).
 IMPORT_STORE_MB = 128
@@ -356,23 +358,28 @@ def import_turns(
         )
         new += 1
         if new % IMPORT_BATCH == 0:
-            _settle(mem, stall)
+            _settle(mem, stall, backlog=IMPORT_BACKLOG)
     _settle(mem, stall)
     return ImportReport(new=new, present=present, sessions=len(named))
 
 
-def _settle(mem: Memory, stall: float) -> None:
-    """Wait until the writer has taken every captured turn (stored or quarantined), as long
-    as it makes progress (raise :class:`ImportStalledError` after ``stall`` seconds without
-    any), then until what is learned from them is stored (memorize would otherwise queue
-    the whole file's exchanges: most of an import's memory)."""
+def _settle(mem: Memory, stall: float, backlog: int = 0) -> None:
+    """Wait until at most ``backlog`` captured turns are not taken by the writer (stored or
+    quarantined; with no backlog, a flush), as long as it makes progress (raise
+    :class:`ImportStalledError` after ``stall`` seconds without any), then until memorize
+    has at most ``backlog`` of them left (its queue would otherwise hold the whole file's
+    exchanges: most of an import's memory). A backlog keeps the writer and memorize busy
+    while the next turns are read."""
     stats = mem.writer.stats
 
     def progress() -> int:
         return stats.written + stats.quarantined + stats.dropped + stats.unformatted
 
+    def taken(timeout: float) -> bool:
+        return mem.writer.wait_backlog(backlog, timeout) if backlog else mem.writer.flush(timeout)
+
     last, since = progress(), time.monotonic()
-    while not mem.writer.flush(timeout=min(1.0, stall)):
+    while not taken(min(1.0, stall)):
         now = progress()
         if now != last:
             last, since = now, time.monotonic()
@@ -382,7 +389,8 @@ def _settle(mem: Memory, stall: float) -> None:
                 f"({stats.captured - progress()} waiting): check that it is reachable, then run "
                 "the import again (turns already stored are skipped)"
             )
-    if not mem.longterm.flush(timeout=10 * stall):
+    learned = mem.longterm.wait_backlog(backlog, 10 * stall) if backlog else mem.longterm.flush(10 * stall)
+    if not learned:
         raise ImportStalledError(
             f"the imported turns are stored, but learning from them did not finish in {10 * stall:.0f} s "
             "(is the LLM that memorizes reachable?); importing again skips what is stored"
