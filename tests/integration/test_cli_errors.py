@@ -64,6 +64,12 @@ def bad_invocations(tmp: Path) -> dict[str, list[list[str]]]:
         [transcript, "--entity", "alice", "--store", "duckdb://x"],
         [str(tmp / "latin1.jsonl"), "--entity", "alice", "--store", into],
     ]
+    cases["quarantine"] = [
+        ["list", "--store", missing],
+        ["list", "--store", "nosuch://x"],
+        ["retry", "--store", filled(tmp)],  # neither ids nor --all
+        ["drop", "--all", "--store", filled(tmp)],  # cannot ask: --yes
+    ]
     cases["demo"] = [["--store", "nosuch://x"], ["--store", "duckdb://x"]]
     cases["plugins"] = [["--no-such-option"]]
     cases["proxy"] = [["--port", "not-a-port"]]

@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 import memtap
 from memtap.cli.main import main
+from memtap.cli.transcript import read_transcript, transcript_session
 from memtap.testing.server import ScriptedModelServer
 
 UTC = _dt.timezone.utc
@@ -60,12 +61,14 @@ def test_a_transcript_becomes_memory_at_its_times(tmp_path: Path, store: str) ->
     assert "imported 3 new turn(s) of 'alice' in 2 session(s)" in result.output
     with memtap.Memory(store, spool=False, embedder=False) as mem:
         exchanges = list(mem.store.exchanges(entity_id="alice"))
+        imported = exchanges[0].attribution.session_id
+        assert imported == transcript_session(read_transcript([json.dumps(TRANSCRIPT[0])])[0])
         assert [(e.attribution.session_id, e.started_at) for e in exchanges] == [
-            ("import-chat", MAY_8),  # --session not given: named after the file
-            ("import-chat", MAY_8 + _dt.timedelta(minutes=4)),
+            (imported, MAY_8),  # --session not given: named after the first message
+            (imported, MAY_8 + _dt.timedelta(minutes=4)),
             ("second", _dt.datetime(2023, 5, 9, 8, tzinfo=UTC)),
         ]
-        assert [str(m) for m in mem.history("import-chat", entity_id="alice")] == [
+        assert [str(m) for m in mem.history(imported, entity_id="alice")] == [
             "user: I adopted a beagle called Mochi last week",
             "assistant: Congratulations, Mochi is a lovely name!",
             "user: She loves the park near the river",
@@ -103,6 +106,55 @@ def test_importing_again_adds_nothing_and_says_so(tmp_path: Path, store: str) ->
         assert after["exchanges"] == before["exchanges"] + 1
         assert after["facts"] == before["facts"] + 2
         assert len(mem.history("s1", entity_id="alice")) == 6
+
+
+@pytest.mark.parametrize("copy", ["renamed", "copied elsewhere", "grown"])
+def test_a_transcript_is_known_by_its_content_not_its_file_name(
+    tmp_path: Path, store: str, copy: str
+) -> None:
+    # Before: the session came from the file name, and a renamed copy imported every turn again.
+    first = write(tmp_path / "chat.jsonl", TRANSCRIPT)
+    assert (
+        "imported 3 new turn(s)"
+        in run("import-transcript", str(first), "--entity", "alice", "--store", store).output
+    )
+    (tmp_path / "elsewhere").mkdir()
+    target = {
+        "renamed": tmp_path / "chat-2023-05.jsonl",
+        "copied elsewhere": tmp_path / "elsewhere" / "chat.jsonl",
+    }
+    later = {"role": "user", "content": "Mochi learned to sit", "at": "2023-05-10T09:00:00Z"}
+    if copy == "grown":
+        again = write(tmp_path / "chat (1).jsonl", [*TRANSCRIPT, later])
+    else:
+        again = write(target[copy], TRANSCRIPT)
+    result = run("import-transcript", str(again), "--entity", "alice", "--store", store)
+    assert result.exit_code == 0, result.output
+    new = 1 if copy == "grown" else 0
+    assert (
+        f"imported {new} new turn(s)" in result.output and "3 turn(s) were already present" in result.output
+    )
+    with memtap.Memory(store, spool=False, embedder=False) as mem:
+        assert mem.store.stats()["exchanges"] == 3 + new
+
+
+def test_a_transcript_imported_under_its_file_name_before_is_not_imported_again(
+    tmp_path: Path, store: str
+) -> None:
+    file = write(tmp_path / "chat.jsonl", TRANSCRIPT)
+    # What an earlier version did: the session named after the file.
+    run("import-transcript", str(file), "--entity", "alice", "--session", "import-chat", "--store", store)
+    result = run("import-transcript", str(file), "--entity", "alice", "--store", store)
+    assert "imported 0 new turn(s)" in result.output and "3 turn(s) were already present" in result.output
+
+
+def test_a_transcript_on_stdin_is_read_twice_from_a_temporary_copy(tmp_path: Path, store: str) -> None:
+    text = "".join(json.dumps(r) + "\n" for r in TRANSCRIPT)
+    for expected in ("imported 3 new turn(s)", "3 turn(s) were already present"):
+        result = CliRunner().invoke(
+            main, ["import-transcript", "-", "--entity", "alice", "--store", store], input=text
+        )
+        assert result.exit_code == 0 and expected in result.output, result.output
 
 
 def test_a_secret_in_a_transcript_is_not_stored_and_the_import_stays_idempotent(

@@ -34,6 +34,13 @@ class StoreError(MemtapError):
     """A storage backend failed; the message says what to do about it."""
 
 
+class RecordRefusedError(StoreError):
+    """A store refused a write because of what the records hold (text it cannot encode, a
+    value too large, a constraint), not because it is unavailable: the same records would
+    be refused again. The capture writer isolates such a record from its batch and puts it
+    in quarantine (:mod:`memtap.capture.quarantine`) instead of retrying it."""
+
+
 class UnknownStoreURLError(MemtapError, ValueError):
     """No installed storage plugin understands a store URL."""
 

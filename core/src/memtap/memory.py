@@ -19,6 +19,7 @@ from memtap.builtins import memory_plugins
 from memtap.capture.durability import SpoolOption, open_spool, replay_orphans
 from memtap.capture.explanation import explain as explain_exchange
 from memtap.capture.private import make_private
+from memtap.capture.quarantine import open_quarantine
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
 from memtap.formats.content import given_messages
@@ -54,6 +55,7 @@ from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
+from memtap.storage.storable import storable, unstorable_characters
 from memtap.storage.store import Store, exchange_messages
 
 log = logging.getLogger("memtap")
@@ -197,8 +199,16 @@ class Memory:
         self.spool = open_spool(spool, self.store, home)
         if (self.spool is not None and home in self.spool.directory.parents) or _inside(self.store, home):
             make_private(home)  # conversations live here: this user's only (an older one was 0755)
+        #: Captured calls the store refused for what they hold (:mod:`memtap.capture.quarantine`).
+        self.quarantine = open_quarantine(self.store, home)
+        refused_characters = unstorable_characters(self.store)
         self.writer = CaptureWriter(
-            self.store.write_exchanges, spool=self.spool, format_in_caller=format_in_caller
+            self.store.write_exchanges,
+            spool=self.spool,
+            format_in_caller=format_in_caller,
+            storable=lambda exchange: storable(exchange, refused_characters),
+            quarantine=self.quarantine,
+            probe=lambda: self.store.exchange("memtap-probe"),
         )
         port = resolve_llm(llm)
         #: Facts: storage, recall index, memorize worker, recall injector.

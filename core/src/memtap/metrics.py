@@ -3,11 +3,13 @@
 ``memtap.exchanges.captured`` (calls queued by the capture path), ``.spooled`` (journaled to
 the on-disk spool), ``.stored`` (written to the store), ``.replayed`` (stored from a spool a
 previous process left), ``.dropped`` (given up: spool or buffer bound reached; attribute
-``memtap.reason``) and ``memtap.failures`` (things that went wrong without failing the
-call: ``memtap.reason`` is ``store_write``, ``spool_write``, ``spool_corrupt``, ``format``,
-``inject``, ``history_deadline`` (a call went on without its session's history: the read
-was late), ``rejected`` (the provider rejected a request memtap had changed; it was sent
-again as the app built it), ...). Without an OpenTelemetry SDK these are no-ops.
+``memtap.reason``), ``.quarantined`` (refused by the store for what they hold, kept in the
+quarantine: :mod:`memtap.capture.quarantine`) and ``memtap.failures`` (things that went
+wrong without failing the call: ``memtap.reason`` is ``store_write``, ``spool_write``,
+``spool_corrupt``, ``format``, ``inject``, ``history_deadline`` (a call went on without
+its session's history: the read was late), ``rejected`` (the provider rejected a request
+memtap had changed; it was sent again as the app built it), ...). Without an
+OpenTelemetry SDK these are no-ops.
 """
 
 from __future__ import annotations
@@ -49,5 +51,5 @@ COUNTERS = _Counters()
 
 def count(name: str, amount: int = 1, reason: str | None = None) -> None:
     """Count ``amount`` outcomes of kind ``name`` (captured, spooled, stored, replayed,
-    dropped, failed), with an optional reason."""
+    dropped, quarantined, failed), with an optional reason."""
     COUNTERS.add(name, amount, reason)

@@ -45,7 +45,8 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 - **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
   :func:`private_dir`, :func:`make_private`, :func:`create_private_file`,
   :func:`lower_priority`, :func:`wait_for_quiet`.
-- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`UnsupportedClientError`.
+- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`RecordRefusedError` (a write refused
+  for what its records hold), :class:`UnsupportedClientError`.
 
 A few core names would be ambiguous side by side (the chat and the Anthropic format both
 have a ``read_message``; ``sqlrows.message`` reads a row); here they carry a prefix, and a
@@ -59,7 +60,7 @@ from memtap.adapters.stainless import StainlessInstaller, Target
 from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
 from memtap.capture.private import create_private_file, make_private, private_dir
-from memtap.errors import MemtapError, StoreError, UnsupportedClientError
+from memtap.errors import MemtapError, RecordRefusedError, StoreError, UnsupportedClientError
 from memtap.formats.anthropic_messages import (
     THINKING_TYPES,
     AnthropicFormatProtocol,
@@ -212,6 +213,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "leading_count",
     # errors
     "MemtapError",
+    "RecordRefusedError",
     "StoreError",
     "UnsupportedClientError",
     # hook marker

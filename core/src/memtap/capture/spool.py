@@ -54,6 +54,7 @@ from memtap.redact import (
     redact_stream_events,
     redact_text,
 )
+from memtap.storage.storable import storable
 
 log = logging.getLogger("memtap.capture.spool")
 
@@ -413,17 +414,13 @@ def journal_call(
             "agent": agent,
             "already_present": present,
         }
-        if job is not None and job.body is body:  # the request half was handed to the worker
-            line = job.data() + encode_tail(**answer)
-        else:  # a small body (or prepare() never ran, or saw another body): all at once
-            line = encode_record(
-                call_id=call.id,
-                protocol=call.protocol.name,
-                attribution=call.attribution,
-                started_at=call.started_at.isoformat(),
-                body=body,
-                **answer,
-            )
+        try:
+            line = _call_line(call, call.attribution, body, answer, job)
+        except UnicodeEncodeError:
+            # Text UTF-8 cannot hold (a lone surrogate, which JSON allows): journaled as it
+            # will be stored, with U+FFFD in its place.
+            answer.update(response=storable(response), events=storable(events), error=storable(error))
+            line = _call_line(call, storable(call.attribution), storable(body), answer, None)
     except Exception:
         spool.stats.failed += 1
         count("failed", reason="spool_encode")
@@ -433,6 +430,28 @@ def journal_call(
     if segment is None:
         count("failed", reason="spool_write")
     return segment
+
+
+def _call_line(
+    call: Any,
+    attribution: Attribution,
+    body: Mapping[str, Any],
+    answer: dict[str, Any],
+    job: RequestJournal | None,
+) -> bytes:
+    """One finished call's spool line: the request half made ahead (when ``job`` holds
+    this body) joined to the response half, else the whole record at once."""
+    if job is not None and job.body is body:  # the request half was handed to the worker
+        return job.data() + encode_tail(**answer)
+    # a small body (or prepare() never ran, or saw another body): all at once
+    return encode_record(
+        call_id=call.id,
+        protocol=call.protocol.name,
+        attribution=attribution,
+        started_at=call.started_at.isoformat(),
+        body=body,
+        **answer,
+    )
 
 
 def decode_record(

@@ -1,5 +1,11 @@
 """The capture path: the request thread only enqueues; a background writer formats and
-stores, in batches, and keeps what the store refused until it can be written.
+stores, in batches, and keeps what the store could not take until it can be written.
+
+A store may refuse a batch for what one of its records holds (text it cannot encode, a
+value too large, a constraint) rather than because it is down. Retrying that batch would
+stop every call behind it, so the writer isolates the refused records (splitting the batch
+until each refusal is one record) and puts them in quarantine
+(:mod:`memtap.capture.quarantine`); the rest of the batch is stored at once.
 """
 
 from __future__ import annotations
@@ -12,15 +18,19 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import attrs
 
+from memtap.capture.quarantine import Quarantine, is_refusal
 from memtap.capture.spool import Segment, Spool
 from memtap.metrics import count
 from memtap.protocol.model import Exchange
 from memtap.workers.pending import PendingWork
 
 log = logging.getLogger("memtap.capture.writer")
+
+T = TypeVar("T")
 
 
 class CapturedCall:
@@ -114,10 +124,34 @@ class CaptureStats:
     unformatted: int = 0
     dropped: int = 0
     write_failures: int = 0
+    quarantined: int = 0
 
 
 _STOP = object()
 _FLUSH = object()
+
+
+def _halves(part: list[T]) -> list[list[T]]:
+    """``part`` in two halves (none for one record)."""
+    if len(part) < 2:
+        return []
+    mid = len(part) // 2
+    return [part[:mid], part[mid:]]
+
+
+@attrs.define
+class _Outcome:
+    """What one round of writes did with the held records."""
+
+    stored: list[tuple[Exchange, CapturedCall]] = attrs.Factory(list)
+    refused: list[tuple[tuple[Exchange, CapturedCall], Exception]] = attrs.Factory(list)
+    held: list[tuple[Exchange, CapturedCall]] = attrs.Factory(list)
+    #: The first failure that was not a refusal (``None``: none).
+    error: Exception | None = None
+    #: Whether the store answered this round (a write went through, or a refusal).
+    alive: bool = False
+    #: Records that failed alone with an error that is not a refusal.
+    suspects: list[tuple[tuple[Exchange, CapturedCall], Exception]] = attrs.Factory(list)
 
 
 class CaptureWriter:
@@ -144,8 +178,19 @@ class CaptureWriter:
         linger: float = 0.05,
         spool: Spool | None = None,
         format_in_caller: bool = False,
+        storable: Callable[[Exchange], Exchange] | None = None,
+        quarantine: Quarantine | None = None,
+        probe: Callable[[], object] | None = None,
     ) -> None:
         self._write = write
+        #: A cheap read of the store: whether it answers, after a write failed in a way
+        #: that says neither "refused" nor "down".
+        self._probe = probe
+        #: Makes an exchange's text storable before it is written (lone surrogates and
+        #: characters the store cannot hold become U+FFFD).
+        self._storable = storable
+        #: Where records the store refuses go (``None``: in this process's memory).
+        self.quarantine = quarantine if quarantine is not None else Quarantine(None)
         #: The durable spool whose segments are released once their calls are stored.
         self.spool = spool
         self._batch_size = batch_size
@@ -239,6 +284,11 @@ class CaptureWriter:
             with self._flushing_lock:
                 self._flushing -= 1
 
+    def wait_backlog(self, most: int, timeout: float | None) -> bool:
+        """Wait until at most ``most`` submitted calls are not stored yet (a bulk producer's
+        backpressure: the writer keeps working meanwhile); ``False`` on timeout."""
+        return self._pending.wait(timeout, most=most)
+
     def close(self, timeout: float | None = 10.0) -> bool:
         """Flush, then stop the thread. Returns whether everything was stored."""
         ok = self.flush(timeout)
@@ -315,43 +365,156 @@ class CaptureWriter:
                 self._release([item])
                 self._finish(1)
             else:
-                self._held.append((ex, item))
+                self._held.append((self._storable_exchange(ex), item))
         self._drop_spool_dropped()
         self._bound_held()
-        if self._held:
-            pending = list(self._held)
-            try:
-                self._write([ex for ex, _ in pending])
-            except Exception as exc:
-                self.stats.write_failures += 1
-                count("failed", len(pending), reason="store_write")
-                if not failing:
-                    log.error(
-                        "memtap could not store %d exchange(s): %s; they are kept and "
-                        "retried (the application's calls are not affected)",
-                        len(pending),
-                        exc,
-                    )
-                    failing = True
-                backoff = min(self._retry_max, backoff * 2)
-                return backoff, failing, stop
+        if not self._held:
+            return backoff, failing, stop
+        pending = list(self._held)
+        outcome = _Outcome()
+        self._write_isolating(pending, outcome)
+        if outcome.refused:
+            self._quarantine(outcome.refused)
+        if outcome.held:
+            exc = outcome.error
+            count("failed", len(outcome.held), reason="store_write")
+            if not failing:
+                log.error(
+                    "memtap could not store %d exchange(s): %s; they are kept and "
+                    "retried (the application's calls are not affected)",
+                    len(outcome.held),
+                    exc,
+                )
+                failing = True
+            self._held = deque(outcome.held)
+            backoff = min(self._retry_max, backoff * 2)
+        else:
+            self._held.clear()
             if failing:
-                log.warning("memtap storage is back; %d exchange(s) stored", len(pending))
+                log.warning("memtap storage is back; %d exchange(s) stored", len(outcome.stored))
                 failing = False
             backoff = self._retry_initial
-            self._held.clear()
-            self.stats.written += len(pending)
-            count("stored", len(pending))
-            count("replayed", sum(1 for _, item in pending if item.replayed))
-            stored = [ex for ex, _ in pending]
-            for callback in self.on_written:
-                try:
-                    callback(stored)
-                except Exception:
-                    log.exception("memtap on_written callback failed")
-            self._hand_over(stored, [item for _, item in pending])
-            self._finish(len(pending))
+        if outcome.stored:
+            self._stored(outcome.stored)
         return backoff, failing, stop
+
+    def _storable_exchange(self, ex: Exchange) -> Exchange:
+        if self._storable is None:
+            return ex
+        try:
+            return self._storable(ex)
+        except Exception:  # never lose the record for this: the store decides
+            log.exception("memtap could not make a captured call's text storable")
+            return ex
+
+    def _write_isolating(self, part: list[tuple[Exchange, CapturedCall]], outcome: _Outcome) -> None:
+        """Write ``part``; when that fails, find out whether the store refuses some of its
+        records or is unavailable, and isolate the refused ones.
+
+        A failure the store classifies as a refusal (:func:`is_refusal`) means it answers:
+        ``part`` is split until each failing record is alone. Any other failure may be a
+        store that is down: the ``probe`` (a cheap read) decides; when it fails (or there is
+        none and neither half of ``part`` goes through) everything is held, to be retried,
+        at the cost of two or three operations per retry rather than one per record. A
+        record whose failure is not classified is quarantined only when another record of
+        the round was stored (writes do work: a full disk fails every record, and then all
+        are held, not quarantined).
+
+        Bisection (rather than record by record) keeps a batch of good records one write,
+        and costs about 2·log2(n) writes per refused record."""
+        exc = self._try_write(part, outcome)
+        if exc is None:
+            return
+        failing = [(part, exc)] if outcome.alive else self._failing_parts(part, exc, outcome)
+        if failing is None:
+            outcome.error = exc
+            outcome.held.extend(part)
+            return
+        for failed, failed_exc in failing:
+            self._isolate(failed, failed_exc, outcome)
+        if outcome.suspects:
+            if outcome.stored:
+                outcome.refused.extend(outcome.suspects)
+            else:
+                outcome.error = outcome.suspects[0][1]
+                outcome.held.extend(record for record, _ in outcome.suspects)
+            outcome.suspects.clear()
+
+    def _failing_parts(
+        self, part: list[tuple[Exchange, CapturedCall]], exc: Exception, outcome: _Outcome
+    ) -> list[tuple[list[tuple[Exchange, CapturedCall]], Exception]] | None:
+        """After ``part`` failed in a way that is not a refusal: ``None`` when the store
+        does not answer (the probe fails; without a probe, neither half of ``part`` can be
+        written either), else the parts still to isolate."""
+        if self._probe is not None:
+            try:
+                self._probe()
+            except Exception:
+                return None
+            return [(part, exc)]
+        failed = []
+        for half in _halves(part):
+            half_exc = self._try_write(half, outcome)
+            if half_exc is not None:
+                failed.append((half, half_exc))
+        return failed if outcome.alive else None
+
+    def _isolate(self, part: list[tuple[Exchange, CapturedCall]], exc: Exception, outcome: _Outcome) -> None:
+        """``part`` failed with ``exc`` while the store answers: split it until each record
+        that fails is alone (refused, or suspect when the failure is not classified)."""
+        if len(part) == 1:
+            if is_refusal(exc):
+                outcome.refused.append((part[0], exc))
+            else:
+                outcome.suspects.append((part[0], exc))
+            return
+        for half in _halves(part):
+            half_exc = self._try_write(half, outcome)
+            if half_exc is not None:
+                self._isolate(half, half_exc, outcome)
+
+    def _try_write(self, part: list[tuple[Exchange, CapturedCall]], outcome: _Outcome) -> Exception | None:
+        """Write ``part`` in one transaction; the error, or ``None`` when it is stored."""
+        try:
+            self._write([ex for ex, _ in part])
+        except Exception as exc:
+            self.stats.write_failures += 1
+            outcome.alive = outcome.alive or is_refusal(exc)
+            return exc
+        outcome.alive = True
+        outcome.stored.extend(part)
+        return None
+
+    def _quarantine(self, refused: list[tuple[tuple[Exchange, CapturedCall], Exception]]) -> None:
+        """Put refused records in quarantine and let go of them (their spool lines too)."""
+        for (ex, _), exc in refused:
+            kept = self.quarantine.put(ex, f"{type(exc).__name__}: {exc}")
+            log.error(
+                "memtap: the store refused captured call %s (%s); %s, the calls around it are "
+                "stored (`memtap quarantine list` shows it)",
+                ex.id,
+                exc,
+                "it is kept in quarantine" if kept else "it could not be kept",
+            )
+        self.stats.quarantined += len(refused)
+        count("quarantined", len(refused))
+        self._release([item for (_, item), _ in refused])
+        self._finish(len(refused))
+
+    def _stored(self, pending: list[tuple[Exchange, CapturedCall]]) -> None:
+        """Account for stored records: counters, ``on_written`` callbacks, then the spool
+        records handed to memorize (released when it is done with them)."""
+        self.stats.written += len(pending)
+        count("stored", len(pending))
+        count("replayed", sum(1 for _, item in pending if item.replayed))
+        stored = [ex for ex, _ in pending]
+        for callback in self.on_written:
+            try:
+                callback(stored)
+            except Exception:
+                log.exception("memtap on_written callback failed")
+        self._hand_over(stored, [item for _, item in pending])
+        self._finish(len(pending))
 
     @staticmethod
     def _count_taken(batch: list[CapturedCall]) -> None:

@@ -7,7 +7,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -200,7 +200,85 @@ def stats(store_url: str | None) -> None:
     table.add_column("rows", justify="right")
     for name, count in counts.items():
         table.add_row(name, str(count))
+    # Records the store refused, kept beside it (`memtap quarantine list` shows them).
+    table.add_row("quarantined", str(mem.quarantine.count()))
     console.print(table)
+
+
+@main.group()
+def quarantine() -> None:
+    """Captured calls the store refused (text it cannot hold, a value out of range, a
+    constraint), kept redacted beside it instead of blocking the calls behind them:
+    list, retry or drop them."""
+
+
+@quarantine.command(name="list")
+@store_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON (the records, redacted) instead of a table."
+)
+def quarantine_list(store_url: str | None, as_json: bool) -> None:
+    """List the quarantined calls, oldest first, with why the store refused each."""
+    from memtap.cli.quarantine import quarantine_table
+
+    with open_memory(store_url) as mem:
+        records = list(mem.quarantine.records())
+        where = mem.quarantine.directory
+    if as_json:
+        rows = [
+            {"at": r.at.isoformat(), "reason": r.reason, "exchange": to_dict(r.exchange)} for r in records
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not records:
+        console.print(f"no quarantined calls for {mem.url}")
+        return
+    console.print(quarantine_table(records, f"quarantined calls of {mem.url} (in {where or 'memory'})"))
+
+
+def _chosen(ids: tuple[str, ...], every: bool, verb: str) -> list[str] | None:
+    if bool(ids) == every:
+        raise click.UsageError(
+            f"name the calls to {verb} (their ids, from `memtap quarantine list`) or give --all"
+        )
+    return None if every else list(ids)
+
+
+@quarantine.command(name="retry")
+@store_option
+@click.argument("ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Retry every quarantined call.")
+def quarantine_retry(store_url: str | None, ids: tuple[str, ...], every: bool) -> None:
+    """Store quarantined calls again (made storable first: unstorable characters become
+    U+FFFD); each one stored leaves the quarantine, the others stay."""
+    chosen = _chosen(ids, every, "retry")
+    with open_memory(store_url) as mem:
+        stored, refused = mem.quarantine.retry(mem.store, chosen)
+    report = f"stored {stored} quarantined call(s)"
+    if refused:
+        report += f"; {refused} still refused (kept: `memtap quarantine list` says why)"
+    console.print(report)
+
+
+@quarantine.command(name="drop")
+@store_option
+@click.argument("ids", nargs=-1)
+@click.option("--all", "every", is_flag=True, help="Drop every quarantined call.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def quarantine_drop(store_url: str | None, ids: tuple[str, ...], every: bool, yes: bool) -> None:
+    """Delete quarantined calls for good (asks first, unless --yes)."""
+    chosen = _chosen(ids, every, "drop")
+    what = "every quarantined call" if chosen is None else f"{len(chosen)} quarantined call(s)"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.ClickException(
+                f"not deleting {what}: memtap cannot ask for confirmation (stdin is not a terminal); "
+                "pass --yes to delete without asking"
+            )
+        click.confirm(f"Delete {what}?", abort=True)
+    with open_memory(store_url) as mem:
+        dropped = mem.quarantine.drop(chosen)
+    console.print(f"dropped {dropped} quarantined call(s)")
 
 
 @main.command()
@@ -416,32 +494,64 @@ SHOWN_PROBLEMS = 20
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--entity", required=True, help="Whose memory the conversation becomes.")
 @click.option("--session", default=None,
-              help="Session of the messages that name none (default: import-<file name>).")  # fmt: skip
+              help="Session of the messages that name none (default: import-<hash of the first message>, "
+                   "so a renamed copy is the same transcript).")  # fmt: skip
 def import_transcript_command(store_url: str | None, file: str, entity: str, session: str | None) -> None:
     """Import a conversation transcript: JSONL, one message per line, e.g.
     {"role": "user", "content": "...", "at": "2023-05-08T13:56:00Z"}. Roles user,
     assistant, system, tool; the time as "at", "timestamp" or "created_at" (ISO 8601, or
     seconds since 1970); optionally "session_id". Messages are paired into turns and
     captured with their times; turns already imported are skipped."""
-    from memtap.cli.transcript import TranscriptError, import_turns, read_transcript, turns_of
+    import contextlib
+    import tempfile
+
+    from memtap.cli.transcript import (
+        TranscriptError,
+        import_turns,
+        iter_turns,
+        messages_of,
+        scan_transcript,
+        transcript_session,
+    )
 
     name = "stdin" if file == "-" else Path(file).name
-    try:
-        with click.open_file(file, "r", encoding="utf-8") as f:
-            messages = read_transcript(f, name)
-    except UnicodeDecodeError as exc:
-        raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except TranscriptError as exc:
-        err = Console(stderr=True, highlight=False)
-        for number, problem in exc.problems[:SHOWN_PROBLEMS]:
-            err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
-        if len(exc.problems) > SHOWN_PROBLEMS:
-            err.print(f"... and {len(exc.problems) - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
-        raise click.ClickException(str(exc)) from exc
-    default_session = session or f"import-{Path(name).stem}"
-    turns = turns_of(messages, default_session)
-    with Memory(store_url_for(store_url, create=True)) as mem:
-        report = import_turns(mem, turns, entity_id=entity)
+    with contextlib.ExitStack() as stack:
+        path = Path(file)
+        if file == "-":  # read twice (checked, then imported): kept in a private temporary file
+            temporary: IO[bytes] = stack.enter_context(
+                tempfile.NamedTemporaryFile("w+b", prefix="memtap-transcript-")
+            )
+            stdin = sys.stdin.buffer
+            while chunk := stdin.read(1 << 20):
+                temporary.write(chunk)
+            temporary.flush()
+            path = Path(temporary.name)
+        try:
+            with path.open(encoding="utf-8") as f:
+                scan = scan_transcript(f, name)
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        except TranscriptError as exc:
+            err = Console(stderr=True, highlight=False)
+            for number, problem in exc.problems[:SHOWN_PROBLEMS]:
+                err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
+            if exc.bad_lines > SHOWN_PROBLEMS:
+                err.print(f"... and {exc.bad_lines - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
+            raise click.ClickException(str(exc)) from exc
+        if scan.first is None:
+            Console(stderr=True, highlight=False).print(f"{name}: no messages; nothing was imported")
+            return
+        default_session = session or transcript_session(scan.first)
+        # Before transcripts were known by their content, their session was the file's name.
+        legacy = () if session or file == "-" else (f"import-{Path(name).stem}",)
+        with Memory(store_url_for(store_url, create=True)) as mem, path.open(encoding="utf-8") as f:
+            report = import_turns(
+                mem,
+                iter_turns(messages_of(f, name), default_session),
+                entity_id=entity,
+                sessions={*scan.sessions, default_session} if scan.unnamed else scan.sessions,
+                also_in=legacy,
+            )
     summary = f"imported {report.new} new turn(s) of {entity!r} in {report.sessions} session(s)"
     if report.present:
         summary += f"; {report.present} turn(s) were already present"

@@ -22,15 +22,27 @@ system, tool) are a turn's input and the assistant messages that follow its outp
 turn's time is that of its first message. Importing is idempotent: a turn whose session
 already holds an exchange with the same time and the same messages (after redaction) is
 not captured again.
+
+A transcript's identity is its content, not its file name: messages that name no session
+go to ``import-<hash of the first message>`` (its role, text and time), so a renamed or
+copied file, or the same file grown by new turns, imports only what is new.
+
+The file is read twice, line by line (:func:`scan_transcript` checks every line first:
+nothing is imported from a file with a bad line; then :func:`messages_of` and
+:func:`iter_turns` stream it into :func:`import_turns`), so memory does not grow with the
+file: what is held is one pending turn per open session and a 16-byte digest per turn
+already stored in the sessions imported into.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import math
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,11 +51,25 @@ from memtap.errors import MemtapError
 from memtap.formats.content import role_and_text
 from memtap.protocol.model import Exchange, Message, Role, aware
 from memtap.redact import redact_exchange, redact_id
+from memtap.storage.storable import storable, unstorable_characters
 
 if TYPE_CHECKING:
     from memtap.memory import Memory
 
-__all__ = ["ImportReport", "TranscriptError", "Turn", "import_turns", "read_transcript", "turns_of"]
+__all__ = [
+    "ImportReport",
+    "ImportStalledError",
+    "TranscriptError",
+    "TranscriptScan",
+    "Turn",
+    "import_turns",
+    "iter_turns",
+    "messages_of",
+    "read_transcript",
+    "scan_transcript",
+    "transcript_session",
+    "turns_of",
+]
 
 TIME_KEYS = ("at", "timestamp", "created_at")
 SESSION_KEYS = ("session_id", "session")
@@ -51,14 +77,35 @@ SESSION_KEYS = ("session_id", "session")
 _MILLISECONDS_FROM = 1e11
 
 
+#: Bad lines kept (with what is wrong) when a transcript is refused; the rest are counted.
+MAX_PROBLEMS = 1000
+#: Turns captured between two waits for the writer (the import's memory stays bounded).
+IMPORT_BATCH = 2000
+#: Turns left in flight (written or memorized while the next batch is read) at each wait.
+IMPORT_BACKLOG = 500
+#: MB a store that can bound its memory (``Store.bound_memory``: DuckDB) may hold during an
+#: import; its cache otherwise grows with the file (100 MB of transcript: +600 MB).
+IMPORT_STORE_MB = 128
+#: Seconds the store may take nothing at all before an import gives up.
+STALL_SECONDS = 60.0
+
+
 class TranscriptError(MemtapError, ValueError):
     """Lines of a transcript that cannot be read; ``problems`` holds one ``(line number,
-    what is wrong)`` per bad line."""
+    what is wrong)`` per bad line (the first :data:`MAX_PROBLEMS`; ``bad_lines`` counts
+    them all)."""
 
-    def __init__(self, source: str, problems: Sequence[tuple[int, str]]) -> None:
+    def __init__(
+        self, source: str, problems: Sequence[tuple[int, str]], bad_lines: int | None = None
+    ) -> None:
         self.source = source
         self.problems = list(problems)
-        super().__init__(f"{source}: {len(self.problems)} line(s) cannot be read; nothing was imported")
+        self.bad_lines = len(self.problems) if bad_lines is None else bad_lines
+        super().__init__(f"{source}: {self.bad_lines} line(s) cannot be read; nothing was imported")
+
+
+class ImportStalledError(MemtapError):
+    """The store took none of an import's turns for :data:`STALL_SECONDS`."""
 
 
 @attrs.frozen
@@ -130,43 +177,102 @@ def _message(record: Any, line: int) -> TranscriptMessage:
     return TranscriptMessage(role, text, at, session, line)
 
 
-def read_transcript(lines: Iterable[str], source: str = "transcript") -> list[TranscriptMessage]:
-    """Every message of a JSONL transcript, in file order. Raises :class:`TranscriptError`
-    listing every bad line (nothing is half-read)."""
-    messages: list[TranscriptMessage] = []
-    problems: list[tuple[int, str]] = []
+def _parsed(lines: Iterable[str]) -> Iterator[tuple[int, TranscriptMessage | None, str | None]]:
+    """Each non-blank line's number, and its message or what is wrong with it."""
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             record = json.loads(raw)
         except ValueError as exc:
-            problems.append((number, f"not JSON ({exc})"))
+            yield number, None, f"not JSON ({exc})"
             continue
         try:
-            messages.append(_message(record, number))
+            yield number, _message(record, number), None
         except ValueError as exc:
-            problems.append((number, str(exc)))
+            yield number, None, str(exc)
+
+
+@attrs.frozen
+class TranscriptScan:
+    """What a first pass over a transcript found: its first message (``None``: none), how
+    many messages it has, the sessions its messages name, and whether some name none."""
+
+    first: TranscriptMessage | None
+    messages: int
+    sessions: frozenset[str]
+    unnamed: bool
+
+
+def scan_transcript(lines: Iterable[str], source: str = "transcript") -> TranscriptScan:
+    """Check every line of a JSONL transcript, holding none of them. Raises
+    :class:`TranscriptError` listing the bad lines (nothing is half-read)."""
+    first: TranscriptMessage | None = None
+    count = bad = 0
+    unnamed = False
+    sessions: set[str] = set()
+    problems: list[tuple[int, str]] = []
+    for number, message, problem in _parsed(lines):
+        if message is None:
+            bad += 1
+            if len(problems) < MAX_PROBLEMS:
+                problems.append((number, problem or "unreadable"))
+            continue
+        count += 1
+        first = first or message
+        if message.session_id is None:
+            unnamed = True
+        else:
+            sessions.add(message.session_id)
+    if bad:
+        raise TranscriptError(source, problems, bad)
+    return TranscriptScan(first, count, frozenset(sessions), unnamed)
+
+
+def messages_of(lines: Iterable[str], source: str = "transcript") -> Iterator[TranscriptMessage]:
+    """Every message of a transcript, in file order, one line at a time (a bad line raises
+    :class:`TranscriptError`: check the file with :func:`scan_transcript` first)."""
+    for number, message, problem in _parsed(lines):
+        if message is None:
+            raise TranscriptError(source, [(number, problem or "unreadable")])
+        yield message
+
+
+def read_transcript(lines: Iterable[str], source: str = "transcript") -> list[TranscriptMessage]:
+    """Every message of a JSONL transcript, in file order. Raises :class:`TranscriptError`
+    listing every bad line (nothing is half-read)."""
+    messages: list[TranscriptMessage] = []
+    problems: list[tuple[int, str]] = []
+    for number, message, problem in _parsed(lines):
+        if message is None:
+            problems.append((number, problem or "unreadable"))
+        else:
+            messages.append(message)
     if problems:
         raise TranscriptError(source, problems)
     return messages
 
 
-def turns_of(messages: Iterable[TranscriptMessage], default_session: str) -> list[Turn]:
-    """Pair messages into turns, per session, in file order (see the module's docstring)."""
-    pending: dict[str, tuple[list[TranscriptMessage], list[TranscriptMessage]]] = {}
-    out: list[Turn] = []
+def transcript_session(first: TranscriptMessage) -> str:
+    """The session of a transcript's messages that name none: ``import-`` and a hash of its
+    first message (role, text, time), so that a renamed copy is the same transcript."""
+    identity = json.dumps([first.role, first.content, first.at.isoformat()], ensure_ascii=True)
+    return "import-" + hashlib.sha256(identity.encode()).hexdigest()[:16]
 
-    def close(session: str) -> None:
+
+def iter_turns(messages: Iterable[TranscriptMessage], default_session: str) -> Iterator[Turn]:
+    """Pair messages into turns, per session, in file order (see the module's docstring),
+    yielding each turn once it is complete (the last ones at the end)."""
+    pending: dict[str, tuple[list[TranscriptMessage], list[TranscriptMessage]]] = {}
+
+    def close(session: str) -> Turn:
         asked, answered = pending.pop(session)
         first = (asked or answered)[0]
-        out.append(
-            Turn(
-                session,
-                first.at,
-                tuple(Message(m.role, m.content) for m in asked),
-                tuple(Message(m.role, m.content) for m in answered),
-            )
+        return Turn(
+            session,
+            first.at,
+            tuple(Message(m.role, m.content) for m in asked),
+            tuple(Message(m.role, m.content) for m in answered),
         )
 
     for m in messages:
@@ -176,36 +282,66 @@ def turns_of(messages: Iterable[TranscriptMessage], default_session: str) -> lis
             answered.append(m)
             continue
         if answered:  # a new question after an answer: the turn before is complete
-            close(session)
+            yield close(session)
             asked, answered = pending.setdefault(session, ([], []))
         asked.append(m)
     for session in list(pending):
-        close(session)
-    return out
+        yield close(session)
 
 
-def _key(exchange: Exchange) -> tuple[Any, ...]:
-    """What makes two exchanges the same turn: time, and their messages' roles and texts."""
-    return (
-        exchange.started_at.astimezone(_dt.timezone.utc),
-        tuple((m.role, m.content) for m in exchange.input),
-        tuple((m.role, m.content) for m in exchange.output),
+def turns_of(messages: Iterable[TranscriptMessage], default_session: str) -> list[Turn]:
+    """Pair messages into turns, per session, in file order (see the module's docstring)."""
+    return list(iter_turns(messages, default_session))
+
+
+def _key(exchange: Exchange) -> bytes:
+    """What makes two exchanges the same turn (time, and their messages' roles and texts),
+    as a 16-byte digest: an import holds one per stored turn, not the turn's text."""
+    key = (
+        exchange.started_at.astimezone(_dt.timezone.utc).isoformat(),
+        [(m.role, m.content) for m in exchange.input],
+        [(m.role, m.content) for m in exchange.output],
     )
+    return hashlib.blake2b(json.dumps(key, ensure_ascii=True).encode(), digest_size=16).digest()
 
 
-def import_turns(mem: Memory, turns: Sequence[Turn], *, entity_id: str) -> ImportReport:
+def import_turns(
+    mem: Memory,
+    turns: Iterable[Turn],
+    *,
+    entity_id: str,
+    sessions: Iterable[str] | None = None,
+    also_in: Iterable[str] = (),
+    stall: float = STALL_SECONDS,
+) -> ImportReport:
     """Capture each turn not stored yet through :meth:`Memory.capture` (with its time),
-    then wait until everything is written and memorized."""
-    sessions = sorted({t.session_id for t in turns})
-    stored: Counter[tuple[Any, ...]] = Counter()
-    for session in sessions:
+    then wait until everything is written and memorized.
+
+    ``sessions`` are the sessions the turns go to (``None``: the turns are read first to
+    find them); a turn already stored in one of them, or in a session of ``also_in`` (where
+    an earlier version imported the same file), is skipped. Turns are captured in batches,
+    each written before the next is read, so memory does not grow with their number.
+    Raises :class:`ImportStalledError` when the store takes nothing for ``stall`` seconds
+    (what was stored stays; importing again skips it)."""
+    if sessions is None:
+        turns = list(turns)
+        sessions = {t.session_id for t in turns}
+    named = sorted(set(sessions))
+    refused = unstorable_characters(mem.store)
+    bound_memory = getattr(mem.store, "bound_memory", None)
+    if callable(bound_memory):
+        bound_memory(IMPORT_STORE_MB)
+    stored: Counter[bytes] = Counter()
+    for session in sorted({*named, *also_in}):
         stored.update(
             _key(e)
-            for e in mem.store.exchanges(entity_id=redact_id(entity_id), session_id=redact_id(session))
+            for e in mem.store.exchanges(
+                entity_id=redact_id(entity_id), session_id=storable(redact_id(session), refused)
+            )
         )
     new = present = 0
     for turn in turns:
-        # The key of what capture would store (capture redacts the turn first).
+        # The key of what would be stored (capture redacts the turn, the writer makes it storable).
         candidate = Exchange(
             attribution=mem.current_attribution(),
             provider="app",
@@ -215,7 +351,7 @@ def import_turns(mem: Memory, turns: Sequence[Turn], *, entity_id: str) -> Impor
             started_at=turn.at,
             ended_at=turn.at,
         )
-        key = _key(redact_exchange(candidate))
+        key = _key(storable(redact_exchange(candidate), refused))
         if stored[key] > 0:
             stored[key] -= 1
             present += 1
@@ -224,5 +360,41 @@ def import_turns(mem: Memory, turns: Sequence[Turn], *, entity_id: str) -> Impor
             list(turn.input), list(turn.output), entity_id=entity_id, session_id=turn.session_id, at=turn.at
         )
         new += 1
-    mem.flush(timeout=None)
-    return ImportReport(new=new, present=present, sessions=len(sessions))
+        if new % IMPORT_BATCH == 0:
+            _settle(mem, stall, backlog=IMPORT_BACKLOG)
+    _settle(mem, stall)
+    return ImportReport(new=new, present=present, sessions=len(named))
+
+
+def _settle(mem: Memory, stall: float, backlog: int = 0) -> None:
+    """Wait until at most ``backlog`` captured turns are not taken by the writer (stored or
+    quarantined; with no backlog, a flush), as long as it makes progress (raise
+    :class:`ImportStalledError` after ``stall`` seconds without any), then until memorize
+    has at most ``backlog`` of them left (its queue would otherwise hold the whole file's
+    exchanges: most of an import's memory). A backlog keeps the writer and memorize busy
+    while the next turns are read."""
+    stats = mem.writer.stats
+
+    def progress() -> int:
+        return stats.written + stats.quarantined + stats.dropped + stats.unformatted
+
+    def taken(timeout: float) -> bool:
+        return mem.writer.wait_backlog(backlog, timeout) if backlog else mem.writer.flush(timeout)
+
+    last, since = progress(), time.monotonic()
+    while not taken(min(1.0, stall)):
+        now = progress()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= stall:
+            raise ImportStalledError(
+                f"the store {mem.url} took none of the imported turns for {stall:.0f} s "
+                f"({stats.captured - progress()} waiting): check that it is reachable, then run "
+                "the import again (turns already stored are skipped)"
+            )
+    learned = mem.longterm.wait_backlog(backlog, 10 * stall) if backlog else mem.longterm.flush(10 * stall)
+    if not learned:
+        raise ImportStalledError(
+            f"the imported turns are stored, but learning from them did not finish in {10 * stall:.0f} s "
+            "(is the LLM that memorizes reachable?); importing again skips what is stored"
+        )

@@ -137,6 +137,10 @@ class LongTermMemory:
         derived data, made again when missing, and :meth:`recall` embeds what it lacks."""
         return self.memorizer.flush(timeout)
 
+    def wait_backlog(self, most: int, timeout: float | None) -> bool:
+        """Wait until memorize has at most ``most`` exchanges left to process."""
+        return self.memorizer.wait_backlog(most, timeout)
+
     def close(self, timeout: float | None) -> None:
         """Finish background work and stop its threads."""
         self.memorizer.close(timeout)

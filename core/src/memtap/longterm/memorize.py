@@ -504,6 +504,11 @@ class Memorizer:
         """Wait until every queued exchange is memorized."""
         return self._pending.wait(timeout)
 
+    def wait_backlog(self, most: int, timeout: float | None) -> bool:
+        """Wait until at most ``most`` queued items are not processed yet; ``False`` on
+        timeout."""
+        return self._pending.wait(timeout, most=most)
+
     def close(self, timeout: float | None = 10.0) -> None:
         """Process what is queued (up to ``timeout``), then stop."""
         self.flush(timeout)

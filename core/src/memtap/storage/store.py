@@ -86,6 +86,13 @@ class Store(Protocol):
     ``indexable_facts_by_id(*, entity_id, ids, model)`` (the rows of
     :meth:`indexable_facts` for those ids only): a cached entity then takes in another
     process's new facts instead of reloading all of its own.
+
+    A store whose text cannot hold some characters (PostgreSQL: NUL) names them in the
+    optional attribute ``unstorable_characters`` (a string); memtap replaces them, and lone
+    surrogates, with U+FFFD before writing (:mod:`memtap.storage.storable`). A write the
+    store refuses for what a record holds raises :class:`memtap.errors.RecordRefusedError`:
+    the capture writer then isolates that record and quarantines it, where any other
+    error is taken for a store that is unavailable (the batch is retried).
     """
 
     url: str

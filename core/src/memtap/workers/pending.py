@@ -30,11 +30,12 @@ class PendingWork:
             self._count -= n
             self._cond.notify_all()
 
-    def wait(self, timeout: float | None) -> bool:
-        """Wait until nothing is pending; ``False`` if ``timeout`` seconds passed first."""
+    def wait(self, timeout: float | None, *, most: int = 0) -> bool:
+        """Wait until at most ``most`` items are pending (by default: none); ``False`` if
+        ``timeout`` seconds passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self._count > 0:
+            while self._count > most:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False

@@ -25,6 +25,7 @@ from memtap.sdk import (
     Exchange,
     Fact,
     Message,
+    RecordRefusedError,
     SessionInfo,
     SessionWatchers,
     StoreError,
@@ -48,6 +49,15 @@ from .migrations import apply_migrations
 MEMORY = ":memory:"
 
 _FETCH_ROWS = 2048
+#: DuckDB errors that refuse a write for what its records hold (text it cannot convert, a
+#: value out of range, a constraint), not because the database is unavailable.
+_REFUSALS = (
+    duckdb.InvalidInputException,
+    duckdb.ConversionException,
+    duckdb.OutOfRangeException,
+    duckdb.ConstraintException,
+    duckdb.TypeMismatchException,
+)
 
 _EXCHANGE_COLUMNS = (
     ("id", "VARCHAR"),
@@ -275,18 +285,26 @@ class DuckDBStore:
             raise StoreError(f"store {self.url} is closed; open a new store (or memtap.Memory)")
 
     @contextlib.contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
+    def _errors(self, action: str, *, writing: bool = False) -> Iterator[None]:
         try:
             yield
         except duckdb.Error as e:
             self._check()  # a query cut off by close() reports the closed store
-            raise StoreError(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
+            refused = writing and isinstance(e, _REFUSALS)
+            error = RecordRefusedError if refused else StoreError
+            raise error(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
+        except (TypeError, ValueError) as e:
+            if not writing:
+                raise
+            # A value the rows cannot be made of (metadata JSON cannot hold, a number out of
+            # range): the records' fault, not the store's.
+            raise RecordRefusedError(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
 
     @contextlib.contextmanager
     def _transaction(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
         with self._write_lock:
             self._check()
-            with self._errors(action):
+            with self._errors(action, writing=True):
                 self._conn.begin()
                 try:
                     yield self._conn
@@ -623,6 +641,15 @@ class DuckDBStore:
         """The database file's real path (``None`` in memory): every URL or symlink
         naming the same file names the same store."""
         return None if self.path == MEMORY else f"duckdb:{os.path.realpath(self.path)}"
+
+    def bound_memory(self, megabytes: int) -> None:
+        """Cap what DuckDB may hold in memory (its buffer cache, checkpoints) at
+        ``megabytes`` MB, for a bulk write such as ``memtap import-transcript``: left at
+        DuckDB's default (80% of RAM), its cache grows with the file written, not with
+        what the writes need."""
+        with self._write_lock, self._errors("bounding memory"):
+            self._check()
+            self._conn.execute(f"SET memory_limit = '{int(megabytes)}MB'")
 
     def close(self) -> None:
         """Close the database (idempotent). Further calls raise :class:`StoreError`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from memtap.sdk import StoreError, redact_text
+from memtap.sdk import RecordRefusedError, StoreError, redact_text
 
 from .urls import redact_url
 
@@ -65,9 +65,12 @@ def advice(url: str, detail: str) -> str:
     return "check the URL and that the server is reachable"
 
 
-def store_error(url: str, action: str, exc: BaseException) -> StoreError:
-    """A :class:`StoreError` for ``action`` failing with ``exc``."""
+def store_error(url: str, action: str, exc: BaseException, *, refused: bool = False) -> StoreError:
+    """A :class:`StoreError` for ``action`` failing with ``exc`` (a
+    :class:`RecordRefusedError` when ``refused``: the records' fault, not the server's)."""
     detail = redact_text(" ".join(str(exc).split())) or type(exc).__name__
+    if refused:
+        return RecordRefusedError(f"PostgreSQL store {redact_url(url)}: {action} failed: {detail}")
     return StoreError(
         f"PostgreSQL store {redact_url(url)}: {action} failed: {advice(url, detail)}. ({detail})"
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 import psycopg
 import psycopg.conninfo
+import psycopg.errors
 import psycopg_pool
 
 from memtap.sdk import (
@@ -118,6 +119,10 @@ class PostgresStore:
     Every write also notifies the other processes (:mod:`memtap_postgres.feed`):
     :meth:`watch_changes` hears what other store objects on the same schema changed.
     """
+
+    #: PostgreSQL text and jsonb cannot hold NUL: memtap makes it U+FFFD at capture, in every
+    #: string of an exchange (ids too), so that such a record is stored, not refused.
+    unstorable_characters = "\x00"
 
     def __init__(
         self,
@@ -260,6 +265,11 @@ class PostgresStore:
                 self._watchdog.watch(conn, self.settings.watchdog_limit, action),
             ):
                 yield conn
+        except (psycopg.DataError, psycopg.IntegrityError, psycopg.errors.ProgramLimitExceeded) as e:
+            # SQLSTATE classes 22, 23 and 54: the records' fault (a value out of range or
+            # too large, a constraint), not the server's; the capture writer isolates it.
+            self._check()
+            raise store_error(self.url, action, e, refused=True) from e
         except (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed) as e:
             self._check()  # a call cut off by close() reports the closed store
             raise store_error(self.url, action, e) from e
@@ -305,7 +315,10 @@ class PostgresStore:
         self._check()
         if not batch:
             return
-        ex_columns = R.columns(R.exchange_rows(batch), 21)
+        try:
+            ex_columns = R.columns(R.exchange_rows(batch), 21)
+        except (TypeError, ValueError) as e:  # a value JSON cannot hold: the records' fault
+            raise store_error(self.url, "writing exchanges", e, refused=True) from e
 
         def work(conn: psycopg.Connection) -> None:
             inserted = conn.execute(_INSERT_EXCHANGES, ex_columns).fetchall()
