@@ -162,7 +162,19 @@ def test_demo_shows_memory_carried_from_run_one_to_run_two(tmp_path):
     assert "the user said: I adopted a beagle called Mochi last week." in out
     assert "the user said: Hi! I'm Alice and I live in Tokyo." in out
     assert "memtap injected 1 memory block(s) recalled from an earlier session." in out
-    assert (tmp_path / "home" / "demo.duckdb").exists()
+    # One default store: the demo wrote where every command looks without --store.
+    assert sorted(p.name for p in (tmp_path / "home").glob("*.duckdb")) == ["memtap.duckdb"]
+    session = re.search(r"memtap history (demo-[\d-]+)", out).group(1)
+    for args, shown in (
+        (["sessions"], "alice"),
+        (["history", session], "I adopted a beagle called Mochi last week."),
+        (["recall", "beagle", "--entity", "alice"], "Mochi"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "memtap.cli", *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        assert shown in done.stdout, (args, done.stdout)
 
 
 def test_forget_without_yes_refuses_when_it_cannot_ask(filled):
@@ -215,5 +227,5 @@ def test_demo_reruns_do_not_pile_up_memories(tmp_path):
         line.split("│")[3].strip() for line in run_3.split("user:", 1)[0].splitlines() if "│ episode" in line
     ]
     assert sorted(table) == sorted(block)  # (close scores: the block's quick query may order them otherwise)
-    with memtap.Memory(f"duckdb:///{tmp_path / 'home' / 'demo.duckdb'}", spool=False) as mem:
+    with memtap.Memory(f"duckdb:///{tmp_path / 'home' / 'memtap.duckdb'}", spool=False) as mem:
         assert len(mem.facts(entity_id="alice")) == 6

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from memtap import Memory
+from memtap.cli.main import open_memory
 from memtap.sdk import STORE_ENV
 
 from .guard import check_bind
@@ -51,7 +51,7 @@ def ui(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    with Memory(store_url) as memory:
+    with open_memory(store_url) as memory:  # a missing store is an error, never a new empty one
         shown = f"[{host}]" if ":" in host else host
         login = f"?token={token}" if token else ""
         click.echo(f"memtap UI on http://{shown}:{port}/{login} (store {memory.url}); Ctrl-C stops it")

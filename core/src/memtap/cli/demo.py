@@ -17,7 +17,7 @@ from rich.table import Table
 
 from memtap.errors import install_hint
 from memtap.longterm.recall_injector import RecallBudget
-from memtap.memory import Memory, memtap_home
+from memtap.memory import Memory, default_store_url
 from memtap.redact import redact_url
 from memtap.testing.server import Reply, ScriptedModelServer
 
@@ -60,8 +60,9 @@ def _run(store: str, server: ScriptedModelServer, session: str, turns: Any, cons
 
 
 def run_demo(store_url: str | None, console: Console) -> None:
-    """Run the demo against ``store_url`` (default: ``demo.duckdb`` under ``$MEMTAP_HOME``)."""
-    store = store_url or f"duckdb:///{memtap_home() / 'demo.duckdb'}"
+    """Run the demo against ``store_url`` (default: the store every command and ``Memory()``
+    open, so ``memtap sessions``, ``memtap ui`` and ``memtap recall`` show the demo's memory)."""
+    store = store_url or default_store_url()
     session = "demo-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     with ScriptedModelServer() as server:
         console.print(
