@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MemtapError", "StoreError", "UnknownStoreURLError", "UnsupportedClientError", "install_hint"]
+__all__ = [
+    "MemtapError",
+    "StoreError",
+    "StoreLockedError",
+    "UnknownStoreURLError",
+    "UnsupportedClientError",
+    "install_hint",
+]
 
 #: Distributions kept under contrib/ in a clone (the other plugins are under plugins/).
 _CONTRIB = frozenset({"memtap-proxy", "memtap-langchain"})
@@ -32,6 +39,26 @@ class MemtapError(Exception):
 
 class StoreError(MemtapError):
     """A storage backend failed; the message says what to do about it."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store (a DuckDB file is open in one process at a time).
+
+    ``identity`` is the store's :meth:`~memtap.storage.store.Store.identity` (what keys its
+    durability spool), so that calls made meanwhile can be journaled for it."""
+
+    def __init__(self, message: str, *, identity: str | None = None) -> None:
+        super().__init__(message)
+        self.identity = identity
+
+
+#: What to do when another process holds a DuckDB store (every message about it names these).
+LOCKED_STORE_WAYS_OUT = (
+    "stop that process; or serve the UI from the app that holds the store "
+    "(`memtap_ui.start(mem)`) or from the proxy (`memtap proxy --ui`); or give this process its "
+    "own file (--store / MEMTAP_STORE=duckdb:///other.duckdb); or share one store between "
+    "processes with PostgreSQL (postgresql://...)"
+)
 
 
 class UnknownStoreURLError(MemtapError, ValueError):

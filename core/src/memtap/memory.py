@@ -20,7 +20,13 @@ from memtap.capture.durability import SpoolOption, open_spool, replay_orphans
 from memtap.capture.explanation import explain as explain_exchange
 from memtap.capture.private import make_private
 from memtap.capture.writer import CapturedCall, CaptureWriter
-from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
+from memtap.errors import (
+    StoreError,
+    StoreLockedError,
+    UnknownStoreURLError,
+    UnsupportedClientError,
+    install_hint,
+)
 from memtap.formats.content import given_messages
 from memtap.history.conversation import resent_count
 from memtap.history.injector import HistoryBudget, SessionHistories
@@ -54,6 +60,7 @@ from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
 from memtap.storage.store import Store, exchange_messages
+from memtap.storage.waiting import WaitingStore
 
 log = logging.getLogger("memtap")
 
@@ -96,6 +103,21 @@ def open_store(url: str, pm: PluginManager) -> Store:
             f"{install_hint('memtap-postgres')} for postgresql://...) or use one of those."
         )
     return store
+
+
+def open_or_wait(url: str, pm: PluginManager) -> Store:
+    """:func:`open_store`, failing open when another process holds the store (a DuckDB
+    file): a :class:`~memtap.storage.waiting.WaitingStore` that opens it once it frees,
+    meanwhile calls are journaled to the spool (logged once, naming the ways out)."""
+    try:
+        return open_store(url, pm)
+    except StoreLockedError as exc:
+        log.warning(
+            "memtap: %s. Until it frees, this app's calls run without memory, are journaled to "
+            "the spool and stored once it frees",
+            exc,
+        )
+        return WaitingStore(url, lambda: open_store(url, pm), exc)
 
 
 @attrs.define
@@ -175,7 +197,7 @@ class Memory:
         guard_loggers()  # the plugins just loaded have their loggers now
         if store is None:
             store = default_store_url()
-        self.store: Store = open_store(store, self.pm) if isinstance(store, str) else store
+        self.store: Store = open_or_wait(store, self.pm) if isinstance(store, str) else store
         self.default_attribution = Attribution(
             entity_id=entity_id, session_id=session_id, process_id=process_id
         )

@@ -45,7 +45,8 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 - **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
   :func:`private_dir`, :func:`make_private`, :func:`create_private_file`,
   :func:`lower_priority`, :func:`wait_for_quiet`.
-- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`UnsupportedClientError`.
+- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`StoreLockedError` (with
+  :data:`LOCKED_STORE_WAYS_OUT`), :class:`UnsupportedClientError`.
 
 A few core names would be ambiguous side by side (the chat and the Anthropic format both
 have a ``read_message``; ``sqlrows.message`` reads a row); here they carry a prefix, and a
@@ -59,7 +60,13 @@ from memtap.adapters.stainless import StainlessInstaller, Target
 from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
 from memtap.capture.private import create_private_file, make_private, private_dir
-from memtap.errors import MemtapError, StoreError, UnsupportedClientError
+from memtap.errors import (
+    LOCKED_STORE_WAYS_OUT,
+    MemtapError,
+    StoreError,
+    StoreLockedError,
+    UnsupportedClientError,
+)
 from memtap.formats.anthropic_messages import (
     THINKING_TYPES,
     AnthropicFormatProtocol,
@@ -208,6 +215,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     # errors
     "MemtapError",
     "StoreError",
+    "StoreLockedError",
+    "LOCKED_STORE_WAYS_OUT",
     "UnsupportedClientError",
     # hook marker
     "hookimpl",

@@ -54,7 +54,11 @@ def store_url_for(store_url: str | None, *, create: bool) -> str:
 def open_memory(store_url: str | None) -> Memory:
     """Open an existing store for a CLI command (errors become one-line CLI errors in
     :class:`MemtapGroup`)."""
-    return Memory(store_url_for(store_url, create=False))
+    from memtap.memory import open_store
+
+    # The store is opened here, not by Memory: a command on a store another process holds
+    # ends with one line naming the ways out, where an app's Memory would wait for it.
+    return Memory(open_store(store_url_for(store_url, create=False), make_plugin_manager()))
 
 
 def _one_line(text: str) -> str:
