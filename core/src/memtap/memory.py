@@ -378,9 +378,10 @@ class Memory:
             except (AttributeError, TypeError):
                 pass
             self._registrations[id(client)] = _Registration(_holder(client), restore, adapter.provider)
-        # Calls are coming: load the embedder's model now, in the background, rather than
-        # when the first one needs it.
+        # Calls are coming: load the embedder's model and the default entity's facts now,
+        # in the background, rather than when the first one needs them.
         self.longterm.warm_up()
+        self._preload_recall(self.default_attribution.entity_id)
         return client
 
     def _register_inner(self, client: Any) -> Callable[[], None]:
@@ -480,8 +481,20 @@ class Memory:
         session_id: str | None = None,
     ) -> AbstractContextManager[Attribution]:
         """Attribute this Memory's calls made inside the ``with`` block (per thread and asyncio
-        task). The scope belongs to this Memory: another Memory's calls keep their own."""
+        task). The scope belongs to this Memory: another Memory's calls keep their own.
+        The entity's facts start loading for recall in the background (a first call waits
+        for them a bounded time)."""
+        self._preload_recall(entity_id)
         return self.scopes.scope(entity_id=entity_id, process_id=process_id, session_id=session_id)
+
+    def _preload_recall(self, entity_id: str | None) -> None:
+        """Start loading ``entity_id``'s recall index in the background (fail open)."""
+        if entity_id is None or self._closed:
+            return
+        try:
+            self.longterm.engine.indexes.get(entity_id, wait=False)
+        except Exception:
+            log.debug("memtap could not start loading the facts of %r", entity_id, exc_info=True)
 
     def current_attribution(self) -> Attribution:
         """The attribution a call made here and now through this Memory would get."""
