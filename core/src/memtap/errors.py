@@ -14,7 +14,7 @@ __all__ = [
 ]
 
 #: Distributions kept under contrib/ in a clone (the other plugins are under plugins/).
-_CONTRIB = frozenset({"memtap-proxy", "memtap-langchain"})
+_CONTRIB = frozenset({"memtap-proxy", "memtap-langchain", "memtap-mcp", "memtap-ui"})
 #: The meta-distribution pins memtap-core and the defaults: from a clone, all are installed.
 _DEFAULTS_FROM_A_CLONE = "./core ./plugins/openai ./plugins/duckdb ./plugins/minilm ."
 

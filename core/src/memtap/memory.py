@@ -59,7 +59,7 @@ from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
-from memtap.storage.store import Store, exchange_messages
+from memtap.storage.store import Store, as_store_url, exchange_messages
 from memtap.storage.waiting import WaitingStore
 
 log = logging.getLogger("memtap")
@@ -81,7 +81,7 @@ def memtap_home() -> Path:
 
 def default_store_url() -> str:
     """``$MEMTAP_STORE``, else a DuckDB file under :func:`memtap_home`."""
-    return os.environ.get(STORE_ENV) or f"duckdb:///{memtap_home() / 'memtap.duckdb'}"
+    return as_store_url(os.environ.get(STORE_ENV) or f"duckdb:///{memtap_home() / 'memtap.duckdb'}")
 
 
 def _inside(store: Store, home: Path) -> bool:
@@ -197,6 +197,8 @@ class Memory:
         guard_loggers()  # the plugins just loaded have their loggers now
         if store is None:
             store = default_store_url()
+        elif isinstance(store, str):
+            store = as_store_url(store)  # a plain path to a .duckdb file is a DuckDB store
         self.store: Store = open_or_wait(store, self.pm) if isinstance(store, str) else store
         self.default_attribution = Attribution(
             entity_id=entity_id, session_id=session_id, process_id=process_id
