@@ -99,6 +99,8 @@ def test_an_app_on_a_held_store_runs_and_stores_every_call_once_it_frees(home, h
         ["forget", "--entity", "alice", "--yes"],
         ["explain", "--session", "s1"],
         ["export", "-o", os.devnull],
+        ["entities"],
+        ["ui", "--port", "0"],
     ],
 )
 def test_every_cli_command_on_a_held_store_prints_one_line_with_the_ways_out(home, holder, args):
