@@ -59,7 +59,7 @@ from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
-from memtap.storage.store import Store, as_store_url, exchange_messages
+from memtap.storage.store import Store, as_store_url, exchange_messages, require_existing_store
 from memtap.storage.waiting import WaitingStore
 
 log = logging.getLogger("memtap")
@@ -103,6 +103,17 @@ def open_store(url: str, pm: PluginManager) -> Store:
             f"{install_hint('memtap-postgres')} for postgresql://...) or use one of those."
         )
     return store
+
+
+def open_existing_memory(store: str | None = None) -> Memory:
+    """A :class:`Memory` on an existing store (``store``: a URL or a ``.duckdb`` path, else
+    the default), for tools that serve or read one (``memtap ui``): a missing store raises
+    :class:`~memtap.storage.store.StoreNotFoundError` rather than becoming a new empty one,
+    and one another process holds raises :class:`~memtap.errors.StoreLockedError` (naming the
+    ways out) rather than being waited for."""
+    url = as_store_url(store) if store else default_store_url()
+    require_existing_store(url)
+    return Memory(open_store(url, make_plugin_manager()))
 
 
 def open_or_wait(url: str, pm: PluginManager) -> Store:

@@ -40,8 +40,8 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 - **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, the change feed
   (:class:`StoreChange`, :data:`EVERYTHING`, :class:`ChangeWatchers`, :data:`ChangeCallback`),
   :func:`duckdb_path`,
-  :func:`exchange_messages`, :data:`STORE_ENV`, and the ``sql_*`` row helpers and ``*_SELECT``
-  column lists shared by SQL backends.
+  :func:`exchange_messages`, :data:`STORE_ENV`, :func:`open_existing_memory`, and the
+  ``sql_*`` row helpers and ``*_SELECT`` column lists shared by SQL backends.
 - **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
   :func:`private_dir`, :func:`make_private`, :func:`create_private_file`,
   :func:`lower_priority`, :func:`wait_for_quiet`.
@@ -112,7 +112,7 @@ from memtap.formats.placement import (
 )
 from memtap.hookspecs import hookimpl
 from memtap.hosts import host_name, is_loopback_host, is_loopback_name
-from memtap.memory import STORE_ENV
+from memtap.memory import STORE_ENV, open_existing_memory
 from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
 from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import (
@@ -288,6 +288,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "FACT_SELECT",
     "MESSAGE_SELECT",
     "STORE_ENV",
+    "open_existing_memory",
     "SessionWatchers",
     "StoreChange",
     "ChangeWatchers",

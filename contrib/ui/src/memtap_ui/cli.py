@@ -6,8 +6,7 @@ import logging
 
 import click
 
-from memtap.cli.main import open_memory
-from memtap.sdk import STORE_ENV
+from memtap.sdk import STORE_ENV, open_existing_memory
 
 from .guard import check_bind
 from .server import DEFAULT_HOST, DEFAULT_PORT, serve
@@ -51,7 +50,7 @@ def ui(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    with open_memory(store_url) as memory:  # a missing store is an error, never a new empty one
+    with open_existing_memory(store_url) as memory:  # a missing store is an error, never a new empty one
         shown = f"[{host}]" if ":" in host else host
         login = f"?token={token}" if token else ""
         click.echo(f"memtap UI on http://{shown}:{port}/{login} (store {memory.url}); Ctrl-C stops it")
