@@ -51,15 +51,22 @@ class WaitingStore:
                 return self._store
             now = time.monotonic()
             if now < self._next_try:
-                raise self._held
+                raise self._still_held()
             self._next_try = now + RETRY_EVERY
             try:
                 self._store = self._open_store()
-            except StoreLockedError as exc:
-                self._held = exc
-                raise
+            except StoreLockedError:
+                # A new, short error each time: the first one (logged once, by Memory) said
+                # it all, and re-raising one object would chain every traceback onto it.
+                raise self._still_held() from None
             log.warning("memtap: the store %s is free again; storing what was held back", self.url)
             return self._store
+
+    def _still_held(self) -> StoreLockedError:
+        return StoreLockedError(
+            f"store {self.url} is held by another process; memtap opens it once it frees",
+            identity=self._held.identity,
+        )
 
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
         """See :meth:`memtap.storage.store.Store.write_exchanges`."""
