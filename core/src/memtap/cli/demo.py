@@ -102,7 +102,11 @@ def run_demo(store_url: str | None, console: Console) -> None:
             f"session ({stats['exchanges']} exchange(s) in the store). The API key was never stored.\n"
         )
         _session_two(store, server, session + "-2", console)
-    console.print(f"See it again: [bold]memtap history {session} --store {redact_url(store)}[/]")
+    named = f" --store {redact_url(store)}" if store_url else ""  # else the default store
+    console.print(
+        f"See it again: [bold]memtap history {session}{named}[/], [bold]memtap sessions{named}[/], "
+        f"[bold]memtap ui{named}[/] (with memtap-ui)"
+    )
 
 
 def _session_two(store: str, server: ScriptedModelServer, session: str, console: Console) -> None:
