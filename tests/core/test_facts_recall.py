@@ -20,6 +20,7 @@ from memtap.hookspecs import hookimpl
 from memtap.longterm.embedding import resolve_embedder
 from memtap.longterm.index import EntityIndex, Fusion
 from memtap.longterm.memorize import SCHEMA, MalformedOutputError, episodes_of, parse_operations
+from memtap.longterm.recall import COLD_INDEX_WAIT
 from memtap.longterm.recall_injector import RecallBudget
 from memtap.longterm.remember_tool import MemoryToolError, memory_tool
 from memtap.longterm.text import stem, terms
@@ -323,16 +324,21 @@ def inject(mem, text, entity="alice", session="s9", process=None):
 
 class SlowStore(InMemoryStore):
     def indexable_facts(self, **kw):
-        time.sleep(0.2)
+        time.sleep(1.0)  # longer than a cold call's bounded wait (COLD_INDEX_WAIT)
         return super().indexable_facts(**kw)
 
 
-def test_cold_index_is_skipped_then_loaded_in_background():
+def test_cold_index_is_skipped_then_loaded_in_background(caplog):
+    caplog.set_level(logging.DEBUG, logger="memtap")
     store = SlowStore()
     store.add_facts([fact("Alice adopted a beagle", 1)])
     mem = memory(store)
+    started = time.monotonic()
     assert inject(mem, "tell me about my beagle") == []
+    assert time.monotonic() - started >= COLD_INDEX_WAIT  # the call waited its bounded time
     assert mem.longterm.engine.stats.cold_skips == 1
+    (why,) = [r.getMessage() for r in caplog.records if "no recalled facts" in r.getMessage()]
+    assert "'alice'" in why and "still loading" in why
     deadline = time.monotonic() + 5
     blocks = []
     while not blocks and time.monotonic() < deadline:

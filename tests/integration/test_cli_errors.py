@@ -24,6 +24,7 @@ READERS = {
     "sessions": [],
     "history": ["s1"],
     "stats": [],
+    "entities": [],
     "facts": ["--entity", "alice"],
     "recall": ["where?", "--entity", "alice"],
     "export": ["-o", "-"],

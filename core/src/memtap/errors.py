@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MemtapError", "StoreError", "UnknownStoreURLError", "UnsupportedClientError", "install_hint"]
+__all__ = [
+    "MemtapError",
+    "StoreError",
+    "StoreLockedError",
+    "UnknownStoreURLError",
+    "UnsupportedClientError",
+    "install_hint",
+]
 
 #: Distributions kept under contrib/ in a clone (the other plugins are under plugins/).
-_CONTRIB = frozenset({"memtap-proxy", "memtap-langchain"})
+_CONTRIB = frozenset({"memtap-proxy", "memtap-langchain", "memtap-mcp", "memtap-ui"})
 #: The meta-distribution pins memtap-core and the defaults: from a clone, all are installed.
 _DEFAULTS_FROM_A_CLONE = "./core ./plugins/openai ./plugins/duckdb ./plugins/minilm ."
 
@@ -39,6 +46,26 @@ class RecordRefusedError(StoreError):
     value too large, a constraint), not because it is unavailable: the same records would
     be refused again. The capture writer isolates such a record from its batch and puts it
     in quarantine (:mod:`memtap.capture.quarantine`) instead of retrying it."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store (a DuckDB file is open in one process at a time).
+
+    ``identity`` is the store's :meth:`~memtap.storage.store.Store.identity` (what keys its
+    durability spool), so that calls made meanwhile can be journaled for it."""
+
+    def __init__(self, message: str, *, identity: str | None = None) -> None:
+        super().__init__(message)
+        self.identity = identity
+
+
+#: What to do when another process holds a DuckDB store (every message about it names these).
+LOCKED_STORE_WAYS_OUT = (
+    "stop that process; or serve the UI from the app that holds the store "
+    "(`memtap_ui.start(mem)`) or from the proxy (`memtap proxy --ui`); or give this process its "
+    "own file (--store / MEMTAP_STORE=duckdb:///other.duckdb); or share one store between "
+    "processes with PostgreSQL (postgresql://...)"
+)
 
 
 class UnknownStoreURLError(MemtapError, ValueError):

@@ -21,7 +21,13 @@ from memtap.capture.explanation import explain as explain_exchange
 from memtap.capture.private import make_private
 from memtap.capture.quarantine import open_quarantine
 from memtap.capture.writer import CapturedCall, CaptureWriter
-from memtap.errors import StoreError, UnknownStoreURLError, UnsupportedClientError, install_hint
+from memtap.errors import (
+    StoreError,
+    StoreLockedError,
+    UnknownStoreURLError,
+    UnsupportedClientError,
+    install_hint,
+)
 from memtap.formats.content import given_messages
 from memtap.history.conversation import resent_count
 from memtap.history.injector import HistoryBudget, SessionHistories
@@ -56,7 +62,8 @@ from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
 from memtap.storage.storable import storable, unstorable_characters
-from memtap.storage.store import Store, exchange_messages
+from memtap.storage.store import Store, as_store_url, exchange_messages, require_existing_store
+from memtap.storage.waiting import WaitingStore
 
 log = logging.getLogger("memtap")
 
@@ -77,7 +84,7 @@ def memtap_home() -> Path:
 
 def default_store_url() -> str:
     """``$MEMTAP_STORE``, else a DuckDB file under :func:`memtap_home`."""
-    return os.environ.get(STORE_ENV) or f"duckdb:///{memtap_home() / 'memtap.duckdb'}"
+    return as_store_url(os.environ.get(STORE_ENV) or f"duckdb:///{memtap_home() / 'memtap.duckdb'}")
 
 
 def _inside(store: Store, home: Path) -> bool:
@@ -99,6 +106,32 @@ def open_store(url: str, pm: PluginManager) -> Store:
             f"{install_hint('memtap-postgres')} for postgresql://...) or use one of those."
         )
     return store
+
+
+def open_existing_memory(store: str | None = None) -> Memory:
+    """A :class:`Memory` on an existing store (``store``: a URL or a ``.duckdb`` path, else
+    the default), for tools that serve or read one (``memtap ui``): a missing store raises
+    :class:`~memtap.storage.store.StoreNotFoundError` rather than becoming a new empty one,
+    and one another process holds raises :class:`~memtap.errors.StoreLockedError` (naming the
+    ways out) rather than being waited for."""
+    url = as_store_url(store) if store else default_store_url()
+    require_existing_store(url)
+    return Memory(open_store(url, make_plugin_manager()))
+
+
+def open_or_wait(url: str, pm: PluginManager) -> Store:
+    """:func:`open_store`, failing open when another process holds the store (a DuckDB
+    file): a :class:`~memtap.storage.waiting.WaitingStore` that opens it once it frees,
+    meanwhile calls are journaled to the spool (logged once, naming the ways out)."""
+    try:
+        return open_store(url, pm)
+    except StoreLockedError as exc:
+        log.warning(
+            "memtap: %s. Until it frees, this app's calls run without memory, are journaled to "
+            "the spool and stored once it frees",
+            exc,
+        )
+        return WaitingStore(url, lambda: open_store(url, pm), exc)
 
 
 @attrs.define
@@ -178,7 +211,9 @@ class Memory:
         guard_loggers()  # the plugins just loaded have their loggers now
         if store is None:
             store = default_store_url()
-        self.store: Store = open_store(store, self.pm) if isinstance(store, str) else store
+        elif isinstance(store, str):
+            store = as_store_url(store)  # a plain path to a .duckdb file is a DuckDB store
+        self.store: Store = open_or_wait(store, self.pm) if isinstance(store, str) else store
         self.default_attribution = Attribution(
             entity_id=entity_id, session_id=session_id, process_id=process_id
         )
@@ -367,9 +402,10 @@ class Memory:
             except (AttributeError, TypeError):
                 pass
             self._registrations[id(client)] = _Registration(_holder(client), restore, adapter.provider)
-        # Calls are coming: load the embedder's model now, in the background, rather than
-        # when the first one needs it.
+        # Calls are coming: load the embedder's model and the default entity's facts now,
+        # in the background, rather than when the first one needs them.
         self.longterm.warm_up()
+        self._preload_recall(self.default_attribution.entity_id)
         return client
 
     def _register_inner(self, client: Any) -> Callable[[], None]:
@@ -469,8 +505,20 @@ class Memory:
         session_id: str | None = None,
     ) -> AbstractContextManager[Attribution]:
         """Attribute this Memory's calls made inside the ``with`` block (per thread and asyncio
-        task). The scope belongs to this Memory: another Memory's calls keep their own."""
+        task). The scope belongs to this Memory: another Memory's calls keep their own.
+        The entity's facts start loading for recall in the background (a first call waits
+        for them a bounded time)."""
+        self._preload_recall(entity_id)
         return self.scopes.scope(entity_id=entity_id, process_id=process_id, session_id=session_id)
+
+    def _preload_recall(self, entity_id: str | None) -> None:
+        """Start loading ``entity_id``'s recall index in the background (fail open)."""
+        if entity_id is None or self._closed:
+            return
+        try:
+            self.longterm.engine.indexes.get(entity_id, wait=False)
+        except Exception:
+            log.debug("memtap could not start loading the facts of %r", entity_id, exc_info=True)
 
     def current_attribution(self) -> Attribution:
         """The attribution a call made here and now through this Memory would get."""

@@ -40,13 +40,14 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 - **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, the change feed
   (:class:`StoreChange`, :data:`EVERYTHING`, :class:`ChangeWatchers`, :data:`ChangeCallback`),
   :func:`duckdb_path`,
-  :func:`exchange_messages`, :data:`STORE_ENV`, and the ``sql_*`` row helpers and ``*_SELECT``
-  column lists shared by SQL backends.
+  :func:`exchange_messages`, :data:`STORE_ENV`, :func:`open_existing_memory`, and the
+  ``sql_*`` row helpers and ``*_SELECT`` column lists shared by SQL backends.
 - **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
   :func:`private_dir`, :func:`make_private`, :func:`create_private_file`,
   :func:`lower_priority`, :func:`wait_for_quiet`.
 - **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`RecordRefusedError` (a write refused
-  for what its records hold), :class:`UnsupportedClientError`.
+  for what its records hold), :class:`StoreLockedError` (with :data:`LOCKED_STORE_WAYS_OUT`),
+  :class:`UnsupportedClientError`.
 
 A few core names would be ambiguous side by side (the chat and the Anthropic format both
 have a ``read_message``; ``sqlrows.message`` reads a row); here they carry a prefix, and a
@@ -60,7 +61,14 @@ from memtap.adapters.stainless import StainlessInstaller, Target
 from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
 from memtap.capture.private import create_private_file, make_private, private_dir
-from memtap.errors import MemtapError, RecordRefusedError, StoreError, UnsupportedClientError
+from memtap.errors import (
+    LOCKED_STORE_WAYS_OUT,
+    MemtapError,
+    RecordRefusedError,
+    StoreError,
+    StoreLockedError,
+    UnsupportedClientError,
+)
 from memtap.formats.anthropic_messages import (
     THINKING_TYPES,
     AnthropicFormatProtocol,
@@ -107,7 +115,7 @@ from memtap.formats.placement import (
 from memtap.hookspecs import hookimpl
 from memtap.hosts import host_name, is_loopback_host, is_loopback_name
 from memtap.longterm.text import term_counts
-from memtap.memory import STORE_ENV
+from memtap.memory import STORE_ENV, open_existing_memory
 from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
 from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import (
@@ -215,6 +223,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "MemtapError",
     "RecordRefusedError",
     "StoreError",
+    "StoreLockedError",
+    "LOCKED_STORE_WAYS_OUT",
     "UnsupportedClientError",
     # hook marker
     "hookimpl",
@@ -291,6 +301,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "FACT_SELECT",
     "MESSAGE_SELECT",
     "STORE_ENV",
+    "open_existing_memory",
     "SessionWatchers",
     "StoreChange",
     "ChangeWatchers",

@@ -86,3 +86,20 @@ def test_memtap_ui_serves_a_store_until_stopped(store_url, tmp_path):
         server.terminate()
         output = server.communicate(timeout=30)[0]
     assert f"memtap UI on http://127.0.0.1:{port}/?token=t0k" in output
+
+
+def test_memtap_ui_on_a_missing_store_says_so_and_creates_nothing(tmp_path):
+    home = tmp_path / "home"
+    env = {**os.environ, "MEMTAP_HOME": str(home), "MEMTAP_EMBEDDER": "none"}
+    env.pop("MEMTAP_STORE", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "memtap.cli", "ui", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "no memtap store at" in done.stderr and "memtap demo" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (home / "memtap.duckdb").exists()

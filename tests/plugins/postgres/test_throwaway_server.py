@@ -54,3 +54,31 @@ def test_sigint_stops_it_too() -> None:
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def test_starts_with_its_temporary_folder_under_a_private_folder(tmp_path: Path) -> None:
+    """As nox runs it: TMPDIR is `.nox/<session>/tmp` inside the clone, and the clone may sit
+    under a 0700 folder (`mktemp -d`, root's home) that the server's account cannot enter."""
+    private = tmp_path / "private"
+    (private / "clone" / "tmp").mkdir(parents=True)
+    private.chmod(0o700)
+    env = {**os.environ, "TMPDIR": str(private / "clone" / "tmp")}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memtap_postgres.testing.server"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        assert url.startswith("postgresql://"), server.stderr.read() if server.stderr else url
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()

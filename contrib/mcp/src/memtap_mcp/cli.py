@@ -80,6 +80,8 @@ def mcp(
         # stdout is the protocol: everything else goes to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     mem = memtap.Memory(store_url)
+    if not use_http:  # an MCP client's launch may not pass $MEMTAP_HOME: say which store this is
+        click.echo(f"memtap mcp: serving store {mem.url} over stdio", err=True)
     try:
         server = build_server(mem, rules)
         if use_http:

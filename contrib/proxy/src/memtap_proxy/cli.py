@@ -224,6 +224,7 @@ def proxy(
             raise click.ClickException(f"cannot listen on {config.host}:{config.port}: {exc}") from exc
         sys.exit(code)
     memory = open_memory(store_url, history_messages)
+    click.echo(f"memtap proxy: serving store {memory.url}", err=True)
     try:
         serve(config, memory, log_level=log_level)
     finally:

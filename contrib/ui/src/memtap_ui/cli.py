@@ -6,8 +6,7 @@ import logging
 
 import click
 
-from memtap import Memory
-from memtap.sdk import STORE_ENV, StoreError
+from memtap.sdk import STORE_ENV, open_existing_memory
 
 from .guard import check_bind
 from .server import DEFAULT_HOST, DEFAULT_PORT, serve
@@ -51,30 +50,8 @@ def ui(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    try:
-        memory = Memory(store_url)
-    except StoreError as exc:
-        if not _held_by_another_process(exc):
-            raise
-        raise click.ClickException(locked_store_line(exc)) from None
-    with memory:
+    with open_existing_memory(store_url) as memory:  # a missing store is an error, never a new empty one
         shown = f"[{host}]" if ":" in host else host
         login = f"?token={token}" if token else ""
         click.echo(f"memtap UI on http://{shown}:{port}/{login} (store {memory.url}); Ctrl-C stops it")
         serve(memory, host=host, port=port, token=token, allow_hosts=allow_hosts, log_level=log_level)
-
-
-def _held_by_another_process(exc: BaseException) -> bool:
-    """Whether opening the store failed because another process holds the file."""
-    text = f"{exc} {exc.__cause__ or ''}".lower()
-    return "another process" in text or "lock" in text
-
-
-def locked_store_line(exc: StoreError) -> str:
-    """One line for a store another process holds: the ways out, not DuckDB's error."""
-    where = str(exc).split("'", 2)[1] if str(exc).count("'") >= 2 else "the store"
-    return (
-        f"{where} is open in another process (a DuckDB file has one at a time). Browse it from "
-        "that process instead: memtap_ui.start(mem) in the app, or memtap proxy --ui for the "
-        "proxy; or move to a store every process can share: --store postgresql://..."
-    )

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from memtap.errors import install_hint
 from memtap.longterm.recall_injector import RecallBudget
-from memtap.memory import Memory, memtap_home
+from memtap.memory import Memory, default_store_url
 from memtap.redact import redact_url
 from memtap.testing.server import Reply, ScriptedModelServer
 
@@ -60,8 +60,9 @@ def _run(store: str, server: ScriptedModelServer, session: str, turns: Any, cons
 
 
 def run_demo(store_url: str | None, console: Console) -> None:
-    """Run the demo against ``store_url`` (default: ``demo.duckdb`` under ``$MEMTAP_HOME``)."""
-    store = store_url or f"duckdb:///{memtap_home() / 'demo.duckdb'}"
+    """Run the demo against ``store_url`` (default: the store every command and ``Memory()``
+    open, so ``memtap sessions``, ``memtap ui`` and ``memtap recall`` show the demo's memory)."""
+    store = store_url or default_store_url()
     session = "demo-" + _dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     with ScriptedModelServer() as server:
         console.print(
@@ -101,7 +102,11 @@ def run_demo(store_url: str | None, console: Console) -> None:
             f"session ({stats['exchanges']} exchange(s) in the store). The API key was never stored.\n"
         )
         _session_two(store, server, session + "-2", console)
-    console.print(f"See it again: [bold]memtap history {session} --store {redact_url(store)}[/]")
+    named = f" --store {redact_url(store)}" if store_url else ""  # else the default store
+    console.print(
+        f"See it again: [bold]memtap history {session}{named}[/], [bold]memtap sessions{named}[/], "
+        f"[bold]memtap ui{named}[/] (with memtap-ui)"
+    )
 
 
 def _session_two(store: str, server: ScriptedModelServer, session: str, console: Console) -> None:

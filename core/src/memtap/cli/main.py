@@ -18,7 +18,7 @@ from memtap.errors import MemtapError, StoreError, install_hint
 from memtap.memory import STORE_ENV, Memory, default_store_url
 from memtap.plugins import PluginLoadWarning, PluginManager, make_plugin_manager
 from memtap.protocol.model import to_dict
-from memtap.storage.store import StoreNotFoundError, require_existing_store
+from memtap.storage.store import StoreNotFoundError, as_store_url, require_existing_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,7 +33,7 @@ def store_option(func: F) -> F:
         envvar=STORE_ENV,
         default=None,
         metavar="URL",
-        help="Store URL (duckdb:///path, postgresql://..., memory://). "
+        help="Store URL (duckdb:///path, postgresql://..., memory://) or a path to a .duckdb file. "
         "Default: $MEMTAP_STORE, else a DuckDB file under $MEMTAP_HOME.",
     )(func)
 
@@ -41,7 +41,7 @@ def store_option(func: F) -> F:
 def store_url_for(store_url: str | None, *, create: bool) -> str:
     """The store a command names (``--store``, else the default). A command that only reads
     passes ``create=False``: a missing store is then an error, not a new empty store."""
-    url = store_url or default_store_url()
+    url = as_store_url(store_url) if store_url else default_store_url()
     if not create:
         try:
             require_existing_store(url)
@@ -54,7 +54,20 @@ def store_url_for(store_url: str | None, *, create: bool) -> str:
 def open_memory(store_url: str | None) -> Memory:
     """Open an existing store for a CLI command (errors become one-line CLI errors in
     :class:`MemtapGroup`)."""
-    return Memory(store_url_for(store_url, create=False))
+    from memtap.memory import open_store
+
+    # The store is opened here, not by Memory: a command on a store another process holds
+    # ends with one line naming the ways out, where an app's Memory would wait for it.
+    return Memory(open_store(store_url_for(store_url, create=False), make_plugin_manager()))
+
+
+def require_entity(mem: Memory, entity: str | None) -> None:
+    """A one-line error when ``entity`` has nothing in the store (a typo must not pass for
+    an empty memory)."""
+    if entity is not None and entity not in mem.store.entities():
+        raise click.ClickException(
+            f"no entity {entity!r} in {mem.url} (`memtap entities` lists the entities it has)"
+        )
 
 
 def _one_line(text: str) -> str:
@@ -102,6 +115,8 @@ class MemtapGroup(click.Group):
             self.add_command(proxy_placeholder)
         if "mcp" not in self.commands:
             self.add_command(mcp_placeholder)
+        if "ui" not in self.commands:
+            self.add_command(ui_placeholder)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the command, turning memtap's errors (every one is a :class:`MemtapError`:
@@ -159,6 +174,7 @@ def plugins(as_json: bool) -> None:
 def sessions(store_url: str | None, entity: str | None, limit: int) -> None:
     """List stored sessions, most recently active first."""
     with open_memory(store_url) as mem:
+        require_entity(mem, entity)
         rows = mem.sessions(entity_id=entity, limit=limit)
     table = titled_table(f"sessions in {mem.url}")
     for col in ("session", "entity", "process", "exchanges", "last active (UTC)"):
@@ -183,8 +199,11 @@ def history(store_url: str | None, session: str, entity: str | None) -> None:
     with open_memory(store_url) as mem:
         messages = mem.history(session, entity_id=entity)
     if not messages:
-        console.print(f"no messages in session {session!r}")
-        return
+        of = f" of entity {entity!r}" if entity is not None else ""
+        raise click.ClickException(
+            f"no session {session!r}{of} in {mem.url} (`memtap sessions` lists the sessions, "
+            "`memtap entities` the entities)"
+        )
     for m in messages:
         console.print(m, soft_wrap=True)
 
@@ -283,10 +302,28 @@ def quarantine_drop(store_url: str | None, ids: tuple[str, ...], every: bool, ye
 
 @main.command()
 @store_option
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def entities(store_url: str | None, as_json: bool) -> None:
+    """List the entities with memory (a session or a fact), sorted."""
+    with open_memory(store_url) as mem:
+        names = mem.store.entities()
+    if as_json:
+        click.echo(json.dumps(names, ensure_ascii=False))
+        return
+    table = titled_table(f"entities in {mem.url}")
+    table.add_column("entity")
+    for name in names:
+        table.add_row(name)
+    console.print(table)
+
+
+@main.command()
+@store_option
 @click.option("--entity", required=True, help="Whose facts.")
 def facts(store_url: str | None, entity: str) -> None:
     """List an entity's current facts, newest first."""
     with open_memory(store_url) as mem:
+        require_entity(mem, entity)
         rows = mem.facts(entity_id=entity)
     table = titled_table(f"facts of {entity}")
     table.add_column("created (UTC)")
@@ -304,6 +341,7 @@ def facts(store_url: str | None, entity: str) -> None:
 def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
     """Recall an entity's facts most relevant to QUERY, with scores."""
     with open_memory(store_url) as mem:
+        require_entity(mem, entity)
         rows = mem.recall(query, entity_id=entity, k=k)
     table = titled_table(f"recall {query!r} for {entity}")
     table.add_column("score", justify="right")
@@ -327,6 +365,7 @@ def forget(store_url: str | None, entity: str, yes: bool) -> None:
             )
         click.confirm(f"Delete all memory of entity {entity!r}?", abort=True)
     with open_memory(store_url) as mem:
+        require_entity(mem, entity)
         count = mem.forget(entity_id=entity)
     console.print(f"deleted {count} record(s) of {entity!r}")
 
@@ -411,6 +450,17 @@ def mcp_placeholder(args: tuple[str, ...]) -> None:
     """Serve memory as MCP tools to agents (`memtap mcp --help`; needs memtap-mcp)."""
     # Only in the group when no plugin provides `mcp` (memtap-mcp does).
     raise click.ClickException(f"memtap mcp needs the memtap-mcp package: {install_hint('memtap-mcp')}")
+
+
+@click.command(
+    "ui",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def ui_placeholder(args: tuple[str, ...]) -> None:
+    """Browse memory in a web browser (`memtap ui --help`; needs memtap-ui)."""
+    # Only in the group when no plugin provides `ui` (memtap-ui does).
+    raise click.ClickException(f"memtap ui needs the memtap-ui package: {install_hint('memtap-ui')}")
 
 
 def _open_store(store_url: str | None, *, create: bool = False) -> Any:

@@ -61,10 +61,17 @@ def read_records(lines: Iterable[str]) -> Iterator[tuple[str, Exchange | Fact]]:
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        transcript = False
         try:
             record = json.loads(line)
+            transcript = not header_seen and isinstance(record, dict) and "role" in record
             kind = record["type"]
         except (ValueError, KeyError, TypeError) as exc:
+            if transcript:
+                raise ExportFormatError(
+                    "this looks like a conversation transcript (a message per line), not a memtap "
+                    "export: import it with `memtap import-transcript FILE --entity ENTITY`"
+                ) from exc
             raise ExportFormatError(f"line {number} is not a memtap export record: {exc}") from exc
         if not header_seen:
             if kind != FORMAT or record.get("version") != VERSION:

@@ -113,6 +113,11 @@ def without_waiting() -> Iterator[None]:
         _no_wait.reset(token)
 
 
+def may_wait() -> bool:
+    """Whether the caller may block for a read (not inside :func:`without_waiting`)."""
+    return not _no_wait.get()
+
+
 class _Entry:
     """One cached session: resolved messages, then calls not yet formatted.
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import attrs
 
+from memtap.history.injector import LOAD_DEADLINE, may_wait
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
 from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import TimeWindow, asks_present, query_window
@@ -42,6 +43,12 @@ from memtap.workers.background import DaemonPool, lower_priority
 from memtap.workers.pending import PendingWork
 
 log = logging.getLogger("memtap.longterm.recall")
+
+
+#: Seconds a call waits at most for its entity's fact index still loading (a new process's
+#: first call; the load starts at the first ``scope``/``register``), as history waits for
+#: its session's read (:data:`memtap.history.injector.LOAD_DEADLINE`).
+COLD_INDEX_WAIT = LOAD_DEADLINE
 
 
 @attrs.define
@@ -154,10 +161,11 @@ class FactIndexes:
         # Daemon threads: a load stuck on a frozen store must not hang the process's exit.
         self._loader = DaemonPool(1, "memtap-index")
 
-    def get(self, entity_id: str, *, wait: bool) -> _Entry | None:
+    def get(self, entity_id: str, *, wait: bool, cold_wait: float = 0.0) -> _Entry | None:
         """The entity's loaded entry. ``wait=False`` (the request path) starts a
-        background load and returns ``None`` when the entity is cold; ``wait=True`` loads
-        in this thread if needed. A stale entry is served while it is refreshed."""
+        background load and, when the entity is cold, waits ``cold_wait`` seconds at most
+        for it (``None`` if it is not loaded by then); ``wait=True`` loads in this thread
+        if needed. A stale entry is served while it is refreshed."""
         with self._lock:
             entry = self._entries.get(entity_id)
             if entry is None:
@@ -185,6 +193,8 @@ class FactIndexes:
             entry.ready.wait()
             if entry.error is not None:
                 raise entry.error
+        elif entry.index is None and cold_wait > 0:
+            entry.ready.wait(cold_wait)  # a new process's first call: its fact index is loading
         return entry if entry.index is not None else None
 
     def wait_loaded(self, entity_id: str, timeout: float) -> bool:
@@ -716,7 +726,8 @@ class RecallEngine:
         returned)."""
         started = time.monotonic()
         self.stats.searches += 1
-        entry = self.indexes.get(entity_id, wait=deadline is None)
+        cold_wait = COLD_INDEX_WAIT if deadline is not None and may_wait() else 0.0
+        entry = self.indexes.get(entity_id, wait=deadline is None, cold_wait=cold_wait)
         if entry is None:
             self.stats.cold_skips += 1
             return None

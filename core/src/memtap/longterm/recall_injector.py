@@ -86,6 +86,18 @@ def fact_line(fact: Fact) -> str:
     return f"- [{date}] {said}{_SPACES.sub(' ', fact.text).strip()}" + (f" ({note})" if note else "")
 
 
+def _why_none(hits: list[ScoredFact] | None, below: list[ScoredFact]) -> str:
+    """Why a search gave nothing to inject (for the debug log)."""
+    if hits is None:
+        return (
+            "its fact index was still loading from the store after the call's wait (the next "
+            "call has it; `Memory.scope` or `register` start the load early)"
+        )
+    if below:
+        return f"{len(below)} fact(s) scored under min_score"
+    return "no stored fact matched the question"
+
+
 class RecallPlugin:
     """Injects the call's entity's recalled facts as a ``memory`` block."""
 
@@ -134,6 +146,11 @@ class RecallPlugin:
                 below=below,
             )
             if not hits:
+                log.debug(
+                    "memtap: no recalled facts for entity %r in this call: %s",
+                    attribution.entity_id,
+                    _why_none(hits, below),
+                )
                 return []
             # What the request itself says first: the history's plan only when a hit
             # is not that (a tool loop's recall finds the question it repeats).

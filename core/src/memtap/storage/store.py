@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol, runtime_checkable
@@ -46,6 +47,17 @@ def duckdb_path(url: str) -> str | None:
         raise StoreError(f"bad DuckDB store URL {url!r}: write {_DUCKDB_FORMS}")
     path = rest[3:]
     return path if path == _DUCKDB_MEMORY else os.path.expanduser(path)
+
+
+def as_store_url(value: str) -> str:
+    """``value`` as a store URL: a plain path to a ``.duckdb`` file (no ``scheme:``)
+    becomes ``duckdb:///`` and its absolute path; any other value is returned as is."""
+    if value.endswith(".duckdb") and not _SCHEME.match(value):
+        return f"{DUCKDB_SCHEME}:///{os.path.abspath(os.path.expanduser(value))}"
+    return value
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def require_existing_store(url: str) -> None:

@@ -1133,3 +1133,38 @@ class ScriptedModelServer:
 
     def _next_id(self) -> int:
         return next(self._ids)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m memtap.testing.server``: serve the scripted model (a fake for trying your
+    own code without a key: every call is answered ``"You said: <text>"``), print its base
+    URL on the first line of standard output, and stop on Ctrl-C or SIGTERM."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m memtap.testing.server", description=main.__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with ScriptedModelServer(args.host, args.port) as server:
+        print(server.base_url, flush=True)
+        print(
+            f"OpenAI SDK: base_url={server.openai_base_url!r}; Anthropic SDK and Gemini: "
+            f"base_url={server.base_url!r}; any API key. Ctrl-C stops it.",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(0.5):  # a signal handler runs between waits: no busy loop
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -20,8 +20,8 @@ import duckdb
 
 from memtap.sdk import EXCHANGE_SELECT as _EXCHANGE_SELECT
 from memtap.sdk import FACT_SELECT as _FACT_SELECT
-from memtap.sdk import MESSAGE_SELECT as _MESSAGE_SELECT
 from memtap.sdk import (
+    LOCKED_STORE_WAYS_OUT,
     Exchange,
     Fact,
     Message,
@@ -29,11 +29,13 @@ from memtap.sdk import (
     SessionInfo,
     SessionWatchers,
     StoreError,
+    StoreLockedError,
     create_private_file,
     exchange_messages,
     make_private,
     private_dir,
 )
+from memtap.sdk import MESSAGE_SELECT as _MESSAGE_SELECT
 from memtap.sdk import sql_columns as _columns
 from memtap.sdk import sql_exchange as _exchange
 from memtap.sdk import sql_fact as _fact
@@ -198,12 +200,12 @@ def _vector_blob(vector: Sequence[float]) -> bytes:
 def _open_error(path: str, error: duckdb.Error) -> StoreError:
     detail = str(error)
     if "lock" in detail.lower():
-        advice = (
-            "another process has it open, and DuckDB allows only one read-write process per "
-            "file. Stop that process, give this one its own file (--store / MEMTAP_STORE="
-            "duckdb:///other.duckdb), or use a shared backend such as postgresql://"
+        return StoreLockedError(
+            f"cannot open DuckDB store {path!r}: another process has it open (DuckDB allows one "
+            f"read-write process per file). Ways out: {LOCKED_STORE_WAYS_OUT}. ({detail})",
+            identity=f"duckdb:{os.path.realpath(path)}",
         )
-    elif "not a valid DuckDB database" in detail:
+    if "not a valid DuckDB database" in detail:
         advice = "the file is not a DuckDB database; move it aside or choose another path"
     else:
         advice = "check that the path is a readable and writable DuckDB file"

@@ -20,7 +20,9 @@ processes are started with :class:`subprocess.Popen`'s ``user``/``group``/``extr
 which drop privileges in the child between ``fork`` and ``exec`` (no ``runuser``, ``su`` or
 ``sudo`` needed, nothing of PAM, works in minimal images); the data folder is handed to that
 account. When the package's binaries are not readable by the account (a virtualenv under a
-root-only home), they are copied to a temporary folder it can read. Not root: everything
+root-only home), they are copied to a temporary folder it can read; when ``$TMPDIR`` is
+under a folder it cannot enter (nox's ``.nox/<session>/tmp`` in a clone under a 0700 folder),
+its folders go to ``/tmp`` instead. Not root: everything
 runs as the current user.
 
 On Linux the server is also asked to stop when the process that started it dies (a parent
@@ -36,6 +38,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -126,6 +129,32 @@ def _account() -> _Account:
     return _Account(entry.pw_uid, entry.pw_gid, entry.pw_name)
 
 
+def _reachable_by_anyone(folder: Path) -> bool:
+    """Whether every folder from the root down to ``folder`` lets any account through."""
+    try:
+        return all(part.stat().st_mode & stat.S_IXOTH for part in (folder, *folder.parents))
+    except OSError:
+        return False
+
+
+def _temp_root(account: _Account) -> str | None:
+    """Where the server's folders go: the usual temporary folder, unless the server runs as
+    another account that cannot reach it (``$TMPDIR`` under a 0700 folder: nox puts it in
+    ``.nox/<session>/tmp`` of the clone, and the clone may be under root's home or a
+    ``mktemp -d`` folder); then the first system temporary folder it can reach."""
+    usual = Path(tempfile.gettempdir()).resolve()
+    if account.uid is None or _reachable_by_anyone(usual):
+        return None
+    for candidate in ("/tmp", "/var/tmp", "/dev/shm"):
+        folder = Path(candidate)
+        if folder.is_dir() and os.access(folder, os.W_OK) and _reachable_by_anyone(folder.resolve()):
+            return candidate
+    raise ThrowawayServerError(
+        f"the temporary folder {usual} is not reachable by the account {account.name!r} the server "
+        "runs as (a folder above it is private); set TMPDIR to a folder every account can enter"
+    )
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
     # PR_SET_PDEATHSIG (1): SIGINT (PostgreSQL's fast shutdown) when the parent dies. Set
     # here, after the child dropped privileges (a change of credentials clears it).
@@ -170,7 +199,7 @@ class ThrowawayServer:
         return self._process is not None and self._process.poll() is None
 
     def _temp(self, prefix: str, account: _Account) -> Path:
-        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=_temp_root(account)))
         self._folders.append(folder)
         account.give(folder)
         return folder
@@ -188,7 +217,7 @@ class ThrowawayServer:
                 return pginstall
         except OSError:
             pass
-        copy = Path(tempfile.mkdtemp(prefix="memtap-pg-bin-"))
+        copy = Path(tempfile.mkdtemp(prefix="memtap-pg-bin-", dir=_temp_root(account)))
         self._folders.append(copy)
         copy.chmod(0o755)
         # The same layout as in site-packages: the programs find their libraries through an
