@@ -219,17 +219,21 @@ def test_demo_reruns_do_not_pile_up_memories(tmp_path):
     ]
     assert [text.split(" (", 1)[0] for text in noted] == ["I adopted a beagle called Mochi last week."]
     block = [text.split(" (last week = ", 1)[0] for text in said]
-    assert sorted(block) == [
+    known = {
         "Congratulations! Mochi is a lovely name for a beagle.",
         "Hi! I'm Alice and I live in Tokyo.",
         "I adopted a beagle called Mochi last week.",
         "Nice to meet you, Alice! Tokyo is a wonderful city.",
         "Take Mochi to Yoyogi Park in Tokyo: beagles love it.",
         "You live in Tokyo, and your beagle is called Mochi.",
-    ]
+    }
+    # Each thing said is in the block once at most (how many rank above the injection gate
+    # is the ranking's business), and what alice said about herself is there.
+    assert len(block) == len(set(block)) and set(block) <= known
+    assert {"Hi! I'm Alice and I live in Tokyo.", "I adopted a beagle called Mochi last week."} <= set(block)
     table = [
         line.split("│")[3].strip() for line in run_3.split("user:", 1)[0].splitlines() if "│ episode" in line
     ]
-    assert sorted(table) == sorted(block)  # (close scores: the block's quick query may order them otherwise)
+    assert len(table) == len(set(table)) and set(block) <= set(table) <= known
     with memtap.Memory(f"duckdb:///{tmp_path / 'home' / 'memtap.duckdb'}", spool=False) as mem:
         assert len(mem.facts(entity_id="alice")) == 6

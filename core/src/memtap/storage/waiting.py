@@ -106,6 +106,12 @@ class WaitingStore:
             entity_id=entity_id, process_id=process_id, include_superseded=include_superseded
         )
 
+    def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
+        """See :meth:`memtap.storage.store.Store.update_fact_context` (optional there: a
+        store without it keeps the first context)."""
+        update = getattr(self._opened(), "update_fact_context", None)
+        return list(update(facts)) if update is not None else []
+
     def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
         """See :meth:`memtap.storage.store.Store.set_embeddings`."""
         self._opened().set_embeddings(embeddings, model=model)
