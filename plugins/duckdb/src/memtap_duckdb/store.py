@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
@@ -200,9 +201,12 @@ def _vector_blob(vector: Sequence[float]) -> bytes:
 def _open_error(path: str, error: duckdb.Error) -> StoreError:
     detail = str(error)
     if "lock" in detail.lower():
+        # The holder's pid, when DuckDB names it, instead of its raw "IO Error: ..." text.
+        holder = re.search(r"\(PID (\d+)\)", detail)
+        who = f"process {holder.group(1)}" if holder else "another process"
         return StoreLockedError(
-            f"cannot open DuckDB store {path!r}: another process has it open (DuckDB allows one "
-            f"read-write process per file). Ways out: {LOCKED_STORE_WAYS_OUT}. ({detail})",
+            f"cannot open DuckDB store {path!r}: {who} has it open (DuckDB allows one "
+            f"read-write process per file). Ways out: {LOCKED_STORE_WAYS_OUT}",
             identity=f"duckdb:{os.path.realpath(path)}",
         )
     if "not a valid DuckDB database" in detail:
