@@ -430,37 +430,32 @@ def demo(store_url: str | None) -> None:
     run_demo(store_url, console)
 
 
-@click.command(
+def _placeholder(name: str, package: str, summary: str) -> click.Command:
+    """A command named ``name`` that says how to install ``package``, which provides it: in
+    the group only when no installed plugin provides ``name``."""
+
+    def needs_package(args: tuple[str, ...]) -> None:
+        raise click.ClickException(f"memtap {name} needs the {package} package: {install_hint(package)}")
+
+    needs_package.__doc__ = summary
+    command = click.command(
+        name,
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    )(click.argument("args", nargs=-1, type=click.UNPROCESSED)(needs_package))
+    return command
+
+
+proxy_placeholder = _placeholder(
     "proxy",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    "memtap-proxy",
+    "Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy).",
 )
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def proxy_placeholder(args: tuple[str, ...]) -> None:
-    """Run memtap as a local HTTP proxy for agents (`memtap proxy --help`; needs memtap-proxy)."""
-    # Only in the group when no plugin provides `proxy` (memtap-proxy does).
-    raise click.ClickException(f"memtap proxy needs the memtap-proxy package: {install_hint('memtap-proxy')}")
-
-
-@click.command(
-    "mcp",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+mcp_placeholder = _placeholder(
+    "mcp", "memtap-mcp", "Serve memory as MCP tools to agents (`memtap mcp --help`; needs memtap-mcp)."
 )
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def mcp_placeholder(args: tuple[str, ...]) -> None:
-    """Serve memory as MCP tools to agents (`memtap mcp --help`; needs memtap-mcp)."""
-    # Only in the group when no plugin provides `mcp` (memtap-mcp does).
-    raise click.ClickException(f"memtap mcp needs the memtap-mcp package: {install_hint('memtap-mcp')}")
-
-
-@click.command(
-    "ui",
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+ui_placeholder = _placeholder(
+    "ui", "memtap-ui", "Browse memory in a web browser (`memtap ui --help`; needs memtap-ui)."
 )
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def ui_placeholder(args: tuple[str, ...]) -> None:
-    """Browse memory in a web browser (`memtap ui --help`; needs memtap-ui)."""
-    # Only in the group when no plugin provides `ui` (memtap-ui does).
-    raise click.ClickException(f"memtap ui needs the memtap-ui package: {install_hint('memtap-ui')}")
 
 
 def _open_store(store_url: str | None, *, create: bool = False) -> Any:
