@@ -252,7 +252,8 @@ def reliability(session: nox.Session) -> None:
 @nox.session
 def integration(session: nox.Session) -> None:
     """The default distribution end to end: CLI and demo on DuckDB with the openai SDK."""
-    session.install(*DEFAULTS, ".", *TEST_DEPS)
+    # anthropic: `python -m memtap.testing.server` is tested with both SDKs a user would point at it.
+    session.install(*DEFAULTS, ".", "anthropic>=0.40", *TEST_DEPS)
     session.run(*PYTEST, "tests/integration", *session.posargs)
 
 
