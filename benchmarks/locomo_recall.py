@@ -51,9 +51,14 @@ KS = (1, 5, 10, 20)
 PATHS = ("capture", "remember", "internal")
 
 
-def store_by_capture(mem: memtap.Memory, sample: dict[str, Any]) -> dict[str, set[str]]:
-    """Capture each session as consecutive (user, assistant) pairs; the dia_ids per text."""
+def store_by_capture(mem: memtap.Memory, sample: dict[str, Any], warm: bool = False) -> dict[str, set[str]]:
+    """Capture each session as consecutive (user, assistant) pairs; the dia_ids per text.
+    With ``warm``, the entity's index is loaded first: each exchange's episodes are indexed
+    as they are stored and their context completed in place by the next exchange (what a
+    running application's index sees); without, it is loaded from the store at the end."""
     person = recall_sets.locomo_person(sample)
+    if warm:
+        mem.recall("warm up", entity_id=person.id)
     recall_sets.store_by_capture(mem, person)
     mem.flush(600)
     return recall_sets.ids_by_text(person.turns)
@@ -87,7 +92,9 @@ def facts_of(sample: dict[str, Any], window: int) -> list[Fact]:
     return facts
 
 
-def run(data: list[dict[str, Any]], embedder: str, window: int, path: str = "internal") -> dict[str, Any]:
+def run(
+    data: list[dict[str, Any]], embedder: str, window: int, path: str = "internal", warm: bool = False
+) -> dict[str, Any]:
     mem = memtap.Memory("memory://", embedder=False if embedder == "off" else embedder, spool=False)
     prepare = getattr(mem.longterm.engine.embedder, "prepare_quick_queries", None)
     if prepare is not None and mem.longterm.engine.embedder.quick_queries:  # type: ignore[union-attr]
@@ -103,7 +110,9 @@ def run(data: list[dict[str, Any]], embedder: str, window: int, path: str = "int
             dia = {f.id: {f.metadata["dia_id"]} for f in facts}
         else:
             by_text = (
-                store_by_capture(mem, sample) if path == "capture" else store_by_remember(mem, sample, window)
+                store_by_capture(mem, sample, warm)
+                if path == "capture"
+                else store_by_remember(mem, sample, window)
             )
             dia = {
                 f.id: by_text.get(recall_sets.norm(f.text), set())
@@ -136,6 +145,7 @@ def run(data: list[dict[str, Any]], embedder: str, window: int, path: str = "int
     lat = sorted(latencies)
     return {
         "path": path,
+        "warm": warm,
         "embedder": embedder,
         "window": window,
         "per_category": per,
@@ -164,6 +174,11 @@ def main() -> None:
     parser.add_argument(
         "--conversations", default="", help="which conversations, e.g. 0-4 or 5,7 (default: all)"
     )
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="capture path: load each entity's index before its turns are captured (updated in place)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     source = Path(args.data)
@@ -174,14 +189,16 @@ def main() -> None:
     if args.conversations:
         data = [data[i] for i in _selection(args.conversations)]
     results = [
-        run(data, args.embedder, args.window, p) for p in (PATHS if args.path == "all" else [args.path])
+        run(data, args.embedder, args.window, p, args.warm)
+        for p in (PATHS if args.path == "all" else [args.path])
     ]
     if args.json:
         json.dump(results, sys.stdout, indent=2)
         return
     for result in results:
         print(
-            f"path={result['path']} embedder={result['embedder']} window={result['window']} "
+            f"path={result['path']}{' (warm index)' if result['warm'] else ''} "
+            f"embedder={result['embedder']} window={result['window']} "
             f"({result['total_s']:.0f} s)"
         )
         print(f"{'category':12} {'n':>5} " + " ".join(f"{'R@' + str(k):>6}" for k in KS))

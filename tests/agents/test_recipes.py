@@ -48,6 +48,7 @@ def test_the_claude_code_recipe(upstream: ScriptedModelServer, tmp_path: Path, w
     assert "My favourite colour is teal." in json.dumps(first["messages"])
     said = json.dumps(second["messages"])
     assert "My favourite colour is teal." not in MEMORY.sub("", said)  # a new session...
+    assert "My favourite colour is teal." in "".join(MEMORY.findall(said))  # ... that recalls it
     with proxy.memory() as mem:
         sessions = mem.sessions(entity_id="default")
         assert len(sessions) == 2  # ... each its own

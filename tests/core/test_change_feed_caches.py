@@ -47,6 +47,12 @@ class Handle:
         self.data.add_facts(facts)
         self._tell([StoreChange(entity_id=f.entity_id, facts=True, fact_ids=(f.id,)) for f in facts])
 
+    def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
+        updated = self.data.update_fact_context(facts)
+        by_entity = {f.id: f.entity_id for f in facts}
+        self._tell([StoreChange(entity_id=by_entity[i], facts=True, fact_ids=(i,)) for i in updated])
+        return updated
+
     def write_exchanges(self, exchanges: Sequence[Exchange]) -> None:
         self.data.write_exchanges(exchanges)
         self._tell(
@@ -233,3 +239,30 @@ def test_facts_named_by_the_feed_are_taken_in_without_a_reload() -> None:
 
 def texts_now(mem: memtap.Memory, query: str, entity: str) -> list[str]:
     return [s.fact.text for s in mem.recall(query, entity_id=entity)]
+
+
+def test_a_context_completed_elsewhere_is_taken_into_the_cached_index() -> None:
+    """Another process's next exchange completes an episode's context: the feed names the
+    fact, this process reads it again by id and indexes its new context in place (a word
+    only the following turn says finds it), without reloading the entity."""
+    a, b, _, hb = pair(by_id=True)
+    try:
+        booked = "We finally booked the flights yesterday"
+        a.capture(
+            [Message("user", booked)], [Message("assistant", "Great!")], entity_id="hal", session_id="s"
+        )
+        assert eventually(lambda: texts_now(b, "booked flights", "hal") == [booked])
+        assert texts_now(b, "lisbon", "hal") == []
+        loads, reads = b.recall_stats().index_loads, hb.read_by_id
+        a.capture(
+            [Message("user", "Lisbon, in June")],
+            [Message("assistant", "ok")],
+            entity_id="hal",
+            session_id="s",
+        )
+        assert eventually(lambda: booked in texts_now(b, "lisbon", "hal"))
+        assert b.recall_stats().index_loads == loads
+        assert hb.read_by_id > reads
+    finally:
+        a.close()
+        b.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import time
 
 import pytest
 
@@ -111,16 +110,6 @@ def test_episodes_of_a_captured_conversation_carry_neighbouring_turns(mem):
     # And by the turns that followed it, in the next exchange.
     booked = episodes["Lisbon in June sounds wonderful, enjoy the trams"]
     assert "Joanna" in booked.metadata["context"] and "Travelling" in booked.metadata["context"]
-
-
-def test_a_held_exchange_gets_its_episodes_after_a_while_without_flush(mem):
-    mem.longterm.memorizer.tails.hold = 0.05
-    mem.capture([user("I adopted a beagle called Mochi")], [assistant("How lovely")], entity_id="alice")
-    assert mem.writer.flush(5)
-    deadline = time.monotonic() + 5
-    while not mem.facts(entity_id="alice") and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert {f.text for f in mem.facts(entity_id="alice")} == {"I adopted a beagle called Mochi"}
 
 
 def test_neighbours_are_per_session(mem):

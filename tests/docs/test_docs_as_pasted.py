@@ -263,7 +263,10 @@ def check_quickstart(run: PageRun) -> None:
     exported = re.search(r"exported (\d+) exchange\(s\) and (\d+) fact\(s\)", moved)
     imported = re.search(r"imported (\d+) new exchange\(s\) and (\d+) new fact\(s\)", moved)
     assert exported and imported, moved
-    assert exported.groups() == imported.groups() != ("0", "0"), moved
+    assert exported.groups() == imported.groups(), moved
+    # Everything the page stored is alice's, and "Reading memory back" forgets her: nothing
+    # may be left (episodes once held for their following turns came back after a forget).
+    assert exported.groups() == ("0", "0"), moved
 
 
 def check_langchain(run: PageRun) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,7 +37,9 @@ def free_port() -> int:
 class WorkersProcess:
     """``memtap proxy --workers N`` in a subprocess."""
 
-    def __init__(self, home: Path, upstream: ScriptedModelServer, store: str, workers: int) -> None:
+    def __init__(
+        self, home: Path, upstream: ScriptedModelServer, store: str, workers: int, extra: tuple[str, ...] = ()
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTAP_")}
@@ -46,6 +49,7 @@ class WorkersProcess:
             [
                 *(sys.executable, "-c", START, "proxy", "--port", str(self.port), "--store", store),
                 *("--openai-upstream", upstream.base_url, "--workers", str(workers), "--log-level", "info"),
+                *extra,
             ],
             env=env,
             stdout=self.log,
@@ -249,3 +253,57 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].lower()
     except (OSError, IndexError):
         return "zombie"
+
+
+def connections_on_each_worker(proxy: WorkersProcess) -> list[http.client.HTTPConnection]:
+    """One open connection per worker (new connections until the kernel has handed one to
+    each)."""
+    conns: dict[int, http.client.HTTPConnection] = {}
+    for _ in range(50):
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+        conn.connect()
+        pid = proxy.serving(conn)
+        if pid in conns:
+            conn.close()
+        else:
+            conns[pid] = conn
+        if len(conns) == proxy.workers:
+            return list(conns.values())
+    raise AssertionError("the kernel gave every connection to one worker")
+
+
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+def test_a_forget_form_served_by_one_worker_is_taken_by_the_other(
+    tmp_path: Path, server: ScriptedModelServer, store_url: str
+) -> None:
+    """The UI's CSRF key is shared by the workers (issue 35, item 6): under ``--workers 2
+    --ui`` a forget form one worker served deletes the fact through the other; a form
+    without the token is still refused there."""
+    mem = memtap.Memory(store_url, spool=False, embedder=False)
+    fact = mem.remember("Alice lives in Kyoto", entity_id="alice")
+    proxy = WorkersProcess(tmp_path / "home", server, store_url, workers=2, extra=("--ui",))
+    conns: list[http.client.HTTPConnection] = []
+    try:
+        conns = connections_on_each_worker(proxy)
+        first, second = conns
+        first.request("GET", "/_memtap/entities/alice")
+        page = first.getresponse().read().decode()
+        found = re.search(r'name="csrf" value="(\w+)"', page)
+        assert found is not None, page
+        headers = {"content-type": "application/x-www-form-urlencoded", "origin": proxy.url}
+        second.request("POST", "/_memtap/entities/alice/forget", body=f"fact_id={fact.id}", headers=headers)
+        refused = second.getresponse()
+        refused.read()
+        assert refused.status == 403  # no token: refused
+        form = f"csrf={found.group(1)}&fact_id={fact.id}"
+        second.request("POST", "/_memtap/entities/alice/forget", body=form, headers=headers)
+        done = second.getresponse()
+        done.read()
+        assert done.status == 303, done.status
+        assert all(f.id != fact.id for f in mem.facts(entity_id="alice"))
+        assert proxy.stop() == 0, proxy.output()
+    finally:
+        for conn in conns:
+            conn.close()
+        proxy.kill()
+        mem.close()

@@ -27,7 +27,7 @@ from memtap.history.injector import HistoryBudget, SessionHistories
 from memtap.history.known_sessions import KnownSessions
 from memtap.longterm.embedding import Embedder, EmbedderOption, resolve_embedder
 from memtap.longterm.facts import LongTermMemory
-from memtap.longterm.index import CONTEXT_KEY, TOMBSTONE
+from memtap.longterm.index import TOMBSTONE
 from memtap.longterm.memorize import LLMOption, resolve_llm
 from memtap.longterm.recall import RecallStats
 from memtap.longterm.recall_injector import RecallBudget
@@ -35,6 +35,7 @@ from memtap.longterm.remember_tool import ToolFormat
 from memtap.plugins import PluginManager, make_plugin_manager, wire_protocols
 from memtap.protocol.anchors import AgentProfile
 from memtap.protocol.model import (
+    CONTEXT_KEY,
     DEFAULT_ENTITY_ID,
     DEFAULT_SESSION_ID,
     Attribution,
@@ -207,7 +208,7 @@ class Memory:
             llm=port,
             episodes=port is None if episodes is None else episodes,
         )
-        self.writer.on_written.append(self.longterm.on_written)
+        self.writer.memorize = self.longterm.memorize
         self.pm.register_builtins(
             memory_plugins(
                 self.histories, self.history_budget, self.longterm.engine, recall or RecallBudget()

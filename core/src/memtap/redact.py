@@ -63,7 +63,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import attrs
 
-from memtap.protocol.model import Exchange, Fact, Message
+from memtap.protocol.model import Exchange, Fact, Message, install_id_filter
 
 __all__ = [
     "DETECTORS",
@@ -917,6 +917,9 @@ def redact_id(value: str) -> str:
 def redact_optional_id(value: str | None) -> str | None:
     """:func:`redact_id` of an id that may be absent (an attrs converter)."""
     return None if value is None else redact_id(value)
+
+
+install_id_filter(redact_id)  # ids given to the data model are redacted from now on
 
 
 # -- structures -------------------------------------------------------------------------

@@ -105,6 +105,7 @@ from memtap.formats.placement import (
 )
 from memtap.hookspecs import hookimpl
 from memtap.hosts import host_name, is_loopback_host, is_loopback_name
+from memtap.longterm.text import term_counts
 from memtap.memory import STORE_ENV
 from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
 from memtap.protocol.embedder import Embedder
@@ -124,6 +125,7 @@ from memtap.protocol.model import (
     Usage,
     injected_from_json,
     injected_to_json,
+    to_dict,
     utcnow,
 )
 from memtap.protocol.wire import (
@@ -140,7 +142,7 @@ from memtap.protocol.wire import (
     TapPort,
     WireProtocol,
 )
-from memtap.redact import redact_text, redact_url
+from memtap.redact import redact_id, redact_text, redact_url
 from memtap.request.rejection import VALIDATION_STATUSES
 from memtap.request.scaffolding import TaggedScaffolding, own_view
 from memtap.request.tap import Call, Tap, active_call
@@ -166,6 +168,7 @@ from memtap.tokens import (
 )
 from memtap.tokens import digest as token_digest
 from memtap.workers.background import lower_priority, wait_for_quiet
+from memtap.workers.deadline import BoundedWork, Overdue
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
     # agent scaffolding
@@ -271,9 +274,14 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "lower_priority",
     "make_private",
     "private_dir",
+    "redact_id",
     "redact_text",
     "redact_url",
     "wait_for_quiet",
+    "BoundedWork",
+    "Overdue",
+    "term_counts",
+    "to_dict",
     # storage
     "EXCHANGE_SELECT",
     "FACT_SELECT",

@@ -5,6 +5,7 @@ forget and history work through them; the proxy's per-entity token rules apply o
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -210,3 +211,38 @@ def test_http_beyond_loopback_needs_a_token(store: str) -> None:
         timeout=60,
     )
     assert result.returncode == 2 and "--token and --tokens are for --http" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_http_server_stops_cleanly_on_a_signal(store: str, tmp_path: Path, sig: signal.Signals) -> None:
+    """``memtap mcp --http`` stopped by SIGTERM (systemd, docker) or Ctrl-C exits 0 with its
+    Memory closed (issue 35, item 6: it died by SIGTERM, rc -15): the store file is free
+    for the next process, its data intact."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [*MEMTAP, "mcp", "--store", store, "--http", "--port", str(port)],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "memtap mcp --http did not start listening"
+                time.sleep(0.1)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    mem = memtap.Memory(store, spool=False, embedder=False)  # the file is free again
+    try:
+        assert mem.history("s1", entity_id="alice")[0].content == "I moved to Lisbon"
+    finally:
+        mem.close()

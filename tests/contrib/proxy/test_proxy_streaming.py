@@ -186,18 +186,17 @@ def test_streams_reuse_the_upstream_connection(raw) -> None:
 
 @pytest.mark.parametrize("done", [True, False], ids=["done-event", "eof-without-done"])
 def test_a_client_that_read_the_whole_answer_and_flushes_finds_it_stored(raw, monkeypatch, done) -> None:
-    """The proxy hands a stream's last bytes to the server before it finishes the call (the
-    answer is not held back for memtap). A busy event loop between the two must not let a
-    client that has read the whole answer, then flushes, find nothing stored."""
+    """A slow capture of the stream's end (a busy event loop) must not let a client that has
+    read the whole answer, then flushes, find nothing stored."""
     from memtap_proxy import relay
 
-    original = relay.StreamRelay._ended_after_send
+    original = relay.StreamRelay._finish
 
-    def slow_loop(self: relay.StreamRelay) -> None:
-        time.sleep(0.3)  # the loop is busy elsewhere right after the last bytes went out
-        original(self)
+    def slow_loop(self: relay.StreamRelay, **kwargs: Any) -> None:
+        time.sleep(0.3)  # the loop is busy elsewhere around the last bytes
+        original(self, **kwargs)
 
-    monkeypatch.setattr(relay.StreamRelay, "_ended_after_send", slow_loop)
+    monkeypatch.setattr(relay.StreamRelay, "_finish", slow_loop)
     upstream, thread, memory = raw
     stream = events_bytes(chunk_event("Hel", usage=True), chunk_event(None, "stop", usage=True), USAGE)
     if done:

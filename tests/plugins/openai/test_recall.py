@@ -98,6 +98,26 @@ def test_fact_from_session_one_is_recalled_in_session_two(server):
     mem.close()
 
 
+def test_a_fact_said_now_is_injected_into_another_session_at_once(server, store):
+    """Without a flush, in the same process: a second session's call made right after the
+    first one gets what it said in its memory block (polled for at most two seconds:
+    the turn is memorized in the background, in milliseconds)."""
+    mem = make(store)
+    client = client_for(mem, server)
+    with mem.scope(entity_id="alice", session_id="s1"):
+        client.chat.completions.create(model="m", messages=[user("My favourite colour is teal.")])
+    deadline = time.monotonic() + 2.0
+    blocks: list[str] = []
+    while not any("teal" in b for b in blocks) and time.monotonic() < deadline:
+        with mem.scope(entity_id="alice", session_id="s2"):
+            client.chat.completions.create(model="m", messages=[user("What is my favourite colour?")])
+        blocks = [s for s in system_texts(server) if OPEN_TAG in s]
+    assert len(blocks) == 1, "nothing recalled within two seconds"
+    assert "My favourite colour is teal." in blocks[0]
+    assert server.last_json()["messages"][-1] == user("What is my favourite colour?")
+    mem.close()
+
+
 def test_history_carried_turn_is_not_recalled_again(server, store):
     mem = make(store)
     client = client_for(mem, server)

@@ -139,6 +139,23 @@ def test_a_captured_turn_reaches_the_other_process_history(peers: Callable[[], P
     assert delay < FEED_DELAY
 
 
+def test_a_context_completed_in_one_process_is_recalled_by_another(peers: Callable[[], Peer]) -> None:
+    """One process's next exchange completes an earlier episode's context: the other
+    process's cached index takes the new context in (a word only the following turn says
+    finds the episode) within the feed's delay."""
+    a, b = peers(), peers()
+    booked = "We finally booked the flights yesterday"
+    b.ask("capture", text=booked, entity="dora", session="s1")
+    assert a.ask("recall", query="booked flights", entity="dora")["texts"] == [booked]  # cached
+    assert a.ask("recall", query="lisbon", entity="dora")["texts"] == []
+    delay = observed(
+        a, b, "wait_recall", "capture",
+        query="lisbon", entity="dora", text=booked, present=True,
+        write={"text": "Lisbon, in June", "entity": "dora", "session": "s1"},
+    )  # fmt: skip
+    assert delay < FEED_DELAY
+
+
 def test_the_feed_recovers_when_its_connection_is_killed(peers: Callable[[], Peer], pg_server: str) -> None:
     import psycopg
 

@@ -83,14 +83,12 @@ def mcp(
     try:
         server = build_server(mem, rules)
         if use_http:
-            import uvicorn
+            from .http import serve_http
 
             click.echo(
                 f"memtap mcp: streamable HTTP on http://{host}:{port}{path} (store {mem.url})", err=True
             )
-            uvicorn.run(
-                http_app(server, rules, host=host, path=path), host=host, port=port, log_level="warning"
-            )
+            serve_http(http_app(server, rules, host=host, path=path), host=host, port=port)
         else:
             server.run("stdio")
     finally:

@@ -29,9 +29,16 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 import memtap
-from memtap.redact import redact_id
-from memtap.sdk import EVERY_ENTITY, Grant, TokenRule, TokenTable, token_digest
-from memtap.workers.deadline import BoundedWork, Overdue
+from memtap.sdk import (
+    EVERY_ENTITY,
+    BoundedWork,
+    Grant,
+    Overdue,
+    TokenRule,
+    TokenTable,
+    redact_id,
+    token_digest,
+)
 
 T = TypeVar("T")
 

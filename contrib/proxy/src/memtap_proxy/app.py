@@ -46,6 +46,7 @@ from .asgi import (
 from .attribution import Attributed, attribute, header_map
 from .bodies import BodyParser
 from .commands import Command, CommandContext, parse_command, run_command
+from .commit import Commits
 from .config import UI_PREFIX, ProxyConfig, check_ui
 from .guard import Refused
 from .headers import client_response_headers, upstream_request_headers
@@ -121,6 +122,8 @@ class Proxy:
         )
         #: Parses request bodies, reusing what agents send unchanged on every turn.
         self.bodies = BodyParser()
+        #: Finished calls journaled (and on a shared store, stored) before their last bytes.
+        self.commits = Commits(memory)
         self._warned: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The memory browser under ``/_memtap/`` (``--ui``), with its own guard.
@@ -136,7 +139,9 @@ class Proxy:
                 "(from a clone of memtap: pip install ./contrib/ui)"
             ) from exc
         c = self.config
-        return create_app(self.memory, token=c.token, bound_host=c.host, allow_hosts=c.allow_hosts)
+        return create_app(
+            self.memory, token=c.token, bound_host=c.host, allow_hosts=c.allow_hosts, form_key=c.ui_form_key
+        )
 
     @property
     def app(self) -> Proxy:
@@ -384,12 +389,14 @@ class Proxy:
                 call=call,
                 protocol=protocol,
                 hide_usage=call.hide_usage_event,
+                commits=self.commits,
             )
             return await relay(receive, send, self.loop())
         await self._relay_whole(send, upstream, call, family)
 
     async def _relay_whole(self, send: Send, upstream: UpstreamResponse, call: Call, family: str) -> None:
-        """A non-streamed answer: read it whole, send it, then capture it."""
+        """A non-streamed answer: read it whole, capture it (journaled; on a shared store,
+        stored: :class:`~memtap_proxy.commit.Commits`), then send it."""
         try:
             data = await upstream.read()
         except UpstreamError as exc:
@@ -400,15 +407,10 @@ class Proxy:
         finally:
             upstream.close()
         status = upstream.status
-        # Captured once the answer's bytes are written (the server writes a body at once,
-        # its head with it), before the loop reads anything else: off the answer's path,
-        # yet in the history before the client's next request is read; flush() meanwhile
-        # waits for it.
-        with call.capture_expected():
-            await send_response(
-                send, status, client_response_headers(upstream.headers, keep_length=False), data
-            )
-            _capture_whole(call, status, data)
+        # Journaled before the client can have any of the answer (a kill -9 after the
+        # client has it loses nothing), and in the history before its next request is read.
+        await self.commits.finish(call, lambda: _capture_whole(call, status, data), self.loop())
+        await send_response(send, status, client_response_headers(upstream.headers, keep_length=False), data)
 
     async def _resend_rejected(
         self,

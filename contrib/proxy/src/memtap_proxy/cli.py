@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 import socket
 import sys
 
@@ -192,6 +193,8 @@ def proxy(
             max_clients=max_clients,
             drain_timeout=drain_timeout,
             ui=ui,
+            # One key for the forms of every worker (made before they are forked).
+            ui_form_key=secrets.token_bytes(32) if ui else None,
         )
         check_bind(config)
         check_ui(config)

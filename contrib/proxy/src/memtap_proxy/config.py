@@ -88,7 +88,8 @@ class ProxyConfig:
     connections are open (the longest-idle one is closed for a new one, else the new one
     gets a 503). On SIGTERM/SIGINT requests under way get ``drain_timeout`` seconds to
     finish. ``connect_timeout`` / ``read_timeout`` / ``max_connections`` are the upstream
-    client's.
+    client's. ``ui_form_key`` keys the memory browser's forms (``ui``): the command makes
+    one before it starts its workers, so that a form one worker served is taken by any.
     """
 
     openai_upstream: str | None = attrs.field(default=None, converter=_upstream)
@@ -113,6 +114,7 @@ class ProxyConfig:
     max_clients: int = attrs.field(default=256, validator=_positive)
     drain_timeout: float = attrs.field(default=20.0, validator=_positive)
     ui: bool = False
+    ui_form_key: bytes | None = attrs.field(default=None, repr=False)
 
     def upstream(self, family: str) -> str | None:
         """The configured upstream for ``"openai"``, ``"anthropic"`` or ``"gemini"``."""

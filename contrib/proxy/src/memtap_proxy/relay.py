@@ -10,7 +10,6 @@ without the stream's terminator, as the upstream's failure would have done).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Coroutine, Mapping
@@ -19,6 +18,7 @@ from typing import Any, cast
 from memtap.sdk import Call, WireProtocol
 
 from .asgi import Message, RawHeaders, Receive, Send
+from .commit import Commits
 from .sse import SSEEvent, SSEParser
 from .upstream import ReaderGone, UpstreamError, UpstreamResponse
 
@@ -44,9 +44,10 @@ class StreamRelay:
 
     The client going away is noticed by a waiting ``receive()`` (a bare task, no task
     group); the upstream answer is then abandoned and the capture marked ``partial``.
-    A stream's capture is queued right after its terminal event is handed to the server,
-    before the relay yields to the event loop, so the client's next request always finds
-    the turn in the history.
+    A stream's capture is journaled (with ``commits`` on a shared store, stored too:
+    :class:`~memtap_proxy.commit.Commits`) before the bytes that end it go out: the chunk
+    holding its terminal event, or the end of the body; so a client that has the whole
+    answer finds the turn journaled, and its next request finds it in the history.
     """
 
     def __init__(
@@ -57,21 +58,25 @@ class StreamRelay:
         call: Call | None = None,
         protocol: WireProtocol | None = None,
         hide_usage: bool = False,
+        commits: Commits | None = None,
     ) -> None:
         self.upstream = upstream
         self.headers = headers
         self.call = call
         self.protocol = protocol
         self.hide_usage = hide_usage and protocol is not None and call is not None
+        self.commits = commits
         self.parser = SSEParser()
         self.client_gone = False
         self._ended = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, receive: Receive, send: Send, loop: asyncio.AbstractEventLoop) -> None:
         """Serve the answer; watch for the client going away meanwhile (a task on ``loop``)."""
         # (ASGI servers' receive() is a coroutine function)
         watch: asyncio.Task[Message] = loop.create_task(cast("Coroutine[Any, Any, Message]", receive()))
         watch.add_done_callback(self._on_message)
+        self._loop = loop
         try:
             await self._pump(send)
         finally:
@@ -94,29 +99,26 @@ class StreamRelay:
                 # When the upstream has said everything, this write also ends the answer:
                 # one write, not two.
                 last = upstream.done
-                with self._capture_expected(last):
-                    if self.hide_usage:
-                        # The bytes sent depend on the events: read them first.
-                        out, ended = self._read(self.parser.feed(chunk))
-                        if last:
-                            tail, tail_ended = self._read(self.parser.close())
-                            out, ended = out + tail, ended or tail_ended
-                        if out or last:
-                            await send({"type": "http.response.body", "body": out, "more_body": not last})
-                    else:
-                        # Every byte as it came (an unfinished event is not held), sent before
-                        # the events are read for the capture: that is off the bytes' path.
-                        await send({"type": "http.response.body", "body": chunk, "more_body": not last})
-                        ended = False
-                        if call is not None:
-                            ended = self._read(self.parser.feed(chunk))[1]
-                            if last:
-                                ended = self._read(self.parser.close())[1] or ended
+                if call is None:  # passed through: every byte as it came
+                    await send({"type": "http.response.body", "body": chunk, "more_body": not last})
                     if last:
-                        self._ended_after_send()
                         return
-                if ended:
-                    self._ended_after_send()
+                    continue
+                # The events are read before the bytes go out: the chunk that ends the
+                # answer (its terminal event, or the body's end) is sent only once the call
+                # is journaled.
+                out, ended = self._read(self.parser.feed(chunk))
+                if last:
+                    tail, tail_ended = self._read(self.parser.close())
+                    out, ended = out + tail, ended or tail_ended
+                if not self.hide_usage:
+                    out = chunk  # every byte as it came (an unfinished event is not held)
+                if ended or last:
+                    await self._ended_before_send()
+                if out or last:
+                    await send({"type": "http.response.body", "body": out, "more_body": not last})
+                if last:
+                    return
             if call is not None:
                 out, _ = self._read(self.parser.close())
                 if out and self.hide_usage:
@@ -131,24 +133,20 @@ class StreamRelay:
         except BaseException:
             self._finish(partial=True)  # shutting down
             raise
-        with self._capture_expected(True):
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            self._ended_after_send()
+        await self._ended_before_send()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _capture_expected(self, last: bool) -> contextlib.AbstractContextManager[None]:
-        """Around the answer's last bytes: ``flush()`` waits for the capture that follows
-        them (a client that has read the whole answer and flushes finds the call stored)."""
-        if last and self.call is not None:
-            return self.call.capture_expected()
-        return contextlib.nullcontext()
-
-    def _ended_after_send(self) -> None:
-        """The stream's end went out: capture it once, right away. The server has written
-        the bytes by now (off the answer's path), and this runs before the loop reads the
-        client's next request (clients stop reading at the terminal event)."""
-        if self.call is not None and not self._ended:
-            self._ended = True
+    async def _ended_before_send(self) -> None:
+        """The stream's end is about to go out: capture it once (journaled, and on a shared
+        store stored: ``commits``) before the client can have it whole."""
+        call = self.call
+        if call is None or self._ended:
+            return
+        self._ended = True
+        if self.commits is None or self._loop is None:
             self._finish(ended=True)
+            return
+        await self.commits.finish(call, lambda: self._finish(ended=True), self._loop)
 
     def _read(self, events: list[SSEEvent]) -> tuple[bytes, bool]:
         """Record ``events`` on the call; the bytes to forward (when hiding the usage

@@ -31,9 +31,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memtap import Memory
-from memtap.protocol.model import to_dict
-from memtap.redact import redact_id
-from memtap.workers.deadline import BoundedWork, Overdue
+from memtap.sdk import BoundedWork, Overdue, redact_id, to_dict
 
 from . import pages
 from .guard import UIGuard
@@ -341,6 +339,7 @@ def create_app(
     token: str | None = None,
     bound_host: str | None = None,
     allow_hosts: Iterable[str] = (),
+    form_key: bytes | None = None,
 ) -> UIGuard:
     """The memory browser as an ASGI application over ``memory`` (used as given: the
     caller closes it), behind its :class:`~memtap_ui.guard.UIGuard`: ``token`` required from
@@ -349,6 +348,8 @@ def create_app(
 
     Mount it under a prefix by calling it with the prefix as the scope's ``root_path`` (as
     Starlette's ``Mount`` and ``memtap proxy --ui`` do): every link stays under it.
+    ``form_key``: the key of the forms' CSRF token, for processes serving one UI
+    (:class:`~memtap_ui.guard.UIGuard`).
     """
     ui = MemoryBrowser(memory, make_environment())
     routes = [
@@ -360,4 +361,4 @@ def create_app(
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    return UIGuard(app, token=token, bound_host=bound_host, allow_hosts=allow_hosts)
+    return UIGuard(app, token=token, bound_host=bound_host, allow_hosts=allow_hosts, form_key=form_key)

@@ -7,8 +7,7 @@ import logging
 import click
 
 from memtap import Memory
-from memtap.errors import StoreError
-from memtap.sdk import STORE_ENV
+from memtap.sdk import STORE_ENV, StoreError
 
 from .guard import check_bind
 from .server import DEFAULT_HOST, DEFAULT_PORT, serve

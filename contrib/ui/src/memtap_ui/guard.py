@@ -95,6 +95,9 @@ class UIGuard:
 
     ``token`` is required from every request when set; ``bound_host`` is the address the UI
     listens on and ``allow_hosts`` more host names it may be reached by (without a token).
+    ``form_key`` keys the forms' CSRF token: processes serving the same UI (``memtap proxy
+    --workers N --ui``) share one, so that a form one served is taken by another; by
+    default a random key of this process.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class UIGuard:
         token: str | None = None,
         bound_host: str | None = None,
         allow_hosts: Iterable[str] = (),
+        form_key: bytes | None = None,
     ) -> None:
         self.app = app
         self.token = token or None
@@ -111,7 +115,7 @@ class UIGuard:
         if bound_host:
             hosts.add(host_name(bound_host))
         self.allow_hosts = frozenset(hosts)
-        self._secret = secrets.token_bytes(32)
+        self._secret = form_key or secrets.token_bytes(32)
         self._cookie = self._derive(b"cookie") if self.token else ""
 
     def _derive(self, what: bytes) -> str:
@@ -119,7 +123,7 @@ class UIGuard:
         return hmac.new(key, b"memtap-ui:" + what, hashlib.sha256).hexdigest()
 
     def csrf_token(self) -> str:
-        """The value the forget forms carry in their hidden ``csrf`` field (new per process)."""
+        """The value the forget forms carry in their hidden ``csrf`` field (from ``form_key``)."""
         return hmac.new(self._secret, b"memtap-ui:csrf", hashlib.sha256).hexdigest()
 
     def valid_csrf(self, value: object) -> bool:

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 import attrs
 
 from memtap import Exchange, Fact, Memory, Message, SessionInfo
-from memtap.longterm.text import term_counts
-from memtap.redact import redact_id
+from memtap.sdk import redact_id, term_counts
 
 #: Fact kinds that record a retraction, not something known (memorize's DELETE).
 TOMBSTONE = "tombstone"

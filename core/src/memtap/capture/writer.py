@@ -4,6 +4,7 @@ stores, in batches, and keeps what the store refused until it can be written.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -170,6 +171,12 @@ class CaptureWriter:
         self._closed = False
         self.stats = CaptureStats()
         self.on_written: list[Callable[[list[Exchange]], None]] = []
+        #: Told each stored batch after the ``on_written`` callbacks, with a function that
+        #: releases the batch's spool records; returns whether it calls that function once
+        #: it is done with the batch (memorize: a call stored but not memorized when the
+        #: process dies is replayed, and memorized, by the next one). ``None``, or ``False``
+        #: from it: the records are released at once.
+        self.memorize: Callable[[list[Exchange], Callable[[], None]], bool] | None = None
 
     def submit(self, item: CapturedCall) -> None:
         """Queue a finished call for storage (cheap; never blocks on the store)."""
@@ -193,6 +200,20 @@ class CaptureWriter:
             yield
         finally:
             self._pending.done()
+
+    @contextmanager
+    def hurried(self) -> Iterator[None]:
+        """While the block runs, the writer does not linger for a batch: for a caller that
+        waits for the call it submits inside the block to be stored (the proxy commits a
+        call to a store other processes read before the answer's last bytes)."""
+        with self._flushing_lock:
+            self._flushing += 1
+        self._hurry.set()
+        try:
+            yield
+        finally:
+            with self._flushing_lock:
+                self._flushing -= 1
 
     def _start(self) -> None:
         with self._thread_lock:
@@ -322,13 +343,13 @@ class CaptureWriter:
             self.stats.written += len(pending)
             count("stored", len(pending))
             count("replayed", sum(1 for _, item in pending if item.replayed))
-            self._release([item for _, item in pending])
             stored = [ex for ex, _ in pending]
             for callback in self.on_written:
                 try:
                     callback(stored)
                 except Exception:
                     log.exception("memtap on_written callback failed")
+            self._hand_over(stored, [item for _, item in pending])
             self._finish(len(pending))
         return backoff, failing, stop
 
@@ -338,15 +359,32 @@ class CaptureWriter:
         count("captured", len(fresh))
         count("spooled", sum(1 for item in fresh if item.segment is not None))
 
+    def _hand_over(self, stored: list[Exchange], items: list[CapturedCall]) -> None:
+        """Hand a stored batch to :attr:`memorize`, which releases its spool records when
+        it is done with it; or release them now."""
+        # The spool segments only: the calls themselves are let go while memorize works.
+        release = functools.partial(self._release_segments, [item.segment for item in items])
+        kept = False
+        if self.memorize is not None:
+            try:
+                kept = self.memorize(stored, release)
+            except Exception:
+                log.exception("memtap could not hand stored exchanges to memorize")
+        if not kept:
+            release()
+
     def _release(self, items: list[CapturedCall]) -> None:
         """Tell the spool these calls need no replay any more (stored, or given up)."""
-        if self.spool is not None:
-            segments = [item.segment for item in items if item.segment is not None]
-            if segments:
-                try:
-                    self.spool.done(segments)
-                except Exception:
-                    log.exception("memtap could not update its spool")
+        self._release_segments([item.segment for item in items])
+
+    def _release_segments(self, segments: list[Segment | None]) -> None:
+        """Tell the spool the records of these segments need no replay any more."""
+        journaled = [seg for seg in segments if seg is not None]
+        if self.spool is not None and journaled:
+            try:
+                self.spool.done(journaled)
+            except Exception:
+                log.exception("memtap could not update its spool")
 
     def _drop_spool_dropped(self) -> None:
         """Forget held calls whose spool segment was dropped for the spool's bound (they

@@ -57,11 +57,13 @@ log = logging.getLogger("memtap.history.injector")
 class _Pending:
     """Messages that will exist once a captured call is formatted (resolved lazily, once)."""
 
-    __slots__ = ("_messages", "resolve")
+    __slots__ = ("_messages", "exchange_id", "resolve")
 
-    def __init__(self, resolve: Callable[[], Sequence[Message]]) -> None:
+    def __init__(self, resolve: Callable[[], Sequence[Message]], exchange_id: str | None = None) -> None:
         self.resolve: Callable[[], Sequence[Message]] | None = resolve
         self._messages: Sequence[Message] | None = None
+        #: The id the call's exchange will have (``None``: not known).
+        self.exchange_id = exchange_id
 
     def messages(self) -> Sequence[Message]:
         """The call's messages (none for a call that cannot be read: logged). Once read,
@@ -90,6 +92,12 @@ RELOAD_AFTER_FAILURE = 5.0
 LOAD_DEADLINE = 0.25
 #: Threads reading histories (a frozen store may hold each of them until it answers).
 LOAD_WORKERS = 4
+#: Seconds a call waits for the store to say whether its session has a turn this process
+#: does not know, and for that turn to be read (:attr:`SessionHistories.latest`); past that
+#: the call goes on with what is cached, and calls do not ask while that check is still
+#: waiting for the store (:attr:`SessionHistories.store_late`: a failing store slows one
+#: call, not every call).
+CATCH_UP_DEADLINE = 0.4
 
 _no_wait: contextvars.ContextVar[bool] = contextvars.ContextVar("memtap_history_no_wait", default=False)
 
@@ -169,9 +177,21 @@ class SessionHistories:
         #: Seconds a call waits for its session's first read (see the class docstring).
         self.deadline = deadline
         self._known = known
+        #: For a store other processes write to: the id of the session's latest stored
+        #: exchange (``None``: none), asked before each call that :meth:`preload` serves;
+        #: when this process does not know that exchange, the session is read again
+        #: before the call goes on (read-your-writes across processes: see
+        #: :meth:`preload`). ``None``: the cache is trusted (one process writes).
+        self.latest: Callable[[Attribution], str | None] | None = None
+        #: A check of :attr:`latest` outlived its deadline and has not finished: the store
+        #: is not answering in time; :attr:`latest` is not asked until it has.
+        self.store_late = False
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
+        #: Threads of :attr:`latest`'s checks: never queued behind the reads of sessions
+        #: other processes wrote to (the change feed starts one per write).
+        self._checkers = DaemonPool(LOAD_WORKERS, "memtap-history-check")
 
     @staticmethod
     def key(attribution: Attribution) -> tuple[str, str]:
@@ -201,18 +221,73 @@ class SessionHistories:
     async def preload(self, attribution: Attribution) -> None:
         """Make sure the session is cached or being read, and await its read (in a
         thread: the event loop is never blocked) up to :attr:`deadline`. A cached session
-        costs no await at all."""
+        costs no await at all, unless :attr:`latest` is set: then the store is asked which
+        exchange is the session's latest, and when this process does not know it (another
+        process served the session's last turn) the session is read again, both in a
+        thread and within :data:`CATCH_UP_DEADLINE` (past it the call goes on with what is
+        cached)."""
         entry = self._lookup(attribution)
         future = entry.future
-        if entry.loaded.is_set() or future is None:
+        if not entry.loaded.is_set() and future is not None:
+            remaining = entry.wait_until - time.monotonic()
+            if remaining > 0:
+                try:
+                    await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
+                except asyncio.TimeoutError:
+                    count("failed", reason="history_deadline")
+                    return
+        if self.latest is None or self.store_late:
             return
-        remaining = entry.wait_until - time.monotonic()
-        if remaining <= 0:
+        # Also for a session not read yet that this process took for new (another process
+        # may have just written its first turns): the store's answer decides.
+        try:
+            check = self._checkers.submit(self._catch_up, attribution, entry)
+        except RuntimeError:  # closed
             return
         try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(check)), CATCH_UP_DEADLINE)
         except asyncio.TimeoutError:
             count("failed", reason="history_deadline")
+            if not check.done() and not self.store_late:
+                self.store_late = True
+                log.warning(
+                    "the store did not say within %.1f s whether session %r has turns this process "
+                    "does not know; calls go on with what is cached until it answers",
+                    CATCH_UP_DEADLINE,
+                    attribution.session_id,
+                )
+                check.add_done_callback(self._answered)
+
+    def _catch_up(self, attribution: Attribution, entry: _Entry) -> None:
+        """Read the session again if the store's latest exchange of it is one this
+        process does not know (a thread of the reader pool)."""
+        assert self.latest is not None
+        try:
+            latest = self.latest(attribution)
+        except Exception:
+            log.warning(
+                "could not ask the store for session %r's latest turn", attribution.session_id, exc_info=True
+            )
+            return
+        if latest is None or self._knows(entry, latest):
+            return
+        loaded = self._read(attribution)
+        if loaded is not None:
+            if loaded and self._known is not None:
+                self._known.add(self.key(attribution))
+            self._merge(entry, loaded)
+
+    def _answered(self, check: Future[None]) -> None:
+        """A late check has finished: the store answers again."""
+        self.store_late = False
+
+    def _knows(self, entry: _Entry, exchange_id: str) -> bool:
+        """Whether ``entry`` holds the exchange ``exchange_id`` (cached or pending)."""
+        with self._lock:
+            pending, messages = list(entry.pending), entry.messages
+        if any(p.exchange_id == exchange_id for p in pending):
+            return True
+        return any(m.exchange_id == exchange_id for m in reversed(messages))
 
     def _lookup(self, attribution: Attribution) -> _Entry:
         """The session's entry; a new one (its read started) on a miss, its read started
@@ -373,9 +448,15 @@ class SessionHistories:
 
         return read
 
-    def append(self, attribution: Attribution, resolve: Callable[[], Sequence[Message]]) -> None:
+    def append(
+        self,
+        attribution: Attribution,
+        resolve: Callable[[], Sequence[Message]],
+        exchange_id: str | None = None,
+    ) -> None:
         """Add a completed call's messages (resolved when first needed), if the session is
-        cached; otherwise the next read loads it from the store."""
+        cached; otherwise the next read loads it from the store. ``exchange_id``: the id
+        its exchange will be stored with (for :attr:`latest`)."""
         key = self.key(attribution)
         if self._known is not None:
             self._known.add(key)
@@ -383,7 +464,7 @@ class SessionHistories:
             entry = self._entries.get(key)
             if entry is not None:
                 self._fold_resolved(entry)
-                entry.pending.append(_Pending(resolve))
+                entry.pending.append(_Pending(resolve, exchange_id))
 
     def _fold_resolved(self, entry: _Entry) -> None:
         """Move the pending calls already resolved at the head of ``entry.pending`` into its
@@ -411,6 +492,7 @@ class SessionHistories:
     def close(self) -> None:
         """Stop the reader threads (a read in progress is abandoned)."""
         self._readers.shutdown()
+        self._checkers.shutdown()
 
 
 def _resolved(pending: Sequence[_Pending]) -> list[Message]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from memtap.longterm.index import HIDDEN_KINDS
@@ -41,9 +41,10 @@ class LongTermMemory:
         """Start loading the embedder's model in the background (calls are coming)."""
         self.engine.warm_up()
 
-    def on_written(self, exchanges: list[Exchange]) -> None:
-        """The capture writer stored ``exchanges``: memorize them in the background."""
-        self.memorizer.submit(exchanges)
+    def memorize(self, exchanges: list[Exchange], then: Callable[[], None] | None = None) -> bool:
+        """The capture writer stored ``exchanges``: memorize them in the background, then
+        call ``then``; returns whether ``then`` will be called (:meth:`Memorizer.submit`)."""
+        return self.memorizer.submit(exchanges, then)
 
     def remember(self, fact: Fact) -> Fact:
         """Store one fact, redacted, and index it (its vector follows in the background);

@@ -31,10 +31,8 @@ import attrs
 
 from memtap.longterm.temporal import TimeWindow, mentioned_window
 from memtap.longterm.text import term_counts, terms
-from memtap.protocol.model import Fact
+from memtap.protocol.model import CONTEXT_KEY, Fact
 
-#: Metadata key whose text is indexed (with a lower weight) alongside a fact's text.
-CONTEXT_KEY = "context"
 #: The kind of a fact that records a deletion (it supersedes the fact deleted).
 TOMBSTONE = "tombstone"
 #: Fact kinds that are never recalled (a tombstone records a deletion).
@@ -300,20 +298,11 @@ class EntityIndex:
         self.version += 1
         start = len(self.facts)
         self._grow(start + len(batch))
-        w = self.fusion.context_weight
-        dw = self.fusion.date_weight
         for offset, fact in enumerate(batch):
             slot = start + offset
             self.facts.append(fact)
             self.slot_of[fact.id] = slot
-            counts: dict[str, float] = {t: float(n) for t, n in term_counts(fact.text).items()}
-            context = fact.metadata.get(CONTEXT_KEY)
-            if context:
-                for term, times in term_counts(context).items():
-                    counts[term] = counts.get(term, 0.0) + w * times
-            if dw:
-                for term, times in term_counts(date_text(fact)).items():
-                    counts[term] = counts.get(term, 0.0) + dw * times
+            counts = self._indexed_terms(fact)
             length = float(sum(counts.values()))
             for term, n in counts.items():
                 p = self.postings.get(term)
@@ -338,6 +327,72 @@ class EntityIndex:
         self.remove(f.supersedes for f in batch if f.supersedes)
         if vectors:
             self.set_vectors(vectors)
+
+    def _indexed_terms(self, fact: Fact) -> dict[str, float]:
+        """The weighted terms a fact is indexed under: its text's, its context's (weighted
+        :attr:`Fusion.context_weight`) and its date's (:attr:`Fusion.date_weight`)."""
+        counts: dict[str, float] = {t: float(n) for t, n in term_counts(fact.text).items()}
+        context = fact.metadata.get(CONTEXT_KEY)
+        if context:
+            w = self.fusion.context_weight
+            for term, times in term_counts(context).items():
+                counts[term] = counts.get(term, 0.0) + w * times
+        dw = self.fusion.date_weight
+        if dw:
+            for term, times in term_counts(date_text(fact)).items():
+                counts[term] = counts.get(term, 0.0) + dw * times
+        return counts
+
+    def replace_context(self, facts: Iterable[Fact]) -> list[Fact]:
+        """Index these facts' ``metadata["context"]`` in place of the one their indexed
+        versions have (an episode's following turns arrived): their context terms are
+        indexed again in their slots, whose text, date and vector stay. Facts not indexed,
+        or indexed with that context already, are skipped. Returns the facts whose
+        :func:`embedding_text` changed with it: their vectors are dropped, to be made again."""
+        stale: list[Fact] = []
+        for fact in facts:
+            slot = self.slot_of.get(fact.id)
+            old = self.facts[slot] if slot is not None else None
+            if slot is None or old is None or old.metadata.get(CONTEXT_KEY) == fact.metadata.get(CONTEXT_KEY):
+                continue
+            new = old.with_context_of(fact)
+            self.version += 1
+            self._reindex_terms(slot, self._indexed_terms(old), self._indexed_terms(new))
+            self.facts[slot] = new
+            if embedding_text(new) != embedding_text(old) and self._has_vec[slot]:
+                self._has_vec[slot] = False
+                self.vector_count -= 1
+                stale.append(new)
+        return stale
+
+    def _reindex_terms(self, slot: int, before: Mapping[str, float], after: Mapping[str, float]) -> None:
+        """Move ``slot`` in the postings from the terms ``before`` to the terms ``after``
+        (postings stay sorted by slot: a term's slot is found, inserted or taken out by
+        bisection)."""
+        for term in before.keys() | after.keys():
+            was, now = before.get(term, 0.0), after.get(term, 0.0)
+            if was == now:
+                continue
+            p = self.postings.get(term)
+            if p is None:
+                if not now:
+                    continue
+                p = self.postings[term] = _Postings()
+            at = bisect.bisect_left(p.slots, slot)
+            present = at < len(p.slots) and p.slots[at] == slot
+            if now and present:
+                p.tf[at] = now
+            elif now:
+                p.slots.insert(at, slot)
+                p.tf.insert(at, now)
+            elif present:
+                p.slots.pop(at)
+                p.tf.pop(at)
+                if not p.slots:
+                    del self.postings[term]  # a term no fact uses is unseen again
+        length = float(sum(after.values()))
+        self.total_len += length - float(self._doclen[slot])
+        self._doclen[slot] = length
 
     def remove(self, fact_ids: Iterable[str]) -> None:
         """Stop recalling these facts (superseded, deleted)."""

@@ -12,8 +12,16 @@ Without a port, every turn worth keeping (:func:`worth_keeping`: not small talk,
 questions) becomes an ``episode`` fact (the user's, and the model's answers except a coding
 agent's), indexed with the turns around it in its session
 and its date: cross-session recall works offline, and extracted facts, when there are any,
-rank with episodes. An exchange's episodes wait for the session's next exchange (the turns
-after them are part of their context), at most ``hold`` seconds or until a flush.
+rank with episodes.
+
+Nothing waits: an exchange's episodes are made and stored as soon as the exchange is
+stored, with the turns before them as context, so a fact said now is recallable at once.
+When the session's next exchange comes, its turns complete the context of the earlier
+episodes (``Store.update_fact_context`` and the recall index's terms; their vectors are of
+their own text). The capture writer keeps an exchange's spool record until it is
+memorized, so a process that dies in between (``kill -9``) replays the exchange at its next
+start and its episodes are made then (their ids come from entity, process and text: made
+twice, they are stored once).
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ import os
 import queue
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -353,66 +360,64 @@ def episodes_of(
 
 
 @attrs.frozen
-class _Held:
-    """A session's latest exchange, its episodes waiting for the turns that follow it."""
+class _Latest:
+    """A session's latest exchange with episodes, and the turns said before it: its
+    episodes, made with those, gain the next exchange's first turns as context."""
 
     exchange: Exchange
     before: tuple[Message, ...]
-    since: float
+
+
+def _slim(exchange: Exchange) -> Exchange:
+    """What remaking ``exchange``'s episodes needs of it (kept per session until its next
+    exchange: small): its turns with text, cut where an episode cuts them, its ids, time and
+    agent mark; not its tool output, system prompt or record of what was injected."""
+    keep = {id(m) for m in conversation_turns(exchange)}
+
+    def cut(messages: tuple[Message, ...]) -> tuple[Message, ...]:
+        return tuple(
+            attrs.evolve(m, content=m.content.strip()[:MAX_EPISODE_CHARS]) for m in messages if id(m) in keep
+        )
+
+    return attrs.evolve(
+        exchange,
+        input=cut(exchange.input),
+        output=cut(exchange.output),
+        system=None,
+        injected=(),
+        metadata={k: v for k, v in exchange.metadata.items() if k == AGENT_KEY},
+    )
 
 
 class SessionTails:
     """Per recently memorized session: its last turns (the context of the next exchange's
-    first turns) and its latest exchange, held until the next one of the session says what
-    followed it, ``hold`` seconds pass, or :meth:`release` is asked. Bounded (the oldest
-    session is released and forgotten); a session not seen since this process started has
-    no turns before its first exchange. Used by the worker thread only."""
+    first turns) and its latest exchange that made episodes (whose episodes the next
+    exchange's turns complete). Nothing waits here: it is only the context of what comes
+    next. Bounded (the oldest session is forgotten: its next exchange is taken as the
+    first); a session not seen since this process started has no turns before its first
+    exchange. Used by the worker thread only."""
 
-    def __init__(self, *, hold: float = 30.0, max_sessions: int = 4096) -> None:
-        self.hold = hold
+    def __init__(self, *, max_sessions: int = 4096) -> None:
         self.max_sessions = max_sessions
         self._tails: OrderedDict[tuple[str, str], tuple[Message, ...]] = OrderedDict()
-        self._held: OrderedDict[tuple[str, str], _Held] = OrderedDict()
+        self._latest: dict[tuple[str, str], _Latest] = {}
 
-    def advance(
-        self, exchange: Exchange, now: float, *, keep: bool = True
-    ) -> list[tuple[_Held, tuple[Message, ...]]]:
-        """``exchange`` is its session's latest: hold it (``keep``: it has episodes to
-        make); returns the exchange it follows, released with its following turns, and
-        whatever was released to keep the bound."""
+    def advance(self, exchange: Exchange, *, keep: bool = True) -> tuple[tuple[Message, ...], _Latest | None]:
+        """``exchange`` is its session's latest (``keep``: it makes episodes). Returns the
+        session's turns before it and the session's previous exchange that made episodes,
+        if it came just before (the turns of ``exchange`` follow it)."""
         a = exchange.attribution
         key = (a.entity_id, a.session_id)
         own = tuple(conversation_turns(exchange))
         before = self._tails.pop(key, ())
-        released = []
-        previous = self._held.pop(key, None)
-        if previous is not None:
-            released.append((previous, own))
+        previous = self._latest.pop(key, None)
         self._tails[key] = (*before, *own)[-2 * CONTEXT_TURNS :]
         if keep:
-            self._held[key] = _Held(exchange, before, now)
+            self._latest[key] = _Latest(_slim(exchange), before)
         while len(self._tails) > self.max_sessions:
             gone, _ = self._tails.popitem(last=False)
-            held = self._held.pop(gone, None)
-            if held is not None:
-                released.append((held, ()))
-        return released
-
-    def release(self, now: float | None = None) -> list[_Held]:
-        """The held exchanges: all of them, or with ``now`` those held ``hold`` seconds."""
-        out = []
-        while self._held:
-            key, held = next(iter(self._held.items()))
-            if now is not None and now - held.since < self.hold:
-                break
-            del self._held[key]
-            out.append(held)
-        return out
-
-    def next_due(self) -> float | None:
-        """When the oldest held exchange is due (``time.monotonic`` seconds), if any."""
-        held = next(iter(self._held.values()), None)
-        return None if held is None else held.since + self.hold
+            self._latest.pop(gone, None)
+        return before, previous
 
 
 @attrs.define
@@ -429,11 +434,18 @@ class MemorizeStats:
     deleted: int = 0
     noop: int = 0
     episodes: int = 0
+    #: Stored episodes whose context the turns after them completed.
+    completed: int = 0
 
 
 _STOP = object()
-#: Queued by :meth:`Memorizer.flush`: make the held exchanges' episodes now.
-_RELEASE = object()
+
+
+@attrs.frozen
+class _Then:
+    """Queued after exchanges: called once they are memorized."""
+
+    callback: Callable[[], None]
 
 
 class Memorizer:
@@ -446,7 +458,6 @@ class Memorizer:
         llm: LLM | AsyncLLM | None,
         *,
         episodes: bool = True,
-        hold: float = 30.0,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -454,7 +465,7 @@ class Memorizer:
         self.episodes = episodes
         self.stats = MemorizeStats()
         #: Only the worker thread reads and writes it.
-        self.tails = SessionTails(hold=hold)
+        self.tails = SessionTails()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._pending = PendingWork()
         self._thread_lock = threading.Lock()
@@ -466,28 +477,31 @@ class Memorizer:
         """Whether stored exchanges are processed at all."""
         return self.llm is not None or self.episodes
 
-    def submit(self, exchanges: Sequence[Exchange]) -> None:
-        """Queue stored exchanges (the capture writer's ``on_written`` callback)."""
+    def submit(self, exchanges: Sequence[Exchange], then: Callable[[], None] | None = None) -> bool:
+        """Queue stored exchanges (handed over by the capture writer). ``then`` is called
+        once they are memorized (the writer releases their spool records: a process that
+        dies before that replays them, and memorizes them, at its next start). Returns
+        whether ``then`` will be called: ``False`` when there is nothing to memorize (the
+        caller goes on at once)."""
         if self._closed or not self.active:
-            return
+            return False
         wanted = [ex for ex in exchanges if ex.status != "error" and any(m.role == "user" for m in ex.input)]
         if not wanted:
-            return
+            return False
         self._pending.add(len(wanted))
         for ex in wanted:
             self._queue.put(ex)
+        if then is not None:
+            self._queue.put(_Then(then))
         if self._thread is None:
             with self._thread_lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="memtap-memorize", daemon=True)
                     self._thread.start()
+        return then is not None
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every queued exchange is processed, the episodes of those held for
-        the turns that follow them made now."""
-        if self._thread is not None and not self._closed:
-            self._pending.add(1)
-            self._queue.put(_RELEASE)
+        """Wait until every queued exchange is memorized."""
         return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -500,41 +514,37 @@ class Memorizer:
     def _run(self) -> None:
         lower_priority()
         while True:
-            due = self.tails.next_due()
-            try:
-                item = self._queue.get(timeout=None if due is None else max(0.0, due - time.monotonic()))
-            except queue.Empty:
-                self._guarded(lambda: self._release(time.monotonic()), "held")
-                continue
+            item = self._queue.get()
             if item is _STOP:
-                self._guarded(self._release, "held")
                 return
-            if item is _RELEASE:
-                self._guarded(self._release, "held")
-                self._pending.done()
-                continue
-            batch: list[Exchange] = [item]  # type: ignore[list-item]
-            release = False
+            batch: list[Exchange] = []
+            thens: list[_Then] = []
+            stop = False
             while True:
+                if isinstance(item, _Then):
+                    thens.append(item)
+                else:
+                    batch.append(item)  # type: ignore[arg-type]
                 try:
-                    more = self._queue.get_nowait()
+                    item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if more is _STOP:
-                    self._queue.put(_STOP)
+                if item is _STOP:
+                    stop = True
                     break
-                if more is _RELEASE:
-                    release = True
-                    break
-                batch.append(more)  # type: ignore[arg-type]
             try:
-                work = functools.partial(self._process, batch)
-                self._guarded(work, f"{len(batch)} exchange(s)", len(batch))
+                if batch:
+                    work = functools.partial(self._process, batch)
+                    self._guarded(work, f"{len(batch)} exchange(s)", len(batch))
+                # Also after a failure (logged, counted): a replay would most likely fail
+                # alike, and records kept for it would pile up in the spool.
+                for then in thens:
+                    self._guarded(then.callback, "the end of memorizing")
             finally:
-                self._pending.done(len(batch))
-            if release:
-                self._guarded(self._release, "held")
-                self._pending.done()
+                self._pending.done(len(batch))  # a flush returns with the spool released
+            if stop:
+                return
+            del batch, thens, item  # not kept alive while waiting for the next exchanges
 
     @staticmethod
     def _guarded(work: Callable[[], None], what: str, n: int = 1) -> None:
@@ -545,30 +555,51 @@ class Memorizer:
             count("failed", n, reason="memorize")
 
     def _process(self, batch: list[Exchange]) -> None:
-        episodes: list[Fact] = []
-        now = time.monotonic()
+        fresh: dict[str, Fact] = {}
+        completed: dict[str, Fact] = {}
         for exchange in batch:
             self.stats.exchanges += 1
             extracted = self.llm is not None and self.extract(exchange)
             # Failed extraction keeps the user's turns as episodes (episodic memory: the
-            # answers too); they wait for the turns that follow, part of their context.
+            # answers too), stored at once with the turns before them as context; the next
+            # exchange of the session adds the turns that follow them.
             keep = not extracted and (self.episodes or self.llm is not None)
-            for held, after in self.tails.advance(exchange, now, keep=keep):
-                episodes.extend(self._episodes(held, after))
-        self._store_episodes(episodes)
+            before, previous = self.tails.advance(exchange, keep=keep)
+            if previous is not None:
+                after = conversation_turns(exchange)
+                for episode in self._episodes(previous.exchange, previous.before, after):
+                    made = fresh.get(episode.id)
+                    if made is not None and made.source_exchange_id == episode.source_exchange_id:
+                        fresh[episode.id] = episode  # not stored yet: stored complete
+                    else:
+                        completed[episode.id] = episode
+            if keep:
+                for episode in self._episodes(exchange, before, ()):
+                    fresh.setdefault(episode.id, episode)  # identical turns: the first one said
+        if fresh:
+            self._store(list(fresh.values()))
+            self.stats.episodes += len(fresh)
+        if completed:
+            self._complete(list(completed.values()))
 
-    def _release(self, now: float | None = None) -> None:
-        """Make the episodes of the held exchanges (all, or those due at ``now``)."""
-        self._store_episodes([e for held in self.tails.release(now) for e in self._episodes(held, ())])
+    def _episodes(
+        self, exchange: Exchange, before: Sequence[Message], after: Sequence[Message]
+    ) -> list[Fact]:
+        answers = self.episodes and AGENT_KEY not in exchange.metadata
+        return episodes_of(exchange, before=before, after=after, assistant=answers)
 
-    def _episodes(self, held: _Held, after: Sequence[Message]) -> list[Fact]:
-        answers = self.episodes and AGENT_KEY not in held.exchange.metadata
-        return episodes_of(held.exchange, before=held.before, after=after, assistant=answers)
-
-    def _store_episodes(self, episodes: list[Fact]) -> None:
-        if episodes:
-            self._store(episodes)
-            self.stats.episodes += len(episodes)
+    def _complete(self, episodes: list[Fact]) -> None:
+        """Give stored episodes the context the turns after them complete: in the store
+        (when it can: ``update_fact_context``; otherwise they keep their first context), then
+        in the recall index (their terms; their vectors, of their own text, stand)."""
+        update = getattr(self.store, "update_fact_context", None)
+        if update is None:
+            return
+        episodes = [redact_fact(f) for f in episodes]
+        updated = set(update(episodes))
+        if updated:
+            self.engine.context_changed([f for f in episodes if f.id in updated])
+            self.stats.completed += len(updated)
 
     def _store(self, facts: list[Fact]) -> None:
         facts = [redact_fact(f) for f in facts]  # from redacted exchanges; kept so for any source

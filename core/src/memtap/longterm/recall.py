@@ -318,6 +318,7 @@ class FactIndexes:
 
         def change(index: EntityIndex) -> None:
             index.add(facts)
+            index.replace_context(facts)  # a known fact named again: its context changed
             if vectors:
                 index.set_vectors(vectors, model)
 
@@ -658,6 +659,22 @@ class RecallEngine:
             if retired:
                 self.indexes.update(entity_id, lambda index, r=retired: index.remove(r))  # type: ignore[misc]
         self._embed_later([f for f in facts if f.kind not in HIDDEN_KINDS])
+
+    def context_changed(self, facts: Sequence[Fact]) -> None:
+        """These stored facts' context was replaced (:meth:`EntityIndex.replace_context`):
+        index it where cached. Their vectors, of their own text, stand; a fact whose
+        embedded text changed with it is embedded again in the background."""
+        by_entity: dict[str, list[Fact]] = {}
+        for f in facts:
+            by_entity.setdefault(f.entity_id, []).append(f)
+        for entity_id, group in by_entity.items():
+
+            def change(index: EntityIndex, group: list[Fact] = group) -> None:
+                stale = index.replace_context(group)
+                if stale:
+                    self._embed_later(stale)
+
+            self.indexes.update(entity_id, change)
 
     def search(
         self,

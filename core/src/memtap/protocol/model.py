@@ -12,7 +12,7 @@ import datetime as _dt
 import hashlib
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import attrs
@@ -158,12 +158,23 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-def _safe_id(value: str) -> str:
-    """An id with any secret in it replaced by a fingerprint (:func:`memtap.redact.redact_id`;
-    imported here, as ``memtap.redact`` imports this module)."""
-    from memtap.redact import redact_id
+#: What makes an id safe to store: :mod:`memtap.redact` installs its ``redact_id`` here when
+#: it is imported (``import memtap`` imports it, before any id is made), because the
+#: contracts import nothing above them. Until then ids pass as they are.
+_id_filter: Callable[[str], str] | None = None
 
-    return redact_id(value) if isinstance(value, str) else value
+
+def install_id_filter(redact_id: Callable[[str], str]) -> None:
+    """Make every id given to :class:`Attribution` and :class:`Fact` go through
+    ``redact_id`` (:func:`memtap.redact.redact_id` installs itself)."""
+    global _id_filter
+    _id_filter = redact_id
+
+
+def _safe_id(value: str) -> str:
+    """An id with any secret in it replaced by a fingerprint (the installed id filter)."""
+    redact_id = _id_filter
+    return redact_id(value) if redact_id is not None and isinstance(value, str) else value
 
 
 def _safe_optional_id(value: str | None) -> str | None:
@@ -302,6 +313,20 @@ class Fact:
     def __str__(self) -> str:
         """The fact's text."""
         return self.text
+
+    def with_context_of(self, other: Fact) -> Fact:
+        """This fact with ``other``'s context (``metadata["context"]``, :data:`CONTEXT_KEY`)
+        in place of its own; without one when ``other`` has none."""
+        metadata = {k: v for k, v in self.metadata.items() if k != CONTEXT_KEY}
+        context = other.metadata.get(CONTEXT_KEY)
+        if context:
+            metadata[CONTEXT_KEY] = context
+        return attrs.evolve(self, metadata=metadata)
+
+
+#: Metadata key of a fact's context: text indexed (with a lower weight) alongside its own,
+#: such as the turns around an episode.
+CONTEXT_KEY = "context"
 
 
 @attrs.frozen

@@ -259,6 +259,8 @@ class Call:
         #: writer: :mod:`memtap.capture.explanation`); ``None`` once the app's own body was sent.
         self.injection: InjectionPlan | None = None
         self.hide_usage_event = False
+        #: The finished call as queued for storage (``None``: not captured, or not yet).
+        self.captured: CapturedCall | None = None
         #: The request half of this call's spool record, made while the call is in flight
         #: (``None``: no spool, or a body small or known enough to be journaled whole when
         #: the answer comes).
@@ -647,8 +649,9 @@ class Call:
             )
         if self.tap.writer.format_in_caller:
             item.exchange()
+        self.captured = item
         try:
-            self.tap.histories.append(self.attribution, lambda: _messages(item))
+            self.tap.histories.append(self.attribution, lambda: _messages(item), self.id)
             self.tap.writer.submit(item)
         except Exception:
             log.exception("memtap could not queue a captured call")

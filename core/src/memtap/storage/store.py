@@ -130,6 +130,19 @@ class Store(Protocol):
     ) -> list[Fact]:
         """An entity's facts, newest first."""
 
+    def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
+        """Give stored facts the context these facts have (``metadata["context"]``: the
+        turns around an episode, when the turns after it arrive); return the ids of the
+        facts updated. A stored fact is updated when its id, entity and
+        ``source_exchange_id`` are a given fact's (an identical turn of another exchange is
+        the same episode and keeps the context it was first said with); only its context
+        changes (an empty one removes the key), and unknown ids are ignored. A store with a
+        change feed reports the facts updated as facts added (``StoreChange.fact_ids``):
+        another process's cache reads them again.
+
+        Optional: without it, a fact keeps the context it was first stored with.
+        """
+
     def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
         """Attach embedding vectors to stored facts, by fact id, recording the ``model``
         (embedder name) that made them; a fact's earlier vector is replaced, unknown ids
@@ -381,6 +394,22 @@ class InMemoryStore:
                 and (include_superseded or f.superseded_by is None)
             ]
         return sorted(out, key=lambda f: f.created_at, reverse=True)
+
+    def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
+        """See :meth:`Store.update_fact_context`."""
+        updated: list[str] = []
+        with self._lock:
+            self._check()
+            for f in facts:
+                old = self._facts.get(f.id)
+                if old is None or (old.entity_id, old.source_exchange_id) != (
+                    f.entity_id,
+                    f.source_exchange_id,
+                ):
+                    continue
+                self._facts[f.id] = old.with_context_of(f)
+                updated.append(f.id)
+        return updated
 
     def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
         """See :meth:`Store.set_embeddings`."""

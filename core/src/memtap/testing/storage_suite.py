@@ -75,9 +75,12 @@ WATCH_SESSIONS = "watch_sessions"
 CHANGE_FEED = "change_feed"
 #: ``memtap explain``: ``Exchange.injected`` is stored, and ``exchange(id)`` reads one exchange.
 EXPLAIN = "explain"
+#: A stored fact's context can be replaced: ``update_fact_context`` (needs :data:`FACTS`;
+#: without it an episode keeps the context it was first stored with).
+CONTEXT_UPDATES = "context_updates"
 #: Every capability the suite knows.
 CAPABILITIES: frozenset[str] = frozenset(
-    {FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS, WATCH_SESSIONS, CHANGE_FEED, EXPLAIN}
+    {FACTS, CONCURRENT_WRITES, PERSISTENCE, EMBEDDINGS, WATCH_SESSIONS, CHANGE_FEED, EXPLAIN, CONTEXT_UPDATES}
 )
 #: What a backend is taken to support unless its suite says otherwise: everything but a
 #: change feed (a store one process writes to, as DuckDB's locked file or an in-memory one).
@@ -627,6 +630,61 @@ class StoreComplianceSuite:
         assert store.facts(entity_id="alice") == [alices]
         assert store.facts(entity_id="alice", include_superseded=True) == [alices]
 
+    @requires(FACTS, CONTEXT_UPDATES)
+    def test_update_fact_context_replaces_only_the_context(self, store: Store) -> None:
+        """update_fact_context() gives stored facts the given context (an empty one removes
+        it), keeping every other field and metadata key; returns the ids it updated."""
+        said = make_fact(1, text="I adopted a beagle", source_exchange_id="ex1", kind="episode",
+                         metadata={"context": "before it", "role": "assistant"})  # fmt: skip
+        bare = make_fact(2, text="We moved to Lyon", source_exchange_id="ex2", kind="episode")
+        gone = make_fact(3, text="Noted", source_exchange_id="ex3", metadata={"context": "old"})
+        store.add_facts([said, bare, gone])
+        updates = [
+            attrs.evolve(said, metadata={"context": "before it\nHow lovely! What is her name?"}),
+            attrs.evolve(bare, metadata={"context": "It's June 東京 'q' \"dq\""}),
+            attrs.evolve(gone, metadata={}),
+        ]
+        assert sorted(store.update_fact_context(updates)) == sorted([said.id, bare.id, gone.id])
+        got = {f.id: f for f in store.facts(entity_id="alice")}
+        assert got[said.id] == attrs.evolve(
+            said, metadata={"context": "before it\nHow lovely! What is her name?", "role": "assistant"}
+        )
+        assert got[bare.id] == attrs.evolve(bare, metadata={"context": "It's June 東京 'q' \"dq\""})
+        assert got[gone.id] == attrs.evolve(gone, metadata={})
+        assert store.stats()["facts"] == 3
+        # The same update again is harmless; nothing to update is nothing.
+        assert store.update_fact_context(updates[:1]) == [said.id]
+        assert store.update_fact_context([]) == []
+        assert {f.id: f for f in store.facts(entity_id="alice")} == got
+
+    @requires(FACTS, CONTEXT_UPDATES)
+    def test_update_fact_context_needs_the_facts_own_exchange_and_entity(self, store: Store) -> None:
+        """A fact is updated only by a fact of its id, entity and source exchange: the same
+        turn said in another exchange (the same episode id) keeps the context it was first
+        said with; unknown ids are ignored."""
+        first = make_fact(1, text="My favourite colour is teal", source_exchange_id="ex1",
+                          metadata={"context": "Noted, teal it is"})  # fmt: skip
+        store.add_facts([first])
+        again = attrs.evolve(first, source_exchange_id="ex9", metadata={"context": "Teal is calm"})
+        elsewhere = attrs.evolve(first, entity_id="bob", metadata={"context": "Bob's"})
+        unknown = make_fact(2, source_exchange_id="ex1", metadata={"context": "nothing"})
+        assert store.update_fact_context([again, elsewhere, unknown]) == []
+        assert store.facts(entity_id="alice") == [first]
+        assert store.facts(entity_id="bob") == []
+
+    @requires(FACTS, EMBEDDINGS, CONTEXT_UPDATES)
+    def test_an_updated_fact_keeps_its_vector_and_is_indexable_with_its_new_context(
+        self, store: Store
+    ) -> None:
+        """What recall loads after an update: the new context, the vector it had."""
+        f = make_fact(1, text="Yes, in June!", source_exchange_id="ex1", metadata={"context": "a trip?"})
+        store.add_facts([f])
+        store.set_embeddings({f.id: [0.5, 0.25]}, model="m")
+        new = attrs.evolve(f, metadata={"context": "a trip?\nLisbon sounds lovely"})
+        assert store.update_fact_context([new]) == [f.id]
+        ((fact, vec),) = store.indexable_facts(entity_id="alice", model="m")
+        assert fact == new and vec is not None and list(vec) == [0.5, 0.25]
+
     # -- embeddings (recall) -------------------------------------------------------------
 
     @requires(FACTS, EMBEDDINGS)
@@ -789,15 +847,16 @@ class StoreComplianceSuite:
         """The store offers ``watch_sessions`` exactly when its suite declares
         :data:`WATCH_SESSIONS` and ``watch_changes`` exactly when it declares
         :data:`CHANGE_FEED` (the tests of what it does not declare are left out)."""
-        offers = {
-            WATCH_SESSIONS: getattr(store, "watch_sessions", None) is not None,
-            CHANGE_FEED: getattr(store, "watch_changes", None) is not None,
+        methods = {
+            WATCH_SESSIONS: "watch_sessions",
+            CHANGE_FEED: "watch_changes",
+            CONTEXT_UPDATES: "update_fact_context",
         }
-        for capability, offered in offers.items():
+        for capability, method in methods.items():
+            offered = getattr(store, method, None) is not None
             declared = capability in self.capabilities
             assert offered == declared, (
-                f"{type(store).__name__} {'offers' if offered else 'does not offer'} "
-                f"{'watch_sessions' if capability == WATCH_SESSIONS else 'watch_changes'}: "
+                f"{type(store).__name__} {'offers' if offered else 'does not offer'} {method}: "
                 f"{'add' if offered else 'remove'} {capability!r} in {type(self).__name__}.capabilities"
             )
 
@@ -850,6 +909,30 @@ class StoreComplianceSuite:
         peer.add_facts([fact])
         time.sleep(0.3)
         assert reported() == want
+
+    @requires(CHANGE_FEED, FACTS, CONTEXT_UPDATES)
+    def test_watch_changes_reports_context_updates_as_the_facts_changed(
+        self, store: Store, request: pytest.FixtureRequest
+    ) -> None:
+        """Another store object's context update is reported as a change of the entity's
+        facts, naming them if the feed names facts (the other process reads them again)."""
+        from memtap.storage.changes import EVERYTHING, StoreChange
+
+        watch = getattr(store, "watch_changes", None)
+        assert watch is not None
+        peer: Store = request.getfixturevalue("peer_store")
+        fact = make_fact(1, entity_id="bob", source_exchange_id="ex1", metadata={"context": "a"})
+        store.add_facts([fact])
+        heard: list[StoreChange] = []
+        watch(heard.append)
+        assert eventually(lambda: EVERYTHING in heard), "the feed never said it was listening"
+        peer.update_fact_context([attrs.evolve(fact, metadata={"context": "a\nb"})])
+        assert eventually(lambda: any(c.entity_id == "bob" and c.facts for c in heard)), heard
+        assert all(c.fact_ids in ((), (fact.id,)) for c in heard if c != EVERYTHING), heard
+        # An update that changes nothing stored tells nobody.
+        peer.update_fact_context([attrs.evolve(fact, source_exchange_id="other")])
+        time.sleep(0.3)
+        assert len([c for c in heard if c != EVERYTHING]) == 1, heard
 
     @pytest.fixture
     def peer_store(self) -> Store:

@@ -372,6 +372,31 @@ class DuckDBStore:
                      [f.entity_id for f in claims.values()]],
                 )  # fmt: skip
 
+    def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
+        """Give stored facts the context of these (matched by id, entity and source
+        exchange: see :meth:`memtap.sdk.Store.update_fact_context`); return the ids updated."""
+        wanted = {f.id: f for f in facts}  # the last context given for an id wins
+        if not wanted:
+            self._check()
+            return []
+        with self._transaction("updating fact contexts") as conn:
+            rows = conn.execute(
+                f"SELECT {_FACT_SELECT} FROM facts WHERE id IN (SELECT unnest(?::VARCHAR[]))", [list(wanted)]
+            ).fetchall()
+            updated = [
+                old.with_context_of(new)
+                for old, new in ((_fact(row), wanted[row[0]]) for row in rows)
+                if (old.entity_id, old.source_exchange_id) == (new.entity_id, new.source_exchange_id)
+            ]
+            if updated:
+                conn.execute(
+                    """UPDATE facts SET metadata = u.metadata
+                       FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::JSON[]) AS metadata) u
+                       WHERE facts.id = u.id""",
+                    [[f.id for f in updated], [_dump(f.metadata) for f in updated]],
+                )
+        return [f.id for f in updated]
+
     def forget(self, *, entity_id: str) -> int:
         """Delete the entity's sessions, exchanges, messages and facts; return the number of
         exchanges plus facts deleted."""

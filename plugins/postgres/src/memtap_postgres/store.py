@@ -359,6 +359,38 @@ class PostgresStore:
 
         self._write("adding facts", work)
 
+    def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
+        """Give stored facts the context of these (matched by id, entity and source
+        exchange: see :meth:`memtap.sdk.Store.update_fact_context`); return the ids updated.
+        The other processes are told as of facts added: they read them again by id."""
+        wanted = {f.id: f for f in facts}  # the last context given for an id wins
+        self._check()
+        if not wanted:
+            return []
+        select = f"SELECT {R.FACT_SELECT} FROM facts WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+
+        def work(conn: psycopg.Connection) -> list[str]:
+            rows = conn.execute(select, [list(wanted)]).fetchall()  # type: ignore[arg-type]
+            updated = [
+                old.with_context_of(new)
+                for old, new in ((R.fact(row), wanted[row[0]]) for row in rows)
+                if (old.entity_id, old.source_exchange_id) == (new.entity_id, new.source_exchange_id)
+            ]
+            if not updated:
+                return []
+            conn.execute(
+                "UPDATE facts SET metadata = u.metadata"
+                " FROM unnest(%s::text[], %s::jsonb[]) AS u(id, metadata) WHERE facts.id = u.id",
+                [[f.id for f in updated], [R.dump(f.metadata) for f in updated]],
+            )
+            self._notify(
+                conn, [StoreChange(entity_id=f.entity_id, facts=True, fact_ids=(f.id,)) for f in updated]
+            )
+            return [f.id for f in updated]
+
+        result: list[str] = self._write("updating fact contexts", work)
+        return result
+
     def set_embeddings(self, embeddings: Mapping[str, Sequence[float]], *, model: str) -> None:
         """Attach vectors to stored facts by id (replacing earlier ones), recording the
         embedder ``model``; unknown ids are ignored. Vectors are kept as ``REAL[]`` and,
