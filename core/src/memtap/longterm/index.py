@@ -60,7 +60,7 @@ class Fusion:
     on data never tuned on"): a lexical weight of 0.5 whose words count by the share of the
     question's IDF mass they cover (one common shared word cannot outvote a strong match in
     meaning), a cosine floor of 0.1 (below 0.2, a fact that only meaning finds was dropped
-    altogether), assistant turns below their user's turn (not discounted: that cost LOCOMO), and a
+    altogether), an assistant turn below the user's turn it echoes (not discounted: that cost LOCOMO), and a
     present-tense boost for questions about now."""
 
     #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
