@@ -161,6 +161,8 @@ def grid(stage: str) -> list[Fusion]:
         ]
     if stage == "echo":
         return [base, attrs.evolve(base, user_first_margin=0.0)]
+    if stage == "echo_similarity":
+        return [attrs.evolve(base, echo_similarity=e) for e in (-1.0, 0.3, 0.4, 0.5, 0.6, 0.7, 2.0)]
     raise SystemExit(f"unknown stage {stage}")
 
 

@@ -201,3 +201,44 @@ def test_the_newer_statement_ranks_first(old, new, question):
     found = [s.text for s in mem.recall(question, entity_id="u", k=5)]
     mem.close()
     assert new in found and (old not in found or found.index(new) < found.index(old)), found
+
+
+#: Two people talking, paired by position as LOCOMO's conversations are captured (the first
+#: speaker as "user", the second as "assistant"): (the first speaker's turn, the second's
+#: answer, which says something of its own, a question the second's turn answers).
+TWO_SPEAKERS = [
+    (
+        "Caroline: I went to a support group meeting yesterday, it was really moving.",
+        "Melanie: That's great! I finally painted the sunset over the lake last weekend.",
+        "What did Melanie paint last weekend?",
+    ),
+    (
+        "Jon: I lost my job at the bank last month, so I'm thinking about what comes next.",
+        "Gina: Sorry to hear that. I just opened my own clothing store downtown.",
+        "What kind of store did Gina open?",
+    ),
+    (
+        "Tim: I've been reading a lot of fantasy novels this winter.",
+        "John: Nice. I joined a basketball team in Seattle and we train three times a week.",
+        "Which team did John join?",
+    ),
+    (
+        "Maria: My shift at the homeless shelter ran late again tonight.",
+        "Audrey: I adopted two puppies, Pepper and Panda, from the local rescue.",
+        "What are the names of Audrey's puppies?",
+    ),
+]
+
+
+@pytest.mark.parametrize(("first", "second", "question"), TWO_SPEAKERS, ids=[q for _, _, q in TWO_SPEAKERS])
+def test_a_second_speaker_who_does_not_echo_keeps_their_place(first, second, question):
+    """The user-first rule is for the model's echo of what the user said; a second person
+    saying something of their own (LOCOMO's pairs) is not pushed below the first."""
+    mem = _memory()
+    for i, text in enumerate(BACKGROUND):
+        mem.remember(text, entity_id="u", at=T0 + _dt.timedelta(hours=i))
+    _capture(mem, first, second, T0 + _dt.timedelta(days=2), "s1")
+    mem.flush(60)
+    found = [s.text for s in mem.recall(question, entity_id="u", k=5)]
+    mem.close()
+    assert found and found[0] == second, found

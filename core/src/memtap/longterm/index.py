@@ -60,7 +60,7 @@ class Fusion:
     on data never tuned on"): a lexical weight of 0.5 whose words count by the share of the
     question's IDF mass they cover (one common shared word cannot outvote a strong match in
     meaning), a cosine floor of 0.1 (below 0.2, a fact that only meaning finds was dropped
-    altogether), assistant turns below their user's turn (not discounted: that cost LOCOMO), and a
+    altogether), an assistant turn below the user's turn it echoes (not discounted: that cost LOCOMO), and a
     present-tense boost for questions about now."""
 
     #: Weight of the lexical (BM25) score; the vector score gets ``1 - lexical_weight``.
@@ -120,6 +120,12 @@ class Fusion:
     #: user said), and how far below an assistant turn about the same thing (vectors
     #: :attr:`update_similarity` alike) a user turn may score and still rank above it.
     user_first_margin: float = 0.1
+    #: A user's turn ranks above its own exchange's assistant turn only when that turn
+    #: echoes it: their vectors at least this alike ("Congratulations on Miso!" after "we
+    #: named her Miso"). Two people talking, paired by position (LOCOMO), answer each other
+    #: rather than repeat: the second speaker's turn keeps its place. Above 1: never; a
+    #: pair without both vectors counts as an echo (words alone cannot tell).
+    echo_similarity: float = 0.5
 
 
 class ScoreParts(NamedTuple):
@@ -817,7 +823,8 @@ class EntityIndex:
         statement is still evidence, "where did I work before?"):
 
         - the user's words first: an assistant turn ranked above a user turn of the same
-          exchange (its echo, "Congratulations on Miso!"), or above one about the same
+          exchange that it echoes (vectors at least :attr:`Fusion.echo_similarity` alike:
+          "Congratulations on Miso!"), or above one about the same
           thing (vectors at least :attr:`Fusion.update_similarity` alike) that scores within
           :attr:`Fusion.user_first_margin` of it (unless ``about_assistant``);
         - newest first: a fact ranked above a newer one of the same speaker about the same
@@ -835,11 +842,14 @@ class EntityIndex:
         np = _np()
         slots = [slot for slot, _ in ranked]
         alike = np.zeros((len(slots), len(slots)), bool)
+        echoes = np.ones((len(slots), len(slots)), bool)
         if self._vecs is not None:
             has = self._has_vec[slots]
             vecs = self._vecs[slots]
-            alike = (vecs @ vecs.T) >= f.update_similarity
-            alike &= has[:, None] & has[None, :]
+            both = has[:, None] & has[None, :]
+            cosines = vecs @ vecs.T
+            alike = (cosines >= f.update_similarity) & both
+            echoes = (cosines >= f.echo_similarity) | ~both
         role = self._assistant[slots].tolist()
         created = self._created[slots].tolist()
         exchange = [getattr(self.facts[s], "source_exchange_id", None) for s in slots]
@@ -858,7 +868,7 @@ class EntityIndex:
                     and role[a]
                     and not role[b]
                     and (
-                        (exchange[a] is not None and exchange[a] == exchange[b])
+                        (exchange[a] is not None and exchange[a] == exchange[b] and echoes[a, b])
                         or (alike[a, b] and gap <= f.user_first_margin)
                     )
                 ):
