@@ -119,6 +119,16 @@ def test_index_process_scope_min_score_and_recency():
     assert index.search("unrelated words", k=5) == []
 
 
+def test_the_shipped_fusion_breaks_ties_by_recency():
+    # Through the shipped defaults (a test that sets its own weight does not guard them):
+    # the same words said three times, the newest is first, whatever the order of indexing.
+    index = EntityIndex()
+    index.add([fact("likes green tea", 2), fact("likes green tea", 3), fact("likes green tea", 1)])
+    got = index.search("green tea", k=5)
+    assert [f.created_at for f, _ in got] == sorted((f.created_at for f, _ in got), reverse=True)
+    assert len({round(score, 6) for _, score in got}) == 3  # told apart by recency alone
+
+
 def test_vectors_find_facts_in_words_they_never_used():
     index = EntityIndex()
     emb = GroupEmbedder()
