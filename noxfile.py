@@ -243,7 +243,9 @@ def reliability(session: nox.Session) -> None:
     """Concurrency, faults, isolation, bad input, secrets, durability and tool pairing (incl.
     slow tests), on DuckDB and PostgreSQL, through the real openai and anthropic SDKs,
     in-process and through the proxy (nothing skipped)."""
-    proxy = [CONTRIB["proxy"], *(PLUGINS[name] for name in CONTRIB_PLUGINS["proxy"])]
+    # memtap-ui: `proxy --workers N --ui` (one form key for every worker) and `memtap ui` on a
+    # locked store are among them.
+    proxy = [CONTRIB["proxy"], CONTRIB["ui"], *(PLUGINS[name] for name in CONTRIB_PLUGINS["proxy"])]
     session.install(*DEFAULTS, POSTGRES_TESTING, PLUGINS["anthropic"], *proxy, *TEST_DEPS)
     with _postgres_env(session) as env:
         _pytest_no_skips(session, "tests/reliability", *session.posargs, env=env)
@@ -252,8 +254,9 @@ def reliability(session: nox.Session) -> None:
 @nox.session
 def integration(session: nox.Session) -> None:
     """The default distribution end to end: CLI and demo on DuckDB with the openai SDK."""
-    # anthropic: `python -m memtap.testing.server` is tested with both SDKs a user would point at it.
-    session.install(*DEFAULTS, ".", "anthropic>=0.40", *TEST_DEPS)
+    # anthropic: `python -m memtap.testing.server` is tested with both SDKs a user would point at
+    # it; memtap-mcp and memtap-proxy: their commands say which store they serve.
+    session.install(*DEFAULTS, ".", CONTRIB["mcp"], CONTRIB["proxy"], "anthropic>=0.40", *TEST_DEPS)
     session.run(*PYTEST, "tests/integration", *session.posargs)
 
 

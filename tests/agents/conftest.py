@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,6 +64,10 @@ def proxy(upstream: ScriptedModelServer, mem: memtap.Memory) -> Iterator[ProxyTh
 def workdir(tmp_path: Path) -> Path:
     folder = tmp_path / "project"
     folder.mkdir()
+    # A repository of its own, as a project is: agents look for the root of the repository
+    # they run in (aider keeps its chat history there, even with --no-git), and nox's
+    # temporary folders lie inside memtap's own clone.
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
     (folder / "notes.txt").write_text("The deploy key rotates on Fridays.\n")
     (folder / "CLAUDE.md").write_text("Use pytest for tests.\n")
     (folder / "AGENTS.md").write_text("Use pytest for tests.\n")

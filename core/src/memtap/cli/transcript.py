@@ -80,12 +80,12 @@ _MILLISECONDS_FROM = 1e11
 #: Bad lines kept (with what is wrong) when a transcript is refused; the rest are counted.
 MAX_PROBLEMS = 1000
 #: Turns captured between two waits for the writer (the import's memory stays bounded).
-IMPORT_BATCH = 2000
+IMPORT_BATCH = 1000
 #: Turns left in flight (written or memorized while the next batch is read) at each wait.
-IMPORT_BACKLOG = 500
+IMPORT_BACKLOG = 250
 #: MB a store that can bound its memory (``Store.bound_memory``: DuckDB) may hold during an
 #: import; its cache otherwise grows with the file (100 MB of transcript: +600 MB).
-IMPORT_STORE_MB = 128
+IMPORT_STORE_MB = 64
 #: Seconds the store may take nothing at all before an import gives up.
 STALL_SECONDS = 60.0
 
