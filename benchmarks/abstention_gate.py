@@ -35,7 +35,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from memtap.longterm.answerable import can_answer
+import numpy as np
+
+from memtap.longterm.answerable import (
+    about_the_one_named,
+    asks_for_name,
+    asks_for_number,
+    can_answer,
+    names_something,
+)
 from memtap.longterm.recall_injector import HEADER, RecallBudget
 
 Record = dict[str, Any]
@@ -55,7 +63,9 @@ def read(paths: Iterable[str]) -> list[Record]:
     return out
 
 
-def block(question: str, candidates: Sequence[Candidate], gate: Gate, budget: RecallBudget) -> list[Candidate]:
+def block(
+    question: str, candidates: Sequence[Candidate], gate: Gate, budget: RecallBudget
+) -> list[Candidate]:
     """The hits a block would carry under ``gate``, as the injector fills it."""
     lines: list[Candidate] = []
     used = len(HEADER) // 4
@@ -120,17 +130,91 @@ def answer_kind(question: str, c: Candidate) -> bool:
     return can_answer(question, c["text"])
 
 
-GATES: dict[str, Gate] = {"none": no_gate, "answer-kind": answer_kind}
+def answer_kind_before_focus(question: str, c: Candidate) -> bool:
+    """The check as shipped before the focus rule (a name asked: the hit names someone
+    besides the question's words and shares a word with it; a number asked: it has one)."""
+    text = c["text"]
+    if asks_for_name(question) and not (
+        names_something(text, besides=question) and about_the_one_named(question, text)
+    ):
+        return False
+    return not asks_for_number(question) or can_answer("how much?", text)
+
+
+GATES: dict[str, Gate] = {
+    "none": no_gate,
+    "answer-kind-before-focus": answer_kind_before_focus,
+    "answer-kind": answer_kind,
+}
+
+
+def features(c: Candidate, top: float) -> list[float]:
+    """The logistic gate's features of one hit: bias, fused score, cosine with the query
+    vector recall used, share of the question's IDF mass covered, score over the
+    question's top score, an assistant's turn."""
+    cosine = c["cosine"] if c["cosine"] is not None and c["cosine"] >= 0 else 0.0
+    relative = c["score"] / top if top else 0.0
+    return [1.0, c["score"], cosine, c["coverage"] or 0.0, relative, float(c["role"] == "assistant")]
+
+
+def fit(records: Sequence[Record], l2: float = 1e-2) -> np.ndarray[Any, Any]:
+    """Logistic regression (Newton steps, classes weighted equally, L2 ``l2``) of gold hits
+    (positive) against hits of abstention questions (negative), on hits the answer-kind
+    check keeps."""
+    rows: list[list[float]] = []
+    labels: list[float] = []
+    for r in records:
+        top = max((c["score"] for c in r["candidates"]), default=0.0)
+        for c in r["candidates"]:
+            if not answer_kind(r["question"], c):
+                continue
+            if r["kind"] == "abstention" or (r["evidence"] and c["gold"]):
+                rows.append(features(c, top))
+                labels.append(float(r["kind"] != "abstention"))
+    x, y = np.array(rows), np.array(labels)
+    weight = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    w = np.zeros(x.shape[1])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ w))
+        hessian = (x * (weight * p * (1 - p))[:, None]).T @ x + l2 * np.eye(len(w))
+        w -= np.linalg.solve(hessian, x.T @ (weight * (p - y)) + l2 * w)
+    return w
+
+
+def logistic_gate(w: np.ndarray[Any, Any], threshold: float) -> Gate:
+    """Keep a hit the answer-kind check keeps whose fitted probability is ``threshold`` or more."""
+
+    def gate(question: str, c: Candidate) -> bool:
+        p = 1 / (1 + math.exp(-float(np.dot(w, features(c, c["_top"])))))
+        return answer_kind(question, c) and p >= threshold
+
+    return gate
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("files", nargs="+")
     parser.add_argument("--gate", action="append", choices=list(GATES))
+    parser.add_argument(
+        "--fit", action="store_true", help="fit the logistic gate on the longmem records given"
+    )
     args = parser.parse_args(argv)
     records = read(args.files)
+    for r in records:
+        top = max((c["score"] for c in r["candidates"]), default=0.0)
+        for c in r["candidates"]:
+            c["_top"] = top
     for name in args.gate or list(GATES):
         print(show(name, figures(records, GATES[name])))
+    if args.fit:
+        w = fit([r for r in records if r["set"] == "longmem"])
+        print(
+            "logistic weights (bias, score, cosine, coverage, relative, assistant):", np.round(w, 3).tolist()
+        )
+        for threshold in (0.3, 0.4, 0.5, 0.6, 0.7):
+            print(show(f"logistic >= {threshold}", figures(records, logistic_gate(w, threshold))))
 
 
 if __name__ == "__main__":

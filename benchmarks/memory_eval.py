@@ -86,6 +86,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import re
@@ -285,6 +286,10 @@ def injector_candidates(
     return out
 
 
+def _cosine_with(dense: Dense, qvec: np.ndarray[Any, Any], text: str) -> float:
+    return float(dense.vectors([text])[0] @ qvec)
+
+
 def _ranks(order: Sequence[int]) -> dict[int, int]:
     return {unit: rank for rank, unit in enumerate(order)}
 
@@ -407,7 +412,7 @@ def ask(
                 person.id,
                 q,
                 {units[i].id for i in gold},
-                lambda text: float(dense.vectors([text])[0] @ qvec),
+                functools.partial(_cosine_with, dense, qvec),
             )
         for name, order in orders.items():
             record[name] = {
