@@ -101,6 +101,7 @@ def test_a_name_the_question_already_says_is_no_answer():
         ("What\u2019s the title of my memoir?", "memoir"),
         ("What's the name of my audiologist?", "audiologist"),
         ("What is her name?", None),
+        ("Why did Joanna name the stuffed animal dog Tilly?", None),  # LOCOMO: a verb
         ("Who is my doctor?", None),
         ("What do I do for work?", None),
     ],

@@ -46,7 +46,8 @@ _ASKS_TITLE = re.compile(r"\btitle\b", re.IGNORECASE)
 #: "the name of my kids' school": the words after "name of" up to the one named.
 _NAME_OF = re.compile(r"\b(?:name|title)\s+of\s+(.*)$", re.IGNORECASE)
 #: "Zosia's boyfriend called", "my dentist's name": the word before the name asked.
-_BEFORE_NAME = re.compile(r"([\w-]+)(?:'s|s')?\s+(?:name|called|title)\b", re.IGNORECASE)
+#: "name" only after a possessive: "why did Joanna name the dog Tilly?" asks no name.
+_BEFORE_NAME = re.compile(r"([\w-]+)(?:(?:'s|s')\s+name|(?:'s|s')?\s+(?:called|title))\b", re.IGNORECASE)
 _PHRASE_WORD = re.compile(r"[\w'-]+")
 #: Words before the thing named ("the name of my new ...").
 _LEADING = frozenset(
