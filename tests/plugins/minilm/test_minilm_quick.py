@@ -208,6 +208,7 @@ QuickQueryTable(Path(sys.argv[1]), 300, 8, run, (101, 102), chunk_tokens=64, bat
 
 
 def test_a_lock_held_by_a_live_process_is_waited_for(small):
+    """The other side of the test above: a holder that still runs keeps its chunk."""
     table, model = small()
     table.directory.mkdir(parents=True)
     lock = _held_by(table, 1)
