@@ -278,6 +278,18 @@ def test_a_json_array_stream_gets_the_session_history(
     assert history(gmem)[-2:] == [("user", "Where do I live?"), ("assistant", "You said: Where do I live?")]
 
 
+def test_an_error_answer_to_a_json_array_stream_is_relayed_and_nothing_stored(
+    gproxy: ProxyThread, upstream: ScriptedModelServer, gmem: memtap.Memory
+) -> None:
+    upstream.script(Reply(status=429, text="quota exceeded"))
+    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "too many"}]}]})
+    r = httpx.post(gproxy.url + STREAM, content=body, headers={"x-goog-api-key": KEY})
+    assert r.status_code == 429
+    assert r.json()["error"]["message"] == "quota exceeded"
+    gmem.flush()
+    assert gmem.exchanges(session_id="default") == []
+
+
 def test_a_json_array_stream_cut_by_the_upstream_keeps_what_came(
     gproxy: ProxyThread, upstream: ScriptedModelServer, gmem: memtap.Memory
 ) -> None:

@@ -413,17 +413,6 @@ class Proxy:
         if call is None:  # passed through: relayed as is, whatever it is
             relay = StreamRelay(upstream, client_response_headers(upstream.headers, keep_length=True))
             return await relay(receive, send, self.loop())
-        reader = array_reader(protocol) if array and 200 <= upstream.status < 300 else None
-        if reader is not None:
-            relay = StreamRelay(
-                upstream,
-                client_response_headers(upstream.headers, keep_length=False),
-                call=call,
-                protocol=protocol,
-                commits=self.commits,
-                array=ArrayEvents(reader),
-            )
-            return await relay(receive, send, self.loop())
         if (upstream.header(b"content-type") or b"").startswith(b"text/event-stream"):
             relay = StreamRelay(
                 upstream,
@@ -432,6 +421,17 @@ class Proxy:
                 protocol=protocol,
                 hide_usage=call.hide_usage_event,
                 commits=self.commits,
+            )
+            return await relay(receive, send, self.loop())
+        reader = array_reader(protocol) if array and 200 <= upstream.status < 300 else None
+        if reader is not None:  # a JSON array, read as it streams (an error answer: whole)
+            relay = StreamRelay(
+                upstream,
+                client_response_headers(upstream.headers, keep_length=False),
+                call=call,
+                protocol=protocol,
+                commits=self.commits,
+                array=ArrayEvents(reader),
             )
             return await relay(receive, send, self.loop())
         await self._relay_whole(send, upstream, call, family)
