@@ -104,3 +104,26 @@ def test_a_store_late_to_answer_slows_one_call_not_every_call() -> None:
     finally:
         store.gate.set()
         histories.close()
+
+
+def test_a_first_read_later_than_its_deadline_is_said_once_a_minute(caplog) -> None:
+    """A session read too slowly goes on without its earlier turns (fail open); on a store
+    other processes write to, those may be turns another process served: it is logged."""
+    store = Store()
+    slow = threading.Event()
+
+    def load(attribution: Attribution, limit: int) -> list[Message]:
+        slow.wait(10)
+        return store.load(attribution, limit)
+
+    histories = SessionHistories(load, deadline=0.05)
+    histories.latest = store.latest
+    try:
+        with caplog.at_level("WARNING", logger="memtap.history.injector"):
+            asyncio.run(histories.preload(SESSION))
+            asyncio.run(histories.preload(Attribution(entity_id="e", session_id="other")))
+        late = [r.getMessage() for r in caplog.records if "was not read within" in r.getMessage()]
+        assert len(late) == 1 and "'s'" in late[0]
+    finally:
+        slow.set()
+        histories.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -191,6 +192,7 @@ class SessionHistories:
         #: A check of :attr:`latest` outlived its deadline and has not finished: the store
         #: is not answering in time; :attr:`latest` is not asked until it has.
         self.store_late = False
+        self._late_read_warned = -math.inf
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._readers = DaemonPool(LOAD_WORKERS, "memtap-history")
@@ -240,6 +242,19 @@ class SessionHistories:
                     await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
                 except asyncio.TimeoutError:
                     count("failed", reason="history_deadline")
+                    if self.latest is not None and time.monotonic() >= self._late_read_warned + 60:
+                        # Another process may have served this session's earlier turns:
+                        # the call goes on without them, which must not go unsaid (once a
+                        # minute at most: a store that stopped answering would say it on
+                        # every new session's call).
+                        self._late_read_warned = time.monotonic()
+                        log.warning(
+                            "session %r was not read within %.2f s; this call goes on without "
+                            "its earlier turns (read-your-writes across processes needs the "
+                            "store to answer in time)",
+                            attribution.session_id,
+                            remaining,
+                        )
                     return
         if self.latest is None or self.store_late:
             return
