@@ -58,7 +58,10 @@ How each figure is computed
   ranks above every stale unit; a unit absent from the ranking ranks last (both absent: no).
 - Injection, at the shipped defaults (``RecallBudget``: k 6, 300 tokens, min score 0.05) but
   a deadline of 30 s instead of 50 ms, so that a loaded machine does not turn the result into
-  lexical-only recall: every question is put to the Memory's plugin manager as the tap
+  lexical-only recall (``model_wait`` stays as shipped: a question the quick vector does not
+  settle is answered without the full model, as on a request path; each question is
+  injected before it is recalled, so the full model's vector of it is not cached yet):
+  every question is put to the Memory's plugin manager as the tap
   puts a call (``pm.hook.memtap_request_injections`` with an ``InjectionRequest`` of one
   user message in a new session, entity = the user, protocol ``openai.chat``; contributions
   merged by ``merge_injections``), so every injector and any gate added to them is measured.
@@ -326,6 +329,9 @@ def ask(
     records = []
     for n, q in enumerate(person.questions):
         k = max(10, len(units)) if q.kind == "update" else 10
+        # Injected first, as a call asking it for the first time would be: after recall,
+        # the full model's vector of the question would be in the query cache.
+        injected, ids = injected_fact_ids(mem, person.id, q, n)
         found = mem.recall(q.question, entity_id=person.id, k=k, now=q.asked_at)
         cosines = unit_vectors @ dense.vectors([q.question])[0] if units else np.zeros(0)
         lexical = bm25.scores(q.question)
@@ -339,7 +345,6 @@ def ask(
             "dense": float(cosines.max()) if units else 0.0,
             "bm25": float(lexical.max()) if units else 0.0,
         }
-        injected, ids = injected_fact_ids(mem, person.id, q, n)
         gold = {turn_unit[t] for t in q.evidence if t in turn_unit}
         record: dict[str, Any] = {
             **label,

@@ -47,9 +47,16 @@ class RecallBudget:
     max_tokens: int = 300
     min_score: float = 0.05
     deadline: float = 0.05
+    #: The longest a call waits for the full model's vector of its question (seconds,
+    #: within ``deadline``) when its words and the quick vector do not settle it. 0: the
+    #: quick vector answers at once and the full one is made in the background for the
+    #: same question's next request (an agent's tool loop asks it on every request of a
+    #: turn). The full model costs 4-10 ms a query on a 2-core machine, more under load:
+    #: waiting for it made the added latency grow with traffic (issue 37).
+    model_wait: float = 0.0
 
     def __attrs_post_init__(self) -> None:
-        if self.k < 0 or self.max_tokens < 0 or self.deadline < 0:
+        if self.k < 0 or self.max_tokens < 0 or self.deadline < 0 or self.model_wait < 0:
             raise ValueError("RecallBudget limits must be zero or positive")
 
 
@@ -142,6 +149,7 @@ class RecallPlugin:
                 k=budget.k * 2,
                 min_score=budget.min_score,
                 deadline=budget.deadline,
+                model_wait=budget.model_wait,
                 parts=parts,
                 below=below,
             )
