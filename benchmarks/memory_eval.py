@@ -89,6 +89,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import re
@@ -250,6 +251,48 @@ def injected_fact_ids(mem: memtap.Memory, user: str, question: Question, n: int)
     return bool(blocks), {i for b in blocks for i in b.fact_ids if i}
 
 
+def injector_candidates(
+    mem: memtap.Memory, user: str, question: Question, gold: set[str], full_cosine: Callable[[str], float]
+) -> list[dict[str, Any]]:
+    """What the recall injector weighs for ``question``, best first: the search it makes
+    (``RecallBudget``'s ``k * 2`` hits at its ``min_score``, the same deadline as above),
+    each hit with its score parts, whether it is gold (its id in ``gold``), who said it, and
+    the full model's cosine of its text alone with the question (``full_cosine``). For
+    fitting an injection gate offline (``benchmarks/abstention_gate.py``)."""
+    budget = RecallBudget()
+    parts: dict[str, Any] = {}
+    with clock_at(question.asked_at):
+        hits = mem.longterm.engine.search(
+            question.question,
+            entity_id=user,
+            k=budget.k * 2,
+            min_score=budget.min_score,
+            deadline=INJECTION_DEADLINE,
+            parts=parts,
+        )
+    out = []
+    for hit in hits or ():
+        p = parts.get(hit.fact.id)
+        out.append(
+            {
+                "text": hit.fact.text,
+                "score": hit.score,
+                "cosine": None if p is None else p.cosine,
+                "bm25": None if p is None else p.bm25,
+                "coverage": None if p is None else p.coverage,
+                "full_cosine": full_cosine(hit.fact.text),
+                "gold": hit.fact.id in gold,
+                "role": hit.fact.metadata.get("role"),
+                "kind": hit.fact.kind,
+            }
+        )
+    return out
+
+
+def _cosine_with(dense: Dense, qvec: np.ndarray[Any, Any], text: str) -> float:
+    return float(dense.vectors([text])[0] @ qvec)
+
+
 def _ranks(order: Sequence[int]) -> dict[int, int]:
     return {unit: rank for rank, unit in enumerate(order)}
 
@@ -284,6 +327,7 @@ def run_path(
     *,
     label: dict[str, str],
     log: Callable[[str], None] = lambda _: None,
+    candidates: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Store ``people`` by ``path`` in a fresh Memory and ask every question: one record per
     question (see the module docstring), and the seconds spent storing and asking."""
@@ -306,7 +350,7 @@ def run_path(
             mem.recall("warm up", entity_id=person.id)  # load and embed every unit
             timing["store_s"] += time.perf_counter() - started
             started = time.perf_counter()
-            records += ask(mem, person, units, dense, label={**label, "path": path})
+            records += ask(mem, person, units, dense, label={**label, "path": path}, candidates=candidates)
             timing["ask_s"] += time.perf_counter() - started
             log(f"  {label['set']}/{label['half']}/{path}: {person.id} ({len(units)} units)")
     finally:
@@ -316,7 +360,13 @@ def run_path(
 
 
 def ask(
-    mem: memtap.Memory, person: Person, units: list[Fact], dense: Dense, *, label: dict[str, str]
+    mem: memtap.Memory,
+    person: Person,
+    units: list[Fact],
+    dense: Dense,
+    *,
+    label: dict[str, str],
+    candidates: bool = False,
 ) -> list[dict[str, Any]]:
     """Every question of ``person`` put to memtap, the baselines and the injector."""
     by_text = recall_sets.ids_by_text(person.turns)
@@ -360,6 +410,15 @@ def ask(
             "evidence_injected": any(units[i].id in ids for i in gold),
             "injected_units": len(ids),
         }
+        if candidates:
+            qvec = dense.vectors([q.question])[0]
+            record["candidates"] = injector_candidates(
+                mem,
+                person.id,
+                q,
+                {units[i].id for i in gold},
+                functools.partial(_cosine_with, dense, qvec),
+            )
         for name, order in orders.items():
             record[name] = {
                 **judge(order, q, turn_unit, is_assistant),
@@ -454,7 +513,14 @@ def evaluate(args: argparse.Namespace, log: Callable[[str], None]) -> list[dict[
                 continue
             result: dict[str, Any] = {"set": name, "half": half, "users": len(people), "paths": {}}
             for path in paths:
-                records, timing = run_path(people, path, dense, label={"set": name, "half": half}, log=log)
+                records, timing = run_path(
+                    people,
+                    path,
+                    dense,
+                    label={"set": name, "half": half},
+                    log=log,
+                    candidates=bool(args.per_question) and args.candidates,
+                )
                 result["paths"][path] = {**summarize(records), **timing, "records": records}
             results.append(result)
     return results
@@ -532,6 +598,11 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="tuning halves of paraphrase and longmem only")
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
     parser.add_argument("--per-question", metavar="FILE", help="write one JSON line per question and path")
+    parser.add_argument(
+        "--candidates",
+        action="store_true",
+        help="with --per-question: each record carries the injector's candidates (abstention_gate.py)",
+    )
     parser.add_argument("--markdown", action="store_true", help="the tables as docs/benchmarks.md shows them")
     parser.add_argument("--from-json", metavar="FILE", help="print the tables of a saved --json output")
     return parser.parse_args(argv)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtap.longterm.answerable import asks_for_name, can_answer, names_something
+from memtap.longterm.answerable import asks_for_name, can_answer, name_focus, names_something
 from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import asks_present
 
@@ -87,6 +87,40 @@ def test_a_name_the_question_already_says_is_no_answer():
     assert not can_answer(question, "GCSE results today! Zosia got a 7 in maths.")
     assert can_answer(question, "Zosia's new boyfriend Kacper came for dinner.")
     assert can_answer(question, "zosia's boyfriend is called kacper")
+
+
+@pytest.mark.parametrize(
+    ("question", "focus"),
+    [
+        ("What's Zosia's boyfriend called?", "boyfriend"),
+        ("What's my dentist's name?", "dentist"),
+        ("What's the name of my kids' school?", "school"),
+        ("what's the name of the drone company i worked at?", "company"),
+        ("What's the name of the company Venkat works for?", "company"),
+        ("What's the name of Niall's mum's dog?", "dog"),
+        ("What\u2019s the title of my memoir?", "memoir"),
+        ("What's the name of my audiologist?", "audiologist"),
+        ("What is her name?", None),
+        ("Why did Joanna name the stuffed animal dog Tilly?", None),  # LOCOMO: a verb
+        ("Who is my doctor?", None),
+        ("What do I do for work?", None),
+    ],
+)
+def test_the_thing_whose_name_is_asked(question, focus):
+    assert name_focus(question) == focus
+
+
+def test_a_name_of_something_else_sharing_the_owner_is_no_answer():
+    # LongMem tuning half: the near miss names the owner (Zosia) and someone else (Kasia).
+    question = "What's Zosia's boyfriend called?"
+    assert not can_answer(question, "My flat is too quiet tonight, Zosia is at her mum's with Kasia.")
+    assert can_answer(question, "Zosia's new boyfriend Kacper came for dinner.")
+    company = "What's the name of the drone company I worked at?"
+    assert not can_answer(company, "Glad it works! Hardware startups in Shenzhen move fast.")
+    assert can_answer(company, "I worked at a drone company called SkyLift in Shenzhen.")
+    title = "What's the title of my memoir?"
+    assert not can_answer(title, "That's a responsibility, Major. Take your time with the neem spraying.")
+    assert can_answer(title, "My memoir is going to be called 'Salt and Stone'.")
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,13 @@ NAMES = [
         "My manager is strict about deadlines.",
         "My manager Sandra approved my leave.",
     ),
+    # A near miss naming the one the question names (Zosia) and someone else (Kasia),
+    # never the boyfriend: the answer-kind check alone let it through (issue 34).
+    (
+        "What's Zosia's boyfriend called?",
+        "Zosia is staying at her mum's with Kasia this weekend.",
+        "Zosia's boyfriend Kacper came round for dinner.",
+    ),
 ]
 
 

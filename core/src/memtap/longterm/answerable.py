@@ -2,7 +2,10 @@
 question asks for. A question asking for a name ("what's my dentist's name?", "what is my
 cat called?") is not answered by a fact that names no one but whom the question names
 ("my husband is a dentist") or names someone it is not about ("my brother Tom plays the
-cello"), however close in meaning; one asking for a number ("how old
+cello", "Zosia is at her mum's with Kasia" for "what's Zosia's boyfriend called?": the one
+asked about, its *focus*, is the boyfriend), however close in meaning; a question asking a
+title or a name of something ("what's the title of my memoir?", "the name of my kids'
+school") not by a fact that never mentions that thing; one asking for a number ("how old
 is Rudi?", "how much did he pay?") not by a fact without one. The recall injector leaves
 such facts out, so that a question whose answer was never said injects nothing rather
 than an invitation to make one up.
@@ -39,6 +42,50 @@ _NAMING_WORDS = frozenset(terms("name named names called call"))
 #: "Speaker: " labels at the start of a turn (imported transcripts) are not names said.
 _LABEL = re.compile(r"^\s*[\w .'-]{1,40}:\s+")
 _WORD = re.compile(r"[^\W_]+")
+_ASKS_TITLE = re.compile(r"\btitle\b", re.IGNORECASE)
+#: "the name of my kids' school": the words after "name of" up to the one named.
+_NAME_OF = re.compile(r"\b(?:name|title)\s+of\s+(.*)$", re.IGNORECASE)
+#: "Zosia's boyfriend called", "my dentist's name": the word before the name asked.
+#: "name" only after a possessive: "why did Joanna name the dog Tilly?" asks no name.
+_BEFORE_NAME = re.compile(r"([\w-]+)(?:(?:'s|s')\s+name|(?:'s|s')?\s+(?:called|title))\b", re.IGNORECASE)
+_PHRASE_WORD = re.compile(r"[\w'-]+")
+#: Words before the thing named ("the name of my new ...").
+_LEADING = frozenset(
+    ["the", "my", "our", "his", "her", "their", "your", "a", "an", "new", "late", "old", "current", "first"]
+)
+#: Words after it ("the company I worked at", "the guy my parents wanted me to marry").
+_TRAILING = frozenset(
+    [
+        "i",
+        "he",
+        "she",
+        "we",
+        "they",
+        "you",
+        "my",
+        "that",
+        "who",
+        "where",
+        "which",
+        "at",
+        "in",
+        "for",
+        "to",
+        "did",
+        "does",
+        "do",
+        "is",
+        "was",
+        "are",
+        "were",
+        "from",
+        "on",
+        "with",
+    ]
+)
+_NOT_FOCUS = frozenset(
+    ["what", "whats", "what's", "is", "was", "my", "our", "your", "his", "her", "their", "its", "the"]
+)
 
 
 def asks_for_name(question: str) -> bool:
@@ -72,11 +119,45 @@ def about_the_one_named(question: str, fact_text: str) -> bool:
     return not wanted or not wanted.isdisjoint(terms(_LABEL.sub("", fact_text, count=1)))
 
 
+def name_focus(question: str) -> str | None:
+    """The thing whose name or title ``question`` asks ("what's Zosia's boyfriend called?":
+    "boyfriend"; "the name of the company Venkat works for": "company"), or ``None``."""
+    q = question.strip().rstrip("?").replace("\u2019", "'")
+    after = _NAME_OF.search(q)
+    if after:
+        taken: list[str] = []
+        for word in _PHRASE_WORD.findall(after.group(1)):
+            low = word.lower()
+            if not taken and (low in _LEADING or low.endswith(("'s", "s'"))):
+                continue
+            if taken and (low in _TRAILING or word[:1].isupper()):
+                break
+            taken.append(low)
+        return taken[-1] if taken else None
+    before = _BEFORE_NAME.search(q)
+    if before and before.group(1).lower() not in _NOT_FOCUS:
+        return before.group(1).lower()
+    return None
+
+
+def mentions_the_focus(question: str, fact_text: str) -> bool:
+    """Whether ``fact_text`` mentions what ``question`` asks the name or title of (its
+    :func:`name_focus`, stemmed: "kids" for "kid"); true when the question has none."""
+    focus = name_focus(question)
+    wanted = set(terms(focus)) if focus else set()
+    return not wanted or not wanted.isdisjoint(terms(_LABEL.sub("", fact_text, count=1)))
+
+
 def can_answer(question: str, fact_text: str) -> bool:
     """Whether a fact of ``fact_text`` could answer ``question`` by the kind of answer it
-    asks for (a name of the one asked about, a number; other questions: always)."""
+    asks for (a name of the one asked about, a title or name of a thing it mentions, a
+    number; other questions: always)."""
     if asks_for_name(question) and not (
         names_something(fact_text, besides=question) and about_the_one_named(question, fact_text)
+    ):
+        return False
+    if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not mentions_the_focus(
+        question, fact_text
     ):
         return False
     return not asks_for_number(question) or _NUMBER.search(_LABEL.sub("", fact_text, count=1)) is not None
