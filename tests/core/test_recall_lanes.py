@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import attrs
 import pytest
 
 import memtap
@@ -73,9 +74,9 @@ def memory(embedder, **kw) -> memtap.Memory:
     return memtap.Memory(InMemoryStore(), entry_points=False, embedder=embedder, **kw)
 
 
-def test_the_default_call_does_not_wait_for_the_full_model_and_the_next_one_uses_it():
+def test_a_call_that_may_not_wait_for_the_full_model_does_not_and_the_next_one_uses_it():
     embedder = LaneEmbedder(quick="blind")
-    mem = memory(embedder)
+    mem = memory(embedder, recall=RecallBudget(model_wait=0.0))
     mem.remember("Alice adopted a beagle", entity_id="alice")
     mem.recall("warm", entity_id="alice")  # index loaded, fact embedded (no deadline)
     embedder.delay = 0.3
@@ -190,4 +191,19 @@ def test_a_fact_is_findable_by_meaning_before_the_full_model_embeds_it():
     embedder.gate.set()
     assert mem.longterm.engine.flush(5)
     assert stats.facts_embedded == 1 and stats.vectors_pending == 0
+    mem.close()
+
+
+def test_by_default_a_call_waits_a_little_for_the_full_model_never_its_whole_deadline():
+    budget = RecallBudget()
+    assert 0 < budget.model_wait < budget.deadline
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=attrs.evolve(budget, deadline=5.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 1.0
+    started = time.perf_counter()
+    assert inject(mem, "which animal lives with me?") == []
+    assert time.perf_counter() - started < 0.5, "the call waited past model_wait"
+    assert mem.longterm.engine.stats.model_deferred == 1
     mem.close()
