@@ -207,3 +207,24 @@ def test_by_default_a_call_waits_a_little_for_the_full_model_never_its_whole_dea
     assert time.perf_counter() - started < 0.5, "the call waited past model_wait"
     assert mem.longterm.engine.stats.model_deferred == 1
     mem.close()
+
+
+def test_a_reloaded_index_keeps_the_vectors_the_store_does_not_have_yet():
+    embedder = LaneEmbedder(quick="good")
+    mem = memory(embedder)
+    mem.recall("warm", entity_id="alice")
+    embedder.gate = threading.Event()  # the full model is stuck: the fact has a quick vector only
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    engine = mem.longterm.engine
+    deadline = time.monotonic() + 5
+    while engine.stats.facts_quick == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    engine.refresh("alice")  # reloaded from the store, which has no vector for it
+    deadline = time.monotonic() + 5
+    while engine.stats.index_loads < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stats.index_loads == 2
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    embedder.gate.set()
+    mem.close()

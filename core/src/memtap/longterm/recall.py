@@ -231,6 +231,7 @@ class FactIndexes:
             index.add((f for f, _ in rows), None)
             if vectors:
                 index.set_vectors(vectors, self.model)
+            self._carry_vectors(entry, index)
             with entry.lock:
                 for update in entry.pending:
                     update(index)
@@ -260,6 +261,26 @@ class FactIndexes:
             entry.ready.set()
             if again:
                 self._submit(entity_id, entry)
+
+    @staticmethod
+    def _carry_vectors(entry: _Entry, index: EntityIndex) -> None:
+        """A reloaded index keeps the vectors the one it replaces had and the store has not
+        (quick ones, full ones not stored yet): a reload must not make facts unfindable by
+        meaning until the embedder catches up again."""
+        full: dict[str, Any] = {}
+        quick: dict[str, Any] = {}
+        with entry.lock:
+            old = entry.index
+            if old is None or not index.unembedded:
+                return
+            for fact in index.missing_vectors():
+                vec = old.vector_of(fact.id, full=True)
+                if vec is not None:
+                    full[fact.id] = vec.copy()
+                elif (vec := old.vector_of(fact.id)) is not None:
+                    quick[fact.id] = vec.copy()
+        index.set_vectors(full, old.model)
+        index.set_vectors(quick, old.model, quick=True)
 
     def _submit(self, entity_id: str, entry: _Entry) -> None:
         try:
@@ -561,7 +582,11 @@ class QueryVectors:
         quick = getattr(embedder, "quick_query", None)
         self._quick: Callable[[str], Any] | None = quick if callable(quick) else None
         self._quick_failing = False
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
+        # Below the app's threads: a query nobody waits for any more must not slow the calls
+        # down; one a call waits for runs while that call's thread sleeps.
+        self._pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="memtap-query", initializer=lower_priority
+        )
         #: Queries on the lane (embedding or waiting to), by text.
         self._lane: OrderedDict[str, Future[Any]] = OrderedDict()
         self._cache: OrderedDict[str, Any] = OrderedDict()
