@@ -488,7 +488,9 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "false_injection": _share([r["injected"] for r in never]),
             "evidence_injected": _share([r["evidence_injected"] for r in answerable]),
             "false_injection_at_once": _share([r.get("injected_at_once", False) for r in never]),
-            "evidence_injected_at_once": _share([r.get("evidence_injected_at_once", False) for r in answerable]),
+            "evidence_injected_at_once": _share(
+                [r.get("evidence_injected_at_once", False) for r in answerable]
+            ),
             "auc": {
                 name: auc([r[name]["top_score"] for r in answerable], [r[name]["top_score"] for r in never])
                 for name in RANKERS

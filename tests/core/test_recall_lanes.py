@@ -116,7 +116,7 @@ def test_the_query_lane_never_makes_a_queue():
         with pytest.raises(TimeoutError):
             lane.vector(q, 0.0)
     deadline = time.monotonic() + 5
-    while lane.busy() and time.monotonic() < deadline:
+    while lane.cached(questions[-1]) is None and time.monotonic() < deadline:
         time.sleep(0.01)
     # The first was being embedded; each later one took the waiting one's place.
     assert embedder.texts == [questions[0], questions[-1]]
@@ -150,7 +150,26 @@ def test_a_caller_waiting_for_a_query_that_a_newer_one_replaced_gets_a_timeout()
     lane.close()
 
 
-def test_documents_wait_while_a_query_is_on_the_lane():
+def test_the_lane_is_busy_only_while_a_call_waits_for_it():
+    embedder = LaneEmbedder()
+    embedder.gate = threading.Event()
+    lane = QueryVectors(embedder)
+    with pytest.raises(TimeoutError):
+        lane.vector("nobody waits", 0.0)
+    assert not lane.busy()  # embedding, but for the next time: documents need not wait
+    waiter = threading.Thread(target=lambda: lane.vector("a call waits", 5.0))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while not lane.busy() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert lane.busy()
+    embedder.gate.set()
+    waiter.join(5)
+    assert not lane.busy()
+    lane.close()
+
+
+def test_documents_wait_while_a_call_waits_for_a_query():
     embedder = LaneEmbedder()
     busy = threading.Event()
     busy.set()

@@ -391,10 +391,10 @@ class EmbeddingWorker:
       from the queue gets a quick vector at once, for the indexes only (it is not stored:
       the full model's is);
     - the full model then embeds them ``step`` at a time (a few tens of ms of one core), and
-      before each step waits while ``lane_busy()`` says a query embedding is waiting or
-      running (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries
-      without pause still gets its documents embedded). A query's vector is what a call
-      waits for; a document's, nobody."""
+      before each step waits while ``lane_busy()`` says a call waits for a query's vector
+      (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries without
+      pause still gets its documents embedded). A query's vector is what a call waits
+      for; a document's, nobody."""
 
     #: The longest a step waits for the query lane to be free (seconds).
     YIELD_AT_MOST = 0.05
@@ -582,11 +582,9 @@ class QueryVectors:
         quick = getattr(embedder, "quick_query", None)
         self._quick: Callable[[str], Any] | None = quick if callable(quick) else None
         self._quick_failing = False
-        # Below the app's threads: a query nobody waits for any more must not slow the calls
-        # down; one a call waits for runs while that call's thread sleeps.
-        self._pool = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="memtap-query", initializer=lower_priority
-        )
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
+        #: Calls waiting for a query's vector now (documents then wait: :meth:`busy`).
+        self._waiters = 0
         #: Queries on the lane (embedding or waiting to), by text.
         self._lane: OrderedDict[str, Future[Any]] = OrderedDict()
         self._cache: OrderedDict[str, Any] = OrderedDict()
@@ -674,8 +672,9 @@ class QueryVectors:
         return vec
 
     def busy(self) -> bool:
-        """Whether a query is being embedded or waits to be (documents then wait)."""
-        return bool(self._lane)
+        """Whether a call is waiting for a query's vector (documents then wait; a query
+        nobody waits for any more does not hold them up)."""
+        return self._waiters > 0
 
     def cached(self, text: str) -> Any:
         """The full model's vector of ``text`` if it was made already, else ``None``."""
@@ -695,10 +694,17 @@ class QueryVectors:
         if hit is not None:
             return hit
         future = self._on_lane(text)
+        if timeout is not None and timeout <= 0 and not future.done():
+            raise TimeoutError("query embedding not waited for")
+        with self._lock:
+            self._waiters += 1
         try:
             return future.result(timeout=timeout)
         except (FutureTimeout, CancelledError) as exc:  # cancelled: a newer query took its place
             raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
+        finally:
+            with self._lock:
+                self._waiters -= 1
 
     def _on_lane(self, text: str) -> Future[Any]:
         """The lane's future of ``text``: the one already there, or a new one that takes
