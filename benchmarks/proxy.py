@@ -6,7 +6,8 @@ TCP_NODELAY), ``memtap proxy`` (one uvicorn worker, in-memory store, history inj
 and this client (httpx). Measured for JSON and SSE chat calls, for a passed-through route
 (``/v1/embeddings``: the HTTP machinery alone, no memtap work), and for the real agents'
 requests recorded in ``tests/contrib/proxy/golden`` (Claude Code's ~50 KB first request,
-Codex's ~41 KB, Gemini CLI's ~41 KB, Qwen Code's 60 KB, opencode's 33 KB, aider's 11 KB,
+Codex's ~41 KB, Gemini CLI's ~41 KB — also streamed as a JSON array, without ``alt=sse`` —,
+Qwen Code's 60 KB, opencode's 33 KB, aider's 11 KB,
 sent as their bytes with their headers, streamed as they ask): with nothing
 to inject, and with history and recalled facts injected (a session named by
 ``x-memtap-session`` whose earlier turns and facts match). Median and p90 latency and time
@@ -133,10 +134,16 @@ def _gemini(text: str, finish: bool) -> dict:
     return chunk
 
 
-#: Gemini generateContent: a whole answer, and its SSE stream (``alt=sse``: CRLF pairs).
+#: Gemini generateContent: a whole answer, its SSE stream (``alt=sse``: CRLF pairs), and
+#: the same chunks as one streamed JSON array (no ``alt=sse``: an element per write).
 GEMINI_ANSWER = json.dumps(_gemini("hi", True)).encode()
 GEMINI_SSE = [
     b"data: " + json.dumps(_gemini(t, f)).encode() + b"\r\n\r\n" for t, f in (("h", False), ("i", True))
+]
+GEMINI_ARRAY = [
+    b"[" + json.dumps(_gemini("h", False)).encode(),
+    b"\r\n,\r\n" + json.dumps(_gemini("i", True)).encode(),
+    b"]",
 ]
 
 
@@ -179,15 +186,15 @@ class _Upstream(asyncio.Protocol):
         elif path.startswith("/v1/responses"):
             answer, events = RESPONSES_ANSWER, RESPONSES_SSE
         elif "generatecontent" in path:  # (the head is read lower-cased)
-            answer, events = GEMINI_ANSWER, GEMINI_SSE
+            answer, events = GEMINI_ANSWER, GEMINI_SSE if "alt=sse" in path else GEMINI_ARRAY
         size = b"x-bench-received: %d\r\n" % received
         if not stream:
             head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n%scontent-length: %d\r\n\r\n"
             self.transport.write(head % (size, len(answer)) + answer)
             return
+        kind = b"application/json" if events is GEMINI_ARRAY else b"text/event-stream"
         self.transport.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n%stransfer-encoding: chunked\r\n\r\n"
-            % size
+            b"HTTP/1.1 200 OK\r\ncontent-type: %s\r\n%stransfer-encoding: chunked\r\n\r\n" % (kind, size)
         )
         for event in events:
             self.transport.write(b"%x\r\n%s\r\n" % (len(event), event))
@@ -491,6 +498,12 @@ def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) ->
         (
             "Gemini CLI",
             "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse",
+            "gemini_cli_first",
+        ),
+        # The same body streamed as one JSON array (no alt=sse), as REST clients ask for it.
+        (
+            "Gemini array",
+            "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent",
             "gemini_cli_first",
         ),
         ("Qwen Code", "/v1/chat/completions", "qwen_code_first"),

@@ -17,12 +17,13 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import pytest
+from proxy_support import settle
 
 import memtap
 
@@ -115,30 +116,64 @@ def base_env(home: Path) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", **QUIET}
 
 
-class ClaudeCode:
-    """``claude -p`` with a throwaway ``CLAUDE_CONFIG_DIR``, pointed at ``base_url``."""
+_A = TypeVar("_A", bound="Agent")
+
+
+class Agent:
+    """One agent's command, run in ``workdir`` with a throwaway ``home`` (created), pointed
+    at ``base_url`` (the memtap proxy, or a model server) as its recipe in ``docs/proxy.md``
+    says. A subclass names its :attr:`command`, writes its configuration in
+    :meth:`configure` and adds its variables in :meth:`recipe_env`."""
+
+    #: The command's name, and the variable naming the folder it is installed in.
+    command: ClassVar[str]
+    folder_env: ClassVar[str] = BIN_ENV
 
     def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
         self.binary = binary
         self.home = home
         self.workdir = workdir
         self.base_url = base_url
+        home.mkdir(parents=True, exist_ok=True)
+        self.configure()
+
+    @classmethod
+    def installed(cls: type[_A], home: Path, workdir: Path, base_url: str) -> _A:
+        """The agent as ``nox -s agents`` installed it (skipped when it is not installed)."""
+        return cls(agent_binary(cls.command, cls.folder_env), home, workdir, base_url)
+
+    def configure(self) -> None:
+        """Write the agent's configuration files (none by default)."""
+
+    def recipe_env(self) -> dict[str, str]:
+        """The variables the agent's recipe sets (none by default)."""
+        return {}
 
     def env(self, **extra: str) -> dict[str, str]:
-        """The environment of one run (the docs' recipe: ``ANTHROPIC_BASE_URL``)."""
+        """The environment of one run: a clean one, the recipe's variables, ``extra``."""
+        return {**base_env(self.home), **self.recipe_env(), **extra}
+
+    def _run(self, args: Sequence[str], **extra: str) -> Run:
+        """Run the agent's command with ``args`` (``extra`` added to its environment)."""
+        return _run([str(self.binary), *args], self.env(**extra), self.workdir)
+
+
+class ClaudeCode(Agent):
+    """``claude -p`` with a throwaway ``CLAUDE_CONFIG_DIR``, pointed at ``base_url``."""
+
+    command = "claude"
+
+    def recipe_env(self) -> dict[str, str]:
+        """The docs' recipe: ``ANTHROPIC_BASE_URL``."""
         return {
-            **base_env(self.home),
             "CLAUDE_CONFIG_DIR": str(self.home / ".claude"),
             "ANTHROPIC_BASE_URL": self.base_url,
             "ANTHROPIC_API_KEY": "sk-ant-test-dummy-key",
-            **extra,
         }
 
     def prompt(self, *args: str, **extra: str) -> Run:
         """``claude -p --output-format json <args>``: its JSON result names the session."""
-        return _run(
-            [str(self.binary), "-p", "--output-format", "json", *args], self.env(**extra), self.workdir
-        )
+        return self._run(["-p", "--output-format", "json", *args], **extra)
 
 
 def result_of(run: Run) -> dict[str, object]:
@@ -160,29 +195,29 @@ wire_api = "responses"
 """
 
 
-class Codex:
+class Codex(Agent):
     """``codex exec`` with a throwaway ``CODEX_HOME`` whose ``config.toml`` makes the
     memtap proxy its model provider (Codex ignores ``OPENAI_BASE_URL``)."""
 
-    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
-        self.binary = binary
-        self.home = home
-        self.workdir = workdir
-        self.codex_home = home / ".codex"
-        self.codex_home.mkdir(parents=True, exist_ok=True)
-        (self.codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=base_url))
+    command = "codex"
 
-    def env(self) -> dict[str, str]:
-        """The environment of one run."""
-        return {
-            **base_env(self.home),
-            "CODEX_HOME": str(self.codex_home),
-            "MEMTAP_CODEX_KEY": "sk-test-dummy-key",
-        }
+    @property
+    def codex_home(self) -> Path:
+        """Codex's configuration folder."""
+        return self.home / ".codex"
+
+    def configure(self) -> None:
+        """``config.toml``: the memtap proxy as a model provider."""
+        self.codex_home.mkdir(parents=True, exist_ok=True)
+        (self.codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=self.base_url))
+
+    def recipe_env(self) -> dict[str, str]:
+        """``CODEX_HOME`` and the provider's key."""
+        return {"CODEX_HOME": str(self.codex_home), "MEMTAP_CODEX_KEY": "sk-test-dummy-key"}
 
     def exec(self, *args: str) -> Run:
         """``codex exec --skip-git-repo-check <args>``."""
-        return _run([str(self.binary), "exec", "--skip-git-repo-check", *args], self.env(), self.workdir)
+        return self._run(["exec", "--skip-git-repo-check", *args])
 
 
 _SESSION_LINE = re.compile(r"^session id: (\S+)$", re.M)
@@ -209,21 +244,15 @@ def assert_no_scaffolding(mem: memtap.Memory, markers: Iterable[str]) -> None:
         assert not any(marker in fact.text for marker in markers), fact.text
 
 
-class QwenCode:
+class QwenCode(Agent):
     """``qwen -p`` with a throwaway home, pointed at ``base_url`` (the docs' recipe:
     ``OPENAI_BASE_URL`` and ``--auth-type openai``)."""
 
-    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
-        self.binary = binary
-        self.home = home
-        home.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
-        self.base_url = base_url
+    command = "qwen"
 
-    def env(self) -> dict[str, str]:
-        """The environment of one run."""
+    def recipe_env(self) -> dict[str, str]:
+        """``OPENAI_BASE_URL``, a key and a model."""
         return {
-            **base_env(self.home),
             "OPENAI_BASE_URL": f"{self.base_url}/v1",
             "OPENAI_API_KEY": "sk-test-dummy-key",
             "OPENAI_MODEL": "gpt-4o",
@@ -231,7 +260,7 @@ class QwenCode:
 
     def prompt(self, text: str, *args: str) -> Run:
         """``qwen --auth-type openai <args> -p <text>``."""
-        return _run([str(self.binary), "--auth-type", "openai", *args, "-p", text], self.env(), self.workdir)
+        return self._run(["--auth-type", "openai", *args, "-p", text])
 
 
 OPENCODE_CONFIG = {
@@ -248,17 +277,16 @@ OPENCODE_CONFIG = {
 }
 
 
-class Opencode:
+class Opencode(Agent):
     """``opencode run`` in a project whose ``opencode.json`` makes the memtap proxy its
     provider (``@ai-sdk/openai-compatible`` with ``options.baseURL``)."""
 
-    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
-        self.binary = binary
-        self.home = home
-        home.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
-        config = json.dumps(OPENCODE_CONFIG, indent=2).replace("{base_url}", base_url)
-        (workdir / "opencode.json").write_text(config + "\n")
+    command = "opencode"
+
+    def configure(self) -> None:
+        """The project's ``opencode.json``."""
+        config = json.dumps(OPENCODE_CONFIG, indent=2).replace("{base_url}", self.base_url)
+        (self.workdir / "opencode.json").write_text(config + "\n")
 
     def titles_from(self, url: str) -> None:
         """Ask the model server at ``url`` (not the proxy) for titles: opencode's
@@ -273,7 +301,7 @@ class Opencode:
 
     def run(self, *args: str) -> Run:
         """``opencode run <args>``."""
-        return _run([str(self.binary), "run", *args], base_env(self.home), self.workdir)
+        return self._run(["run", *args])
 
 
 #: aider's switches for a run without a terminal: no git, no update check, no analytics.
@@ -289,20 +317,15 @@ AIDER_FLAGS = (
 )
 
 
-class Aider:
+class Aider(Agent):
     """``aider --message`` with ``OPENAI_API_BASE`` pointed at ``base_url``."""
 
-    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
-        self.binary = binary
-        self.home = home
-        home.mkdir(parents=True, exist_ok=True)
-        self.workdir = workdir
-        self.base_url = base_url
+    command = "aider"
+    folder_env = AIDER_BIN_ENV
 
-    def env(self) -> dict[str, str]:
-        """The environment of one run."""
+    def recipe_env(self) -> dict[str, str]:
+        """``OPENAI_API_BASE``, a key, and LiteLLM's model list read locally."""
         return {
-            **base_env(self.home),
             "OPENAI_API_BASE": f"{self.base_url}/v1",
             "OPENAI_API_KEY": "sk-test-dummy-key",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
@@ -310,7 +333,67 @@ class Aider:
 
     def message(self, text: str, *args: str) -> Run:
         """``aider <flags> <args> --message <text>``."""
-        return _run([str(self.binary), *AIDER_FLAGS, *args, "--message", text], self.env(), self.workdir)
+        return self._run([*AIDER_FLAGS, *args, "--message", text])
+
+
+def assert_nothing_stored_holds(mem: memtap.Memory, markers: Iterable[str]) -> None:
+    """Neither a stored fact nor a stored message of any session holds one of the agent's
+    scaffolding ``markers``."""
+    markers = tuple(markers)
+    assert_no_scaffolding(mem, markers)
+    for s in mem.sessions(entity_id="default"):
+        for m in mem.history(s.session_id):
+            assert not any(marker in m.content for marker in markers), m.content
+
+
+#: What the Chat Completions agents' tests type (Qwen Code, opencode, aider): a first
+#: session's statement, a second session's question and its follow-up (continued).
+TOLD = "My favourite colour is teal, and my dog is called Biscuit."
+ASKED = "What is the capital of France?"
+FOLLOW_UP = "What did I ask you?"
+
+
+def assert_sessions_apart(mem: memtap.Memory) -> None:
+    """:data:`TOLD` stored alone in a session of its own, and :data:`ASKED` with its
+    :data:`FOLLOW_UP` (the continued or restored chat) in another."""
+    first = only_session_with(mem, TOLD)
+    second = only_session_with(mem, ASKED)
+    assert first != second
+    assert typed_turns(mem, first) == [TOLD]
+    assert typed_turns(mem, second) == [ASKED, FOLLOW_UP]
+
+
+def assert_status_answered(run: Run, upstream: Any, profile: Any) -> None:
+    """``mem:status`` answered by the proxy in the agent's output (its profile named); the
+    model never saw it."""
+    assert "memtap proxy: store duckdb:" in run.stdout
+    assert f"agent profile {profile.name}" in run.stdout
+    assert chat_requests(upstream, profile) == []
+
+
+#: The tool loop the agents' tests script: the model asks to read notes.txt, then answers.
+READ_NOTES = "Read notes.txt and tell me what it says."
+NOTES_ANSWER = "It says the deploy key rotates on Fridays."
+NOTES_CALL_ID = "call_read_notes"
+
+
+def assert_notes_loop_stored(run: Run, upstream: Any, profile: Any, mem: memtap.Memory) -> None:
+    """The :data:`READ_NOTES` tool loop of a Chat Completions agent completed: the file's
+    text went back to the model as the call's result, and the session's stored history is
+    the user's turn, the call, its result and the answer, paired by the call's id."""
+    assert "Fridays" in run.stdout
+    requests = chat_requests(upstream, profile)
+    assert len(requests) == 2
+    result = [m for m in requests[1]["messages"] if m["role"] == "tool"]
+    assert result and result[0]["tool_call_id"] == NOTES_CALL_ID
+    assert "rotates on Fridays" in json.dumps(result[0]["content"])
+
+    settle(mem, 2)
+    history = mem.history(only_session_with(mem, READ_NOTES))
+    assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
+    assert history[1].tool_calls[0].id == NOTES_CALL_ID
+    assert history[2].tool_call_id == NOTES_CALL_ID
+    assert history[3].content == NOTES_ANSWER
 
 
 def chat_requests(upstream: Any, profile: Any) -> list[dict[str, Any]]:
@@ -356,27 +439,24 @@ GEMINI_SETTINGS = {
 GEMINI_MODEL = "gemini-2.5-flash"
 
 
-class GeminiCli:
+class GeminiCli(Agent):
     """``gemini -p`` with a throwaway home whose ``~/.gemini/settings.json`` picks the API
     key, pointed at ``base_url`` (``GOOGLE_GEMINI_BASE_URL``), the workspace trusted."""
 
-    def __init__(self, binary: Path, home: Path, workdir: Path, base_url: str) -> None:
-        self.binary = binary
-        self.home = home
-        self.workdir = workdir
-        self.base_url = base_url
-        settings = home / ".gemini" / "settings.json"
+    command = "gemini"
+
+    def configure(self) -> None:
+        """``~/.gemini/settings.json``: the API key as its credentials."""
+        settings = self.home / ".gemini" / "settings.json"
         settings.parent.mkdir(parents=True, exist_ok=True)
         settings.write_text(json.dumps(GEMINI_SETTINGS, indent=1))
 
-    def env(self, **extra: str) -> dict[str, str]:
-        """The environment of one run (the docs' recipe)."""
+    def recipe_env(self) -> dict[str, str]:
+        """The docs' recipe."""
         return {
-            **base_env(self.home),
             "GOOGLE_GEMINI_BASE_URL": self.base_url,
             "GEMINI_API_KEY": "gemini-test-dummy-key",
             "GEMINI_CLI_TRUST_WORKSPACE": "true",
-            **extra,
         }
 
     def prompt(self, *args: str, model: str | None = GEMINI_MODEL, **extra: str) -> Run:
@@ -384,8 +464,7 @@ class GeminiCli:
         its environment: its JSON result names Gemini CLI's own session. ``model=None`` lets
         Gemini CLI route the prompt."""
         chosen = ["-m", model] if model else []
-        command = [str(self.binary), "--output-format", "json", *chosen, "-p", *args]
-        return _run(command, self.env(**extra), self.workdir)
+        return self._run(["--output-format", "json", *chosen, "-p", *args], **extra)
 
 
 def gemini_result(run: Run) -> dict[str, Any]:

@@ -4,22 +4,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "contrib" / "proxy"))  # recipes_support
 
-from agents_support import (
-    AIDER_BIN_ENV,
-    Aider,
-    ClaudeCode,
-    Codex,
-    GeminiCli,
-    Opencode,
-    QwenCode,
-    agent_binary,
-)
+from agents_support import Agent, Aider, ClaudeCode, Codex, GeminiCli, Opencode, QwenCode
 
 import memtap
 import memtap_agents
@@ -75,31 +67,19 @@ def workdir(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture
-def claude(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> ClaudeCode:
-    return ClaudeCode(agent_binary("claude"), tmp_path / "home", workdir, proxy.url)
+def _agent(kind: type[Agent]) -> Any:
+    """The fixture of one installed agent, pointed at the proxy, with a home of its own."""
+
+    @pytest.fixture
+    def fixture(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Agent:
+        return kind.installed(tmp_path / "home", workdir, proxy.url)
+
+    return fixture
 
 
-@pytest.fixture
-def codex(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Codex:
-    return Codex(agent_binary("codex"), tmp_path / "home", workdir, proxy.url)
-
-
-@pytest.fixture
-def gemini(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> GeminiCli:
-    return GeminiCli(agent_binary("gemini"), tmp_path / "home", workdir, proxy.url)
-
-
-@pytest.fixture
-def qwen(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> QwenCode:
-    return QwenCode(agent_binary("qwen"), tmp_path / "home", workdir, proxy.url)
-
-
-@pytest.fixture
-def opencode(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Opencode:
-    return Opencode(agent_binary("opencode"), tmp_path / "home", workdir, proxy.url)
-
-
-@pytest.fixture
-def aider(tmp_path: Path, workdir: Path, proxy: ProxyThread) -> Aider:
-    return Aider(agent_binary("aider", AIDER_BIN_ENV), tmp_path / "home", workdir, proxy.url)
+claude = _agent(ClaudeCode)
+codex = _agent(Codex)
+gemini = _agent(GeminiCli)
+qwen = _agent(QwenCode)
+opencode = _agent(Opencode)
+aider = _agent(Aider)

@@ -30,16 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agents_support import (
-    AIDER_BIN_ENV,
-    Aider,
-    ClaudeCode,
-    Codex,
-    GeminiCli,
-    Opencode,
-    QwenCode,
-    agent_binary,
-)
+from agents_support import Aider, ClaudeCode, Codex, GeminiCli, Opencode, QwenCode
 
 from memtap.testing.server import RecordedRequest, Reply, ScriptedModelServer, ToolCallSpec
 
@@ -122,7 +113,7 @@ def record(out: Path, agents: tuple[str, ...] = AGENTS) -> None:
 
 def _record_claude(upstream: ScriptedModelServer, root: Path, work: Path, scrub: Scrubber, out: Path) -> None:
     notes = str(work / "notes.txt")
-    claude = ClaudeCode(agent_binary("claude"), root / "home", work, upstream.base_url)
+    claude = ClaudeCode.installed(root / "home", work, upstream.base_url)
     read = ToolCallSpec("Read", json.dumps({"file_path": notes}), id="toolu_01ReadNotes")
     upstream.script(
         Reply(thinking="I should read the file first.", tool_calls=[read]),
@@ -138,7 +129,7 @@ def _record_claude(upstream: ScriptedModelServer, root: Path, work: Path, scrub:
 
 def _record_codex(upstream: ScriptedModelServer, root: Path, work: Path, scrub: Scrubber, out: Path) -> None:
     upstream.clear()
-    codex = Codex(agent_binary("codex"), root / "home", work, upstream.base_url)
+    codex = Codex.installed(root / "home", work, upstream.base_url)
     shell = ToolCallSpec("exec_command", json.dumps({"cmd": "cat notes.txt"}), id="call_cat_notes")
     upstream.script(
         Reply(thinking="Read the file.", tool_calls=[shell]),
@@ -157,7 +148,7 @@ def _record_gemini(upstream: ScriptedModelServer, root: Path, work: Path, scrub:
     call, and ``--resume latest``. Its GEMINI.md is the project's CLAUDE.md text."""
     upstream.clear()
     (work / "GEMINI.md").write_text((work / "CLAUDE.md").read_text())
-    gemini = GeminiCli(agent_binary("gemini"), root / "home", work, upstream.base_url)
+    gemini = GeminiCli.installed(root / "home", work, upstream.base_url)
     read = ToolCallSpec("read_file", json.dumps({"file_path": str(work / "notes.txt")}))
     upstream.script(
         Reply(text='{"complexity_reasoning": "Simple read operation.", "complexity_score": 10}'),
@@ -195,7 +186,7 @@ def record_chat_agents(out: Path) -> None:
         )
         first, later = "My favourite colour is teal.", "What is my favourite colour?"
 
-        qwen = QwenCode(agent_binary("qwen"), root / "home", work, upstream.base_url)
+        qwen = QwenCode.installed(root / "home", work, upstream.base_url)
         # Each turn, then Qwen Code's memory extraction.
         upstream.script(*(Reply(text=f"Answer {i}.") for i in range(4)))
         qwen.prompt(first).check()
@@ -207,7 +198,7 @@ def record_chat_agents(out: Path) -> None:
             _save(name, request, scrub, out)
 
         upstream.clear()
-        opencode = Opencode(agent_binary("opencode"), root / "home", work, upstream.base_url)
+        opencode = Opencode.installed(root / "home", work, upstream.base_url)
         # The title call and the turn, in either order, then the continued turn.
         upstream.script(Reply(text="Answer 1."), Reply(text="Answer 1."), Reply(text="Answer 2."))
         opencode.run(first).check()
@@ -226,7 +217,7 @@ def record_chat_agents(out: Path) -> None:
         ):
             upstream.clear()
             upstream.script(Reply(text="Answer 0."), Reply(text="Answer 1."))
-            aider = Aider(agent_binary("aider", AIDER_BIN_ENV), root / "home", work, upstream.base_url)
+            aider = Aider.installed(root / "home", work, upstream.base_url)
             aider.message(first, "--model", model).check()
             if len(names) > 1:
                 aider.message(later, "--model", model, "--restore-chat-history").check()

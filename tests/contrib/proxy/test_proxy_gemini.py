@@ -1,7 +1,7 @@
 """Google's Gemini API through the proxy, with the real google-genai SDK pointed at it
 (``http_options={"base_url": proxy}``) and raw HTTP: ``generateContent`` and
 ``streamGenerateContent`` are injected into and captured through memtap-google's wire
-protocol; ``countTokens``, model lists and JSON-array streams pass through; the API key
+protocol, JSON-array streams (no ``alt=sse``) too; ``countTokens`` and model lists pass through; the API key
 (header or ``?key=``) goes upstream only; a request routed nowhere sensible is logged once
 with what to configure."""
 
@@ -77,7 +77,7 @@ ROUTES = [
     ("POST", GENERATE, b"", "gemini", "google.generate_content", MODEL, "json"),
     ("POST", STREAM, b"alt=sse", "gemini", "google.generate_content", MODEL, "sse"),
     ("POST", STREAM, b"key=abc&alt=sse", "gemini", "google.generate_content", MODEL, "sse"),
-    ("POST", STREAM, b"", "gemini", None, MODEL, "array"),
+    ("POST", STREAM, b"", "gemini", "google.generate_content", MODEL, "array"),
     (
         "POST",
         f"/v1alpha/models/{MODEL}:generateContent",
@@ -230,18 +230,80 @@ def test_count_tokens_and_model_lists_pass_through(
     assert gmem.sessions(entity_id=None) == []
 
 
-def test_a_json_array_stream_is_passed_through_unchanged(gproxy: ProxyThread, upstream) -> None:
-    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "array please"}]}]})
-    direct = httpx.post(upstream.base_url + STREAM, content=body, headers={"x-goog-api-key": KEY})
-    proxied = httpx.post(gproxy.url + STREAM, content=body, headers={"x-goog-api-key": KEY})
-    assert proxied.status_code == 200
-    chunks = json.loads(proxied.content)
-    assert (
-        "".join(c["candidates"][0]["content"]["parts"][0]["text"] for c in chunks) == "You said: array please"
-    )
+def array_call(url: str, text: str, *, history: list[dict[str, Any]] = ()) -> tuple[bytes, list[bytes]]:
+    """``streamGenerateContent`` without ``alt=sse`` (the REST API's JSON-array stream), read
+    as it streams: the whole body, and the pieces it came in."""
+    body = json.dumps({"contents": [*history, {"role": "user", "parts": [{"text": text}]}]})
+    with httpx.stream("POST", url + STREAM, content=body, headers={"x-goog-api-key": KEY}) as r:
+        assert r.status_code == 200
+        pieces = list(r.iter_raw())
+    return b"".join(pieces), pieces
+
+
+def test_a_json_array_stream_is_relayed_as_it_comes_then_stored(
+    gproxy: ProxyThread, upstream: ScriptedModelServer, gmem: memtap.Memory
+) -> None:
+    upstream.script(Reply(text="array answer from gemini", chunks=3))
+    direct, _ = array_call(upstream.base_url, "array please")
+    upstream.clear()
+    upstream.script(Reply(text="array answer from gemini", chunks=3))
+    proxied, _ = array_call(gproxy.url, "array please")
+    # Relayed byte for byte (the upstream writes one element per chunk, as Google does)
     same_ids = re.compile(rb'"responseId":"scripted\d+"')
-    assert same_ids.sub(b"", proxied.content) == same_ids.sub(b"", direct.content)
-    assert upstream.requests[-1].body == body.encode()
+    assert same_ids.sub(b"", proxied) == same_ids.sub(b"", direct)
+    texts = [c["candidates"][0]["content"]["parts"][0]["text"] for c in json.loads(proxied)]
+    assert "".join(texts) == "array answer from gemini"
+    assert upstream.requests[-1].query == ""
+    settle(gmem, 1)
+    assert history(gmem) == [("user", "array please"), ("assistant", "array answer from gemini")]
+    e = gmem.exchanges(session_id="default")[0]
+    assert (e.provider, e.request_model, e.response_model, e.stream) == ("gcp.gemini", MODEL, MODEL, True)
+
+
+def test_a_json_array_stream_gets_the_session_history(
+    gproxy: ProxyThread, upstream: ScriptedModelServer, gmem: memtap.Memory
+) -> None:
+    upstream.script(Reply(text="Hello Alice"))
+    array_call(gproxy.url, "I am Alice and I live in Tokyo.")
+    settle(gmem, 1)
+    array_call(gproxy.url, "Where do I live?")
+    sent = upstream.last_json()
+    assert "model" not in sent
+    assert [(c["role"], c["parts"][0]["text"]) for c in sent["contents"]] == [
+        ("user", "I am Alice and I live in Tokyo."),
+        ("model", "Hello Alice"),
+        ("user", "Where do I live?"),
+    ]
+    settle(gmem, 2)
+    assert history(gmem)[-2:] == [("user", "Where do I live?"), ("assistant", "You said: Where do I live?")]
+
+
+def test_an_error_answer_to_a_json_array_stream_is_relayed_and_nothing_stored(
+    gproxy: ProxyThread, upstream: ScriptedModelServer, gmem: memtap.Memory
+) -> None:
+    upstream.script(Reply(status=429, text="quota exceeded"))
+    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "too many"}]}]})
+    r = httpx.post(gproxy.url + STREAM, content=body, headers={"x-goog-api-key": KEY})
+    assert r.status_code == 429
+    assert r.json()["error"]["message"] == "quota exceeded"
+    gmem.flush()
+    assert gmem.exchanges(session_id="default") == []
+
+
+def test_a_json_array_stream_cut_by_the_upstream_keeps_what_came(
+    gproxy: ProxyThread, upstream: ScriptedModelServer, gmem: memtap.Memory
+) -> None:
+    upstream.script(Reply(text="abcdefgh", chunks=4, truncate_stream_after=2))  # "ab", "cd", ...
+    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "cut me"}]}]})
+    with (
+        pytest.raises(httpx.HTTPError),
+        httpx.stream("POST", gproxy.url + STREAM, content=body, headers={"x-goog-api-key": KEY}) as r,
+    ):
+        r.read()
+    settle(gmem, 1)
+    stored = gmem.exchanges(session_id="default")
+    assert len(stored) == 1 and stored[0].error is not None
+    assert history(gmem) == [("user", "cut me"), ("assistant", "abcd")]  # the two elements that came
 
 
 @pytest.mark.parametrize("stream", [False, True])

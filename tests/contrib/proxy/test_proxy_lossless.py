@@ -223,6 +223,86 @@ def test_non_ascii_keys_and_text_are_spliced_as_bytes() -> None:
     assert out is not None and out == dump_body(sent)
 
 
+SPELLED = r"caf\u00e9 \/ tab\there\n# Memory\n"  # the client's escapes, not json.dumps's
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (SPELLED, "end"),  # inserted in the middle: the shorter side, after it, finds the place
+        ("start ", SPELLED),  # ... or the one before it
+        (SPELLED, ""),  # appended
+        ("", SPELLED),  # prepended
+    ],
+)
+def test_a_block_inserted_into_a_string_leaves_the_rest_as_the_client_spelled_it(
+    before: str, after: str
+) -> None:
+    """An agent's long system prompt with a memory block anchored inside: only the block
+    is written (the prompt is not encoded again), the client's escapes kept around it."""
+    block = '<memtap-memory>\nx "quoted" ü\n</memtap-memory>\n'
+    text = (
+        '{"messages":[{"role":"system","content":"' + before + after + '"},{"role":"user","content":"hi"}]}'
+    )
+    client = json.loads(text)
+    system, user = client["messages"]
+    cut = len(json.loads(f'"{before}"'))
+    content = system["content"][:cut] + block + system["content"][cut:]
+    sent = {**client, "messages": [{**system, "content": content}, user]}
+    out = edited_body(text.encode(), client, sent).decode()
+    assert ordered(json.loads(out)) == ordered(sent)
+    encoded = json.dumps(block, ensure_ascii=False)[1:-1]
+    assert out == text.replace(before + after, before + encoded + after, 1)
+
+
+#: Pieces of a client's JSON string: plain text, escapes of every kind (some spelled as
+#: json.dumps never would), and what an insertion's placing could mistake for them.
+spelled = st.lists(
+    st.sampled_from(
+        [
+            "a",
+            "n",
+            "u",
+            "00e9",
+            "003",
+            "9",
+            "\\u0039",  # "9": "u003" before it and its tail reads as "u0039", "0039"...
+            "\\\\",
+            "\\n",
+            "\\u00e9",
+            "\\u0041",
+            "\\/",
+            '\\"',
+            "é",
+            "🤖",
+            "\\ud83e\\udd16",
+        ]
+    ),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=spelled, at=st.integers(0, 40), block=st.sampled_from(["x", "n", "\\", "9", "<m>\n"]))
+def test_any_insertion_into_any_spelling_parses_to_the_injected_body(raw: str, at: int, block: str) -> None:
+    text = '{"messages":[{"role":"system","content":"' + raw + '"}]}'
+    client = json.loads(text)
+    content = client["messages"][0]["content"]
+    cut = min(at, len(content))
+    sent = {"messages": [{"role": "system", "content": content[:cut] + block + content[cut:]}]}
+    assert json.loads(edited_body(text.encode(), client, sent)) == sent
+
+
+def test_a_changed_string_that_is_no_insertion_is_written_whole() -> None:
+    text = r'{"messages":[{"role":"system","content":"café one"},{"role":"user","content":"hi"}]}'
+    client = json.loads(text)
+    system, user = client["messages"]
+    sent = {**client, "messages": [{**system, "content": "café two"}, user]}
+    out = edited_body(text.encode(), client, sent)
+    assert json.loads(out) == sent
+    assert b'"caf\u00e9' not in out and "café two".encode() in out
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -4,7 +4,13 @@ shared between processes, loaded once ready; its vectors live in MiniLM's own sp
 from __future__ import annotations
 
 import datetime as _dt
+import os
+import socket
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,6 +141,153 @@ def test_a_stale_lock_is_taken_over(small):
     os.utime(lock, (0, 0))  # abandoned long ago
     assert table.wait(30)
     assert sorted(model.seen) == list(range(300))
+
+
+# -- several processes on one cache directory: nobody waits for what will never come ----
+
+
+def _held_by(table: QuickQueryTable, index: int) -> Path:
+    """The lock of chunk ``index``, as another live process holding it would leave it."""
+    lock = table.directory / f"chunk-{index:03d}.lock"
+    lock.write_text(f"{socket.gethostname()} {os.getpid()}")
+    return lock
+
+
+def test_a_waiter_loads_the_table_another_process_assembled(small):
+    """The reported hang: B waits for chunk 0, which A is making; A then assembles the table
+    and removes the chunks. B must load A's table, not wait 600 s for chunks that are gone."""
+    a, slow = small(TokenModel(pause_after=16))
+    a.start()
+    assert slow.paused.wait(10)  # A holds chunk 0's lock, in the middle of it
+    b, model = small()
+    b.start()
+    assert _eventually(lambda: len(model.seen) == 300 - CHUNK, 10)  # B made chunks 1-4
+    assert not b.ready.wait(0.3)  # ...and waits for chunk 0
+    slow.resume.set()
+    assert a.wait(10)
+    assert not list(a.directory.glob("chunk-*.npy"))  # A assembled, chunks removed
+    try:
+        assert b.wait(5), "B still waits for chunks A has removed"
+        assert not set(range(CHUNK)) & set(model.seen)  # chunk 0 was not made twice
+        assert np.array_equal(b._table, a._table)
+    finally:
+        b.stop(timeout=5)
+
+
+def test_a_chunk_whose_maker_died_is_made_at_once(small, tmp_path):
+    """A process killed while making a chunk leaves its lock behind, fresh: a waiter on
+    the same host sees that the holder is gone and makes the chunk itself."""
+    table, model = small()
+    started = tmp_path / "started"
+    maker = subprocess.Popen([sys.executable, "-c", _DYING_MAKER, str(table.directory), str(started)])
+    try:
+        assert _eventually(started.exists, 60)
+    finally:
+        maker.kill()
+        maker.wait(10)  # reaped: its pid no longer runs
+    lock = table.directory / "chunk-000.lock"
+    assert lock.exists() and time.time() - lock.stat().st_mtime < quick.STALE_LOCK_SECONDS
+    try:
+        assert table.wait(10), "waiting for a chunk whose maker is dead"
+        assert set(range(CHUNK)) <= set(model.seen)
+    finally:
+        table.stop(timeout=5)
+
+
+_DYING_MAKER = """
+import sys, time
+from pathlib import Path
+from memtap_minilm.quick import QuickQueryTable
+
+def run(ids, mask):
+    Path(sys.argv[2]).touch()
+    time.sleep(3600)  # killed in the middle of chunk 0
+
+QuickQueryTable(Path(sys.argv[1]), 300, 8, run, (101, 102), chunk_tokens=64, batch_tokens=16).wait()
+"""
+
+
+def test_a_lock_held_by_a_live_process_is_waited_for(small):
+    """The other side of the test above: a holder that still runs keeps its chunk."""
+    table, model = small()
+    table.directory.mkdir(parents=True)
+    lock = _held_by(table, 1)
+    try:
+        table.start()
+        assert _eventually(lambda: len(model.seen) == 300 - CHUNK, 10)
+        assert not table.ready.wait(0.5)
+        np.save(table.directory / "chunk-001.npy", small()[0]._make_chunk(1))
+        lock.unlink()
+        assert table.wait(10)
+        assert not set(range(CHUNK, 2 * CHUNK)) & set(model.seen)
+    finally:
+        table.stop(timeout=5)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "wrong shape"])
+def test_a_damaged_chunk_is_made_again(small, damage):
+    """A chunk file that cannot be read whole (a crash before it reached the disk, a copy
+    from elsewhere) is made again, not an error every process meets from then on."""
+    table, model = small()
+    table.directory.mkdir(parents=True)
+    path = table.directory / "chunk-002.npy"
+    np.save(path, np.ones((CHUNK if damage == "truncated" else 3, 8), np.float16))
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    try:
+        assert table.wait(10), table.error
+        assert sorted(model.seen) == list(range(300))
+        assert table._table is not None and table._table.shape == (300, 8)
+    finally:
+        table.stop(timeout=5)
+
+
+def test_a_damaged_table_is_built_again(small):
+    first, _ = small()
+    assert first.wait(10)
+    first.table_path.write_bytes(first.table_path.read_bytes()[:1000])
+    second, model = small()
+    assert second.wait(10)
+    assert sorted(model.seen) == list(range(300))
+    assert np.array_equal(np.load(second.table_path), first._table)
+
+
+def test_tables_assembling_at_once_all_end_with_the_table(tmp_path):
+    """Every chunk is there and three tables assemble at the same moment: the first to
+    finish removes the chunks while the others may still be reading them. Each must end
+    with the table (the one published), none with an error."""
+    vocab = 400  # chunk_tokens=1: one file per token, a long read
+    maker = QuickQueryTable(tmp_path / "maker", vocab, 8, TokenModel(), (101, 102), chunk_tokens=1)
+    chunks = [maker._make_chunk(i) for i in range(vocab)]
+    for trial in range(10):
+        directory = tmp_path / f"trial-{trial}"
+        directory.mkdir()
+        for i, rows in enumerate(chunks):
+            np.save(directory / f"chunk-{i:03d}.npy", rows)
+        tables = [
+            QuickQueryTable(directory, vocab, 8, TokenModel(), (101, 102), chunk_tokens=1) for _ in range(3)
+        ]
+        for t in tables:
+            t.start()
+        try:
+            for t in tables:
+                assert t.wait(10), (trial, repr(t.error))
+                assert np.array_equal(t._table, np.concatenate(chunks))
+        finally:
+            for t in tables:
+                t.stop(timeout=5)
+
+
+def test_waiting_ends_when_the_build_stops(small):
+    """A build that stops (at exit) before the table is ready ends every wait at once."""
+    table, model = small(TokenModel(pause_after=16))
+    table.start()
+    assert model.paused.wait(10)
+    table.stop(timeout=0)
+    model.resume.set()
+    began = time.monotonic()
+    assert table.wait(10) is False
+    assert time.monotonic() - began < 5
 
 
 def test_a_failing_build_is_reported_not_raised(small, caplog):

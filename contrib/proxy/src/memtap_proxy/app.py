@@ -33,6 +33,7 @@ from memtap.sdk import (
 )
 
 from . import gemini, synth
+from .arrays import ArrayEvents, array_reader
 from .asgi import (
     ClientDisconnected,
     RawHeaders,
@@ -264,6 +265,9 @@ class Proxy:
         parsed = self.bodies.parse(body)
         if not isinstance(parsed, dict):  # not ours to judge: the upstream answers it
             return await self._forward(scope, receive, send, url, body, identity=False)
+        array = r.mode == "array"
+        if array and array_reader(protocol) is None:  # a plugin that cannot read the stream
+            return await self._forward(scope, receive, send, url, body, identity=False)
         self.stats.intercepted += 1
         raw_headers = scope["headers"]
         call: Call | None = None
@@ -321,6 +325,7 @@ class Proxy:
             call=call,
             protocol=protocol,
             original=body if sent is not body else None,
+            array=array,
         )
 
     def profile(
@@ -383,7 +388,11 @@ class Proxy:
         call: Call | None = None,
         protocol: WireProtocol | None = None,
         original: bytes | None = None,
+        array: bool = False,
     ) -> None:
+        """Send ``body`` upstream and relay the answer; with a ``call``, capture it: SSE and
+        (``array``: Gemini's ``streamGenerateContent`` without ``alt=sse``) a JSON array
+        read as they stream, anything else read whole."""
         headers = upstream_request_headers(scope["headers"], identity=identity)
         family = PROVIDER_FAMILIES.get(protocol.provider, "openai") if protocol is not None else "openai"
         try:
@@ -412,6 +421,17 @@ class Proxy:
                 protocol=protocol,
                 hide_usage=call.hide_usage_event,
                 commits=self.commits,
+            )
+            return await relay(receive, send, self.loop())
+        reader = array_reader(protocol) if array and 200 <= upstream.status < 300 else None
+        if reader is not None:  # a JSON array, read as it streams (an error answer: whole)
+            relay = StreamRelay(
+                upstream,
+                client_response_headers(upstream.headers, keep_length=False),
+                call=call,
+                protocol=protocol,
+                commits=self.commits,
+                array=ArrayEvents(reader),
             )
             return await relay(receive, send, self.loop())
         await self._relay_whole(send, upstream, call, family)

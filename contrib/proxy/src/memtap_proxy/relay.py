@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from memtap.sdk import Call, WireProtocol
 
+from .arrays import END_OF_ARRAY, ArrayEvents
 from .asgi import Message, RawHeaders, Receive, Send
 from .commit import Commits
 from .sse import SSEEvent, SSEParser
@@ -40,7 +41,9 @@ class StreamRelay:
 
     ``call`` is ``None`` for an answer memtap only passes through. With ``hide_usage``, the
     usage-only event memtap asked for (``protocol.is_hidden_usage_event``) is dropped: the
-    bytes of an unfinished event are then held until the event is complete.
+    bytes of an unfinished event are then held until the event is complete. ``array``
+    reads a stream sent as one JSON array instead of SSE (:mod:`memtap_proxy.arrays`; its
+    bytes always go out as they came).
 
     The client going away is noticed by a waiting ``receive()`` (a bare task, no task
     group); the upstream answer is then abandoned and the capture marked ``partial``.
@@ -59,14 +62,15 @@ class StreamRelay:
         protocol: WireProtocol | None = None,
         hide_usage: bool = False,
         commits: Commits | None = None,
+        array: ArrayEvents | None = None,
     ) -> None:
         self.upstream = upstream
         self.headers = headers
         self.call = call
         self.protocol = protocol
-        self.hide_usage = hide_usage and protocol is not None and call is not None
+        self.hide_usage = hide_usage and protocol is not None and call is not None and array is None
         self.commits = commits
-        self.parser = SSEParser()
+        self.parser: SSEParser | ArrayEvents = array if array is not None else SSEParser()
         self.client_gone = False
         self._ended = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -184,8 +188,11 @@ class StreamRelay:
             log.exception("memtap could not capture a streamed answer")
 
 
-#: Events after which a stream has said everything (OpenAI chat, Anthropic, Responses).
-TERMINAL_EVENTS = frozenset({"message_stop", "response.completed", "response.incomplete", "response.failed"})
+#: Events after which a stream has said everything (OpenAI chat, Anthropic, Responses, a
+#: JSON array's end).
+TERMINAL_EVENTS = frozenset(
+    {"message_stop", "response.completed", "response.incomplete", "response.failed", END_OF_ARRAY}
+)
 
 
 def _is_terminal(event: SSEEvent) -> bool:

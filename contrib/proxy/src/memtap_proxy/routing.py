@@ -99,12 +99,12 @@ def route(
 
 
 def _gemini_route(method: str, path: str, query: bytes, agent: str | None) -> Route:
-    """A Gemini API request: ``generateContent`` and ``streamGenerateContent?alt=sse`` are
-    read (injected into, captured); the rest (model lists, ``countTokens``, a stream
-    without ``alt=sse``, files...) is passed through."""
+    """A Gemini API request: ``generateContent`` and ``streamGenerateContent`` (SSE with
+    ``alt=sse``, else a JSON array) are read (injected into, captured); the rest (model
+    lists, ``countTokens``, files...) is passed through."""
     mode = gemini.stream_mode(path, query) if method == "POST" else None
     call = gemini.model_call(path)
-    protocol = gemini.PROTOCOL if mode in ("json", "sse") else None
+    protocol = gemini.PROTOCOL if mode is not None else None
     model = call[0] if call is not None else None
     return Route(path=path, family=gemini.FAMILY, protocol=protocol, agent=agent, model=model, mode=mode)
 

@@ -5,8 +5,10 @@ with the client's parsed body (the very objects: ``new[k] is old[k]``), copies o
 containers on the way to a change, and only ever adds (history, memory blocks) or
 replaces (a message with a block appended, a system text with a block inside): it never
 removes or reorders what the client sent. :func:`splice` walks the two bodies along those
-copies and writes, into the client's text, just the new and replaced values; everything
-else keeps the client's bytes, escapes, number spellings and whitespace included. Finding
+copies and writes, into the client's text, just the new and replaced values (of a string
+that only gained text, such as an agent's system prompt with a memory block anchored
+inside, just that text); everything else keeps the client's bytes, escapes, number
+spellings and whitespace included. Finding
 where a value ends in the text uses the standard library's C scanner (``json.scanner``),
 so the cost is a parse of what lies before the last change, not a serialisation of the
 whole body (a 50 KB Claude Code request serialises in ~0.6 ms). The scanner reads the
@@ -71,6 +73,49 @@ def _end(text: str, at: int) -> int:
         raise _Declined(f"no value at {at}") from exc
 
 
+def _latin1(text: str) -> str:
+    """``text`` as JSON string content (no quotes), in the Latin-1 view of its UTF-8."""
+    return dumps(text)[1:-1].encode().decode("latin-1")
+
+
+def _insertion(old: str, new: str) -> int | None:
+    """Where ``new`` is ``old`` with text inserted (``new[at:at + len(new) - len(old)]``),
+    or ``None`` when it is not."""
+    extra = len(new) - len(old)
+    if extra <= 0:
+        return None
+    if new.startswith(old):
+        return len(old)
+    # The longest common prefix, by halving (slices compare in C: no loop per character).
+    low, high = 0, len(old)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if new[:mid] == old[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low if new[low + extra :] == old[low:] else None
+
+
+def _escapes_open(text: str, at: int) -> int:
+    """How many backslashes end ``text[:at]`` (odd: the next character is escaped)."""
+    run = 0
+    while at - run > 0 and text[at - run - 1] == "\\":
+        run += 1
+    return run
+
+
+def _between_escapes(text: str, at: int) -> bool:
+    """Whether ``at`` in a JSON string's text is not inside an escape (``\\n``, ``\\u00e9``)."""
+    if _escapes_open(text, at) % 2:
+        return False
+    for back in range(2, 6):  # a "\\u" opened 2 to 5 characters before, and not closed
+        start = at - back
+        if start >= 0 and text[start : start + 2] == "\\u" and _escapes_open(text, start) % 2 == 0:
+            return False
+    return True
+
+
 def _utf8(latin1: str) -> str:
     """A string read from the Latin-1 view of UTF-8 bytes, as the text it is."""
     try:
@@ -126,6 +171,14 @@ class _Splicer:
         if new is old:
             return _end(self.text, at) if need_end else -1
         done = len(self.edits)
+        if isinstance(old, str) and isinstance(new, str) and self.text[at] == '"':
+            end = _end(self.text, at)
+            insert = self.string_insertion(at, end, old, new)
+            if insert is None:
+                self.edits.append((at, end, dumps(new)))
+            else:
+                self.edits.append(insert)
+            return end
         try:
             if isinstance(old, Mapping) and isinstance(new, Mapping) and self.text[at] == "{":
                 return self.object(at, old, new, need_end=need_end)
@@ -136,6 +189,27 @@ class _Splicer:
         end = _end(self.text, at)
         self.edits.append((at, end, dumps(new)))
         return end
+
+    def string_insertion(self, at: int, end: int, old: str, new: str) -> tuple[int, int, str] | None:
+        """The edit writing only what ``new`` inserts into ``old`` (the string whose text
+        runs from ``at`` to ``end``, quotes included), placed by the client's own text on
+        the shorter side of the insertion (encoded as :func:`dumps` would: a client that
+        spelled it otherwise gets the string written whole); ``None``: written whole."""
+        cut = _insertion(old, new)
+        if cut is None:
+            return None
+        text = self.text
+        if len(old) - cut <= cut:
+            after = _latin1(old[cut:])
+            place = end - 1 - len(after)
+            found = place > at and text[place : end - 1] == after and _between_escapes(text, place)
+        else:  # (read from the string's start, the client's text is cut where an escape ends)
+            before = _latin1(old[:cut])
+            place = at + 1 + len(before)
+            found = place < end and text[at + 1 : place] == before
+        if not found:
+            return None
+        return (place, place, dumps(new[cut : cut + len(new) - len(old)])[1:-1])
 
     def object(
         self, at: int, old: Mapping[str, Any], new: Mapping[str, Any], *, need_end: bool, close: int = -1

@@ -74,8 +74,8 @@ class Reply:
         status: A non-200 status answers with a JSON error body in the protocol's error format
             (``text``, if set, becomes the error message).
         delay: Seconds to sleep before the first byte of the response.
-        truncate_stream_after: Close the connection after this many SSE events, without the
-            stream terminator (for bad-input tests).
+        truncate_stream_after: Close the connection after this many SSE events (pieces of a
+            Gemini JSON-array stream), without the stream terminator (for bad-input tests).
         raw_body: Send exactly these bytes as the body (with ``status``) instead.
         thinking: The model's reasoning, shown before the answer: an Anthropic ``thinking``
             block (with a signature), an OpenAI Responses ``reasoning`` item (a summary and
@@ -924,7 +924,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif mode == "sse":
             self._send_sse(wire.events(call), reply.truncate_stream_after)
         elif mode == "array":
-            self._send_json(200, wire.render_array(call))
+            pieces = _array_pieces(wire.render_array(call))
+            self._send_chunked("application/json; charset=UTF-8", pieces, reply.truncate_stream_after)
         else:
             self._send_json(200, wire.render(call))
 
@@ -971,12 +972,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_sse(self, events: Iterator[bytes], limit: int | None) -> None:
+        self._send_chunked("text/event-stream; charset=utf-8", events, limit)
+
+    def _send_chunked(self, content_type: str, pieces: Iterator[bytes], limit: int | None) -> None:
+        """Each piece in a chunk of its own; with ``limit``, the connection closes after
+        that many pieces (a stream cut mid-body)."""
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for count, event in enumerate(events):
+        for count, event in enumerate(pieces):
             if limit is not None and count >= limit:
                 break
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
@@ -987,6 +993,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def _array_pieces(chunks: object) -> Iterator[bytes]:
+    """A Gemini stream without ``alt=sse`` as the API writes it: one JSON array, each
+    element in its own piece (``[{...}``, ``\\r\\n,\\r\\n{...}``, ..., ``]``)."""
+    assert isinstance(chunks, list)
+    for i, chunk in enumerate(chunks):
+        yield (b"[" if i == 0 else b"\r\n,\r\n") + _dumps(chunk)
+    yield b"]" if chunks else b"[]"
 
 
 def _not_found(method: str, path: str) -> JSONObject:

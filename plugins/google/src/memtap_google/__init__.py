@@ -10,9 +10,10 @@ from memtap import hookimpl
 from memtap.sdk import WireProtocol
 
 from .adapter import GENERATE, GoogleAdapter, is_google_client
+from .arraystream import JSONArrayStream
 from .generate import GenerateContentProtocol
 
-__all__ = ["GenerateContentProtocol", "GoogleAdapter"]
+__all__ = ["GenerateContentProtocol", "GoogleAdapter", "JSONArrayStream"]
 
 
 @hookimpl

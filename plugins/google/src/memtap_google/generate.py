@@ -25,6 +25,8 @@ from memtap.sdk import (
     with_system,
 )
 
+from .arraystream import JSONArrayStream
+
 #: Keys of the system instruction: the SDK sends camelCase; the REST API also takes snake_case.
 SYSTEM_KEYS = ("systemInstruction", "system_instruction")
 #: Keys naming an explicit context cache: the request may then carry no system instruction.
@@ -339,6 +341,12 @@ class GenerateContentProtocol:
     def new_accumulator(self) -> GenerateContentAccumulator:
         """A fresh accumulator for a ``streamGenerateContent`` stream."""
         return GenerateContentAccumulator(self)
+
+    def new_array_stream(self) -> JSONArrayStream:
+        """A reader of a ``streamGenerateContent`` answer sent without ``alt=sse`` (one JSON
+        array, streamed): it hands back each element, a chunk for :meth:`new_accumulator`'s
+        accumulator as the SSE form's events are, as soon as it is complete."""
+        return JSONArrayStream()
 
 
 def _text_part(text: str) -> dict[str, Any]:

@@ -16,6 +16,14 @@ background thread, in chunks saved as they finish so short-lived processes add u
 kept under the cache directory (``$MEMTAP_CACHE``, else ``$XDG_CACHE_HOME/memtap``, else
 ``~/.cache/memtap``) for every later process. Until it is complete, :meth:`vector`
 returns ``None`` and recall embeds the query with the full model.
+
+Processes that start at once share the build through the directory alone: a chunk is made
+by whoever takes its lock file (which names its holder), every file is published whole by
+an atomic rename, and the first to see all chunks assembles the table and removes them.
+A build waiting for others looks again every :data:`POLL_SECONDS` and loads the table as
+soon as one is published; it makes a chunk itself when the lock's holder has died (a
+process of this host no longer running, else a lock older than :data:`STALE_LOCK_SECONDS`),
+and makes again a file that cannot be read whole.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import hashlib
 import logging
 import math
 import os
+import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,9 +53,13 @@ CHUNK_TOKENS = 2048
 BATCH_TOKENS = 128
 #: Share of the table's mean row removed from a query vector.
 CENTERING = 0.5
-#: A build lock older than this is considered abandoned.
+#: A build lock older than this is considered abandoned (sooner when it names a process
+#: of this host that no longer runs).
 STALE_LOCK_SECONDS = 600.0
+#: How often a build waiting for chunks other processes make looks at the directory again.
+POLL_SECONDS = 0.2
 _FORMAT = "v1"
+_HOST = socket.gethostname()
 
 
 def cache_dir() -> Path:
@@ -143,9 +157,13 @@ class QuickQueryTable:
             atexit.register(self.stop)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Start if needed and wait until the table is ready; ``False`` on timeout or error."""
+        """Start if needed and wait until the table is ready; ``False`` on timeout, error,
+        or a build that stopped."""
         self.start()
-        return self.ready.wait(timeout) and self.error is None
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)  # a build ends with the table, an error or a stop
+        return self._table is not None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop a build (what is finished stays on disk) and wait for its thread: a model
@@ -156,14 +174,27 @@ class QuickQueryTable:
             thread.join(timeout)
 
     def _load(self) -> bool:
-        try:
-            table = np.load(self.table_path)
-        except (OSError, ValueError):
-            return False
-        if table.shape != (self.vocab_size, self.dim):
+        table = self._read(self.table_path, self.vocab_size)
+        if table is None:
             return False
         self._install(table.astype(np.float16))
         return True
+
+    def _read(self, path: Path, rows: int) -> np.ndarray[Any, Any] | None:
+        """The ``rows`` x ``dim`` array saved at ``path``; ``None`` when there is none, or
+        when it is damaged (removed then, to be made again: files are published whole, so
+        one that cannot be read whole was cut short by a crash or came from elsewhere)."""
+        try:
+            array = np.load(path)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            array = exc
+        if isinstance(array, np.ndarray) and array.shape == (rows, self.dim):
+            return array
+        log.warning("memtap-minilm: %s is damaged (%s); making it again", path, array)
+        path.unlink(missing_ok=True)
+        return None
 
     def _install(self, table: np.ndarray[Any, np.dtype[np.float16]]) -> None:
         self._center = (CENTERING * table.astype(np.float32).mean(axis=0)).astype(np.float32)
@@ -174,25 +205,20 @@ class QuickQueryTable:
         lower_priority()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            for index in range(self.chunks):
-                if self._stop.is_set():
+            # Each round looks again at what is on disk, since other processes work on the
+            # same directory: the table one of them published (load it), chunks nobody is
+            # making (make them), chunks a live process is making (wait for them).
+            while not self._stop.is_set():
+                if self._load():
                     return
-                path = self._chunk_path(index)
-                if path.exists():
-                    continue
-                lock = path.with_suffix(".lock")
-                if not self._claim(lock):
-                    continue  # another process is making this chunk
-                try:
-                    rows = self._make_chunk(index)
-                    if rows is None:
+                if self._make_chunks():
+                    table = self._gather()
+                    if table is not None:
+                        self._publish(self.table_path, table)
+                        self._remove_chunks()
+                        self._install(table)
                         return
-                    partial = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npy")
-                    np.save(partial, rows)
-                    os.replace(partial, path)
-                finally:
-                    lock.unlink(missing_ok=True)
-            self._assemble()
+                self._stop.wait(POLL_SECONDS)
         except BaseException as exc:
             log.warning(
                 "memtap-minilm could not build its quick query table (%s); queries use the full model", exc
@@ -200,19 +226,65 @@ class QuickQueryTable:
             self.error = exc
             self.ready.set()
 
-    def _claim(self, lock: Path) -> bool:
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
+    def _make_chunks(self) -> bool:
+        """Make every missing chunk no live process is making; ``True`` when all are on
+        disk, ``False`` when some are still being made elsewhere, the table appeared, or
+        the build was stopped."""
+        complete = True
+        for index in range(self.chunks):
+            if self._stop.is_set() or self.table_path.exists():
+                return False
+            path = self._chunk_path(index)
+            if path.exists():
+                continue
+            lock = path.with_suffix(".lock")
+            if not self._claim(lock):
+                complete = False  # another process is making this chunk
+                continue
             try:
-                if time.time() - lock.stat().st_mtime < STALE_LOCK_SECONDS:
+                if path.exists():  # finished by its maker between our two looks
+                    continue
+                rows = self._make_chunk(index)
+                if rows is None:
                     return False
-            except FileNotFoundError:
-                pass
-            lock.unlink(missing_ok=True)
-            return self._claim(lock)
-        os.close(fd)
-        return True
+                self._publish(path, rows)
+            finally:
+                lock.unlink(missing_ok=True)
+        return complete
+
+    def _claim(self, lock: Path) -> bool:
+        """Take the lock file of a chunk, writing who holds it; ``False`` while its holder
+        may still be at work (see :meth:`_held`)."""
+        for _ in range(2):  # once more after removing an abandoned lock
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                if self._held(lock):
+                    return False
+                # Two processes may both judge it abandoned and both make the chunk: the
+                # same rows, published atomically, so that only costs time.
+                lock.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{_HOST} {os.getpid()}")
+            return True
+        return False
+
+    @staticmethod
+    def _held(lock: Path) -> bool:
+        """Whether a lock's holder may still be at work: a process of this host that still
+        runs, else (another host, a holder not written yet) a lock younger than
+        :data:`STALE_LOCK_SECONDS`."""
+        try:
+            fresh = time.time() - lock.stat().st_mtime < STALE_LOCK_SECONDS
+            host, _, pid = lock.read_text().partition(" ")
+        except FileNotFoundError:
+            return False
+        except (OSError, UnicodeDecodeError):
+            return True
+        if fresh and host == _HOST and pid.isdigit():
+            return _running(int(pid))
+        return fresh
 
     def _make_chunk(self, index: int) -> np.ndarray[Any, np.dtype[np.float16]] | None:
         start = index * self.chunk_tokens
@@ -227,20 +299,52 @@ class QuickQueryTable:
             rows[first - start : first - start + len(ids)] = self._run(seq, np.ones_like(seq))
         return rows
 
-    def _assemble(self) -> None:
-        # Chunks made by other processes may still be missing: wait for them (bounded).
-        deadline = time.monotonic() + STALE_LOCK_SECONDS
-        while not all(self._chunk_path(i).exists() for i in range(self.chunks)):
-            if self._stop.is_set() or time.monotonic() > deadline:
-                return
-            time.sleep(1.0)
-        table = np.concatenate([np.load(self._chunk_path(i)) for i in range(self.chunks)])
-        partial = self.table_path.with_name(f"table.{os.getpid()}.tmp.npy")
-        np.save(partial, table)
-        os.replace(partial, self.table_path)
+    def _gather(self) -> np.ndarray[Any, np.dtype[np.float16]] | None:
+        """The chunks joined into the table, or ``None`` when one has gone (another process
+        assembled the table and removed them) or was damaged."""
+        parts = []
+        for index in range(self.chunks):
+            rows = min(self.chunk_tokens, self.vocab_size - index * self.chunk_tokens)
+            part = self._read(self._chunk_path(index), rows)
+            if part is None:
+                return None
+            parts.append(part)
+        return np.concatenate(parts).astype(np.float16)
+
+    def _publish(self, path: Path, array: np.ndarray[Any, Any]) -> None:
+        """Write ``array`` to ``path`` atomically: readers see the whole file or none."""
+        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp.npy")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, array)
+            os.replace(partial, path)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+
+    def _remove_chunks(self) -> None:
+        """Remove the chunks (the table has them now) and what killed processes left."""
         for i in range(self.chunks):
             self._chunk_path(i).unlink(missing_ok=True)
-        self._install(table.astype(np.float16))
+        for partial in self.directory.glob("*.tmp.npy"):
+            try:
+                if time.time() - partial.stat().st_mtime > STALE_LOCK_SECONDS:
+                    partial.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` of this host still runs (``True`` when it cannot be told)."""
+    if os.name != "posix":
+        return True  # os.kill(pid, 0) would terminate it on Windows
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process
+    return True
 
 
 _tables: dict[Path, QuickQueryTable] = {}
