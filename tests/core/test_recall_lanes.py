@@ -247,3 +247,16 @@ def test_a_reloaded_index_keeps_the_vectors_the_store_does_not_have_yet():
     assert "Alice adopted a beagle" in block.text
     embedder.gate.set()
     mem.close()
+
+
+def test_a_number_no_fact_says_does_not_make_the_words_look_unsure():
+    from memtap.longterm.index import EntityIndex
+
+    index = EntityIndex()
+    bike = Fact(entity_id="alice", text="I bought a bike in Lisbon for 48 euros")
+    index.add([bike, Fact(entity_id="alice", text="I bought a kettle in Osaka for 12 euros")])
+    # 1234 is in no fact: the words that can match all do.
+    assert index.shared_terms(bike.id, "1234: I bought a bike in Lisbon") == (3, 1.0)
+    # A number some fact says still counts, and a word no fact says too.
+    assert index.shared_terms(bike.id, "I bought a bike in Lisbon for 12")[1] < 1.0
+    assert index.shared_terms(bike.id, "ticket 1234: I bought a bike in Lisbon")[1] < 1.0

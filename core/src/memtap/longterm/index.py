@@ -585,12 +585,16 @@ class EntityIndex:
     def shared_terms(self, fact_id: str, query: str | Mapping[str, int]) -> tuple[int, float]:
         """How many of the query's terms the fact is indexed under (its text, context or
         date), and their share of the query's BM25 weight (0 to 1): how much of the
-        question its words alone answer."""
+        question its words alone answer. A number no fact says ("note 1234") is left out of
+        the weight: it cannot be matched at all, so it says nothing of whether the words
+        found the right facts (it made every question with a new number ask the full model)."""
         counts = term_counts(query) if isinstance(query, str) else query
         slot = self.slot_of.get(fact_id)
         shared, weight, total = 0, 0.0, 0.0
         for term in counts:
             p = self.postings.get(term)
+            if p is None and _has_digit(term):
+                continue  # a number no fact says: no fact's words, nor any vector, can match it
             idf = self._idf(len(p.slots) if p is not None else 0)
             total += idf
             # A fact's slot occurs once per term, and slots grow as facts are added:
@@ -607,7 +611,7 @@ class EntityIndex:
         with digits (numbers, ids, dates) are left out: they have no paraphrase for a
         vector to find."""
         counts = term_counts(query) if isinstance(query, str) else query
-        return [t for t in counts if t not in self.postings and not any(c.isdigit() for c in t)]
+        return [t for t in counts if t not in self.postings and not _has_digit(t)]
 
     def _unit_query(self, qvec: Any) -> Any:
         """``qvec`` as a unit float32 vector, or ``None`` when no stored vector can be
@@ -1057,6 +1061,10 @@ class EntityIndex:
 #: Bits of a vector's sign sketch.
 SKETCH_BITS = 256
 _planes: dict[int, Any] = {}
+
+
+def _has_digit(term: str) -> bool:
+    return any(c.isdigit() for c in term)
 
 
 def sketch_words() -> int:
