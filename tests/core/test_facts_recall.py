@@ -361,7 +361,8 @@ def test_cold_index_is_skipped_then_loaded_in_background(caplog):
 
 def test_slow_embedder_never_holds_the_call_past_the_deadline(store):
     slow = GroupEmbedder(delay=0.5)
-    mem = memory(store, embedder=slow, recall=RecallBudget(deadline=0.02))
+    # A call that may wait for the full model (model_wait) still waits no longer than its deadline.
+    mem = memory(store, embedder=slow, recall=RecallBudget(deadline=0.02, model_wait=1.0))
     mem.remember("Alice adopted a beagle", entity_id="alice")
     mem.recall("warm", entity_id="alice")  # index loaded (waits: no deadline)
     started = time.perf_counter()
@@ -653,7 +654,14 @@ def test_recall_uses_the_quick_query_path_in_the_calling_thread(store):
         "I adopted a beagle"
     ]
     assert "the beagle I adopted" not in emb.embedded  # the full model was not asked for the query
-    assert emb.quick_calls == [("the beagle I adopted", threading.current_thread().name)]
+    # The query's quick vector in the calling thread; facts' (a quick vector when they are
+    # indexed, unless the full model was first) in the embedding thread.
+    queries = [call for call in emb.quick_calls if call[1] != "memtap-embed"]
+    assert queries == [("the beagle I adopted", threading.current_thread().name)]
+    assert {text for text, thread in emb.quick_calls if thread == "memtap-embed"} <= {
+        "I adopted a beagle",
+        "I work as an engineer",
+    }
     stats = mem.longterm.engine.stats
     assert (stats.quick_queries, stats.escalations) == (1, 0)
     # "pet" occurs in no fact: meaning must bridge it, so the full model is asked too.
@@ -767,7 +775,8 @@ def test_late_query_embeddings_that_never_started_are_dropped(store):
             return super().embed(texts)
 
     slow = Slow()
-    mem = memory(store, embedder=slow, recall=RecallBudget(deadline=0.02))
+    # A call that may wait for the full model (model_wait) still waits no longer than its deadline.
+    mem = memory(store, embedder=slow, recall=RecallBudget(deadline=0.02, model_wait=1.0))
     mem.remember("Alice adopted a beagle", entity_id="alice")
     mem.recall("warm", entity_id="alice")
     questions = [f"anything about the beagle number {w}?" for w in ("one", "two", "three", "four", "five")]

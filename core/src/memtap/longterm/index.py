@@ -229,14 +229,19 @@ class EntityIndex:
         self.postings: dict[str, _Postings] = {}
         self.total_len = 0.0
         self.alive_count = 0
-        #: Live facts that have a vector.
+        #: Live facts that have a vector (the full model's or a quick one).
         self.vector_count = 0
+        #: Live facts whose vector is the full model's.
+        self.full_count = 0
         self.dim = 0
         self.model: str | None = None
         cap = 64
         self._doclen = np.zeros(cap, np.float32)
         self._alive = np.zeros(cap, bool)
         self._has_vec = np.zeros(cap, bool)
+        #: Slots whose vector is the full model's (else a quick one, or none): a quick
+        #: vector makes a fact findable by meaning at once, until the full one replaces it.
+        self._full = np.zeros(cap, bool)
         #: Assistant turns (episodes of the model's words: ranked below the user's).
         self._assistant = np.zeros(cap, bool)
         self._created = np.zeros(cap, np.float64)
@@ -271,6 +276,7 @@ class EntityIndex:
             "_doclen",
             "_alive",
             "_has_vec",
+            "_full",
             "_assistant",
             "_created",
             "_process",
@@ -366,8 +372,7 @@ class EntityIndex:
             self._reindex_terms(slot, self._indexed_terms(old), self._indexed_terms(new))
             self.facts[slot] = new
             if embedding_text(new) != embedding_text(old) and self._has_vec[slot]:
-                self._has_vec[slot] = False
-                self.vector_count -= 1
+                self._clear_vector(slot)
                 stale.append(new)
         return stale
 
@@ -408,15 +413,25 @@ class EntityIndex:
                 continue
             self.version += 1
             self._alive[slot] = False
-            if self._has_vec[slot]:
-                self._has_vec[slot] = False
-                self.vector_count -= 1
+            self._clear_vector(slot)
             self.facts[slot] = None
             self.total_len -= float(self._doclen[slot])
             self.alive_count -= 1
 
-    def set_vectors(self, vectors: Mapping[str, Any], model: str | None = None) -> None:
-        """Attach embeddings to indexed facts (unknown ids are ignored)."""
+    def _clear_vector(self, slot: int) -> None:
+        if self._has_vec[slot]:
+            self._has_vec[slot] = False
+            self.vector_count -= 1
+        if self._full[slot]:
+            self._full[slot] = False
+            self.full_count -= 1
+
+    def set_vectors(
+        self, vectors: Mapping[str, Any], model: str | None = None, *, quick: bool = False
+    ) -> None:
+        """Attach embeddings to indexed facts (unknown ids are ignored). ``quick`` vectors
+        (the embedder's cheap approximation, in the same space) only go where a fact has
+        no vector yet; the full model's replace them."""
         np = _np()
         if model is not None and self.model not in (None, model):
             self._drop_vectors()
@@ -426,7 +441,7 @@ class EntityIndex:
         rows: list[Any] = []
         for fact_id, vec in vectors.items():
             slot = self.slot_of.get(fact_id)
-            if slot is None or vec is None:
+            if slot is None or vec is None or (quick and self._has_vec[slot]):
                 continue
             v = np.asarray(vec, dtype=np.float32).ravel()
             if self._vecs is None:
@@ -449,25 +464,31 @@ class EntityIndex:
         new = where[~self._has_vec[where]]
         self._has_vec[new] = True
         self.vector_count += len(np.unique(new))
+        if not quick:
+            upgraded = where[~self._full[where]]
+            self._full[upgraded] = True
+            self.full_count += len(np.unique(upgraded))
 
     def _drop_vectors(self) -> None:
         self.version += 1
         self._vecs = None
         self._sketch = None
         self._has_vec[:] = False
+        self._full[:] = False
         self.vector_count = 0
+        self.full_count = 0
         self.dim = 0
 
     @property
     def unembedded(self) -> int:
-        """How many live facts have no vector yet."""
-        return self.alive_count - self.vector_count
+        """How many live facts have no vector of the full model yet (a quick one at most)."""
+        return self.alive_count - self.full_count
 
     def missing_vectors(self) -> list[Fact]:
-        """Indexed facts that have no vector yet."""
+        """Indexed facts that have no vector of the full model yet."""
         if not self.unembedded:
             return []
-        return [f for f in self.facts if f is not None and not self._has_vec[self.slot_of[f.id]]]
+        return [f for f in self.facts if f is not None and not self._full[self.slot_of[f.id]]]
 
     def needs_compaction(self) -> bool:
         """More dead slots than live ones (rebuild to reclaim memory and keep df exact)."""
@@ -477,10 +498,13 @@ class EntityIndex:
         """The indexed facts."""
         return [f for f in self.facts if f is not None]
 
-    def vector_of(self, fact_id: str) -> Any:
-        """The stored (normalised) vector of a fact, or ``None``."""
+    def vector_of(self, fact_id: str, *, full: bool = False) -> Any:
+        """The (normalised) vector of a fact, or ``None``; with ``full``, only the full
+        model's."""
         slot = self.slot_of.get(fact_id)
         if slot is None or self._vecs is None or not self._has_vec[slot]:
+            return None
+        if full and not self._full[slot]:
             return None
         return self._vecs[slot]
 
@@ -561,12 +585,16 @@ class EntityIndex:
     def shared_terms(self, fact_id: str, query: str | Mapping[str, int]) -> tuple[int, float]:
         """How many of the query's terms the fact is indexed under (its text, context or
         date), and their share of the query's BM25 weight (0 to 1): how much of the
-        question its words alone answer."""
+        question its words alone answer. A number no fact says ("note 1234") is left out of
+        the weight: it cannot be matched at all, so it says nothing of whether the words
+        found the right facts (it made every question with a new number ask the full model)."""
         counts = term_counts(query) if isinstance(query, str) else query
         slot = self.slot_of.get(fact_id)
         shared, weight, total = 0, 0.0, 0.0
         for term in counts:
             p = self.postings.get(term)
+            if p is None and _has_digit(term):
+                continue  # a number no fact says: no fact's words, nor any vector, can match it
             idf = self._idf(len(p.slots) if p is not None else 0)
             total += idf
             # A fact's slot occurs once per term, and slots grow as facts are added:
@@ -583,7 +611,7 @@ class EntityIndex:
         with digits (numbers, ids, dates) are left out: they have no paraphrase for a
         vector to find."""
         counts = term_counts(query) if isinstance(query, str) else query
-        return [t for t in counts if t not in self.postings and not any(c.isdigit() for c in t)]
+        return [t for t in counts if t not in self.postings and not _has_digit(t)]
 
     def _unit_query(self, qvec: Any) -> Any:
         """``qvec`` as a unit float32 vector, or ``None`` when no stored vector can be
@@ -1033,6 +1061,10 @@ class EntityIndex:
 #: Bits of a vector's sign sketch.
 SKETCH_BITS = 256
 _planes: dict[int, Any] = {}
+
+
+def _has_digit(term: str) -> bool:
+    return any(c.isdigit() for c in term)
 
 
 def sketch_words() -> int:

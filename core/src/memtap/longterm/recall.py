@@ -22,9 +22,9 @@ import math
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -71,6 +71,13 @@ class RecallStats:
     model_loading: int = 0
     #: Searches answered by the entity's memo of the same search (its facts unchanged).
     memo_hits: int = 0
+    #: Escalations answered without the full model because it had no vector ready within
+    #: the request's ``model_wait`` (it is made in the background for the next time).
+    model_deferred: int = 0
+    #: Facts given a quick vector on being indexed (findable by meaning at once).
+    facts_quick: int = 0
+    #: Facts waiting for the full model (a gauge, read when the stats are).
+    vectors_pending: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -224,6 +231,7 @@ class FactIndexes:
             index.add((f for f, _ in rows), None)
             if vectors:
                 index.set_vectors(vectors, self.model)
+            self._carry_vectors(entry, index)
             with entry.lock:
                 for update in entry.pending:
                     update(index)
@@ -253,6 +261,26 @@ class FactIndexes:
             entry.ready.set()
             if again:
                 self._submit(entity_id, entry)
+
+    @staticmethod
+    def _carry_vectors(entry: _Entry, index: EntityIndex) -> None:
+        """A reloaded index keeps the vectors the one it replaces had and the store has not
+        (quick ones, full ones not stored yet): a reload must not make facts unfindable by
+        meaning until the embedder catches up again."""
+        full: dict[str, Any] = {}
+        quick: dict[str, Any] = {}
+        with entry.lock:
+            old = entry.index
+            if old is None or not index.unembedded:
+                return
+            for fact in index.missing_vectors():
+                vec = old.vector_of(fact.id, full=True)
+                if vec is not None:
+                    full[fact.id] = vec.copy()
+                elif (vec := old.vector_of(fact.id)) is not None:
+                    quick[fact.id] = vec.copy()
+        index.set_vectors(full, old.model)
+        index.set_vectors(quick, old.model, quick=True)
 
     def _submit(self, entity_id: str, entry: _Entry) -> None:
         try:
@@ -351,33 +379,58 @@ class FactIndexes:
 
 
 class EmbeddingWorker:
-    """Embeds stored facts in the background, in batches; stores the vectors (when the
-    store can) and hands them to the indexes. A failing embedder is logged once per
-    outage and counted; the facts stay recallable lexically and are embedded again when
-    their index is next loaded."""
+    """Embeds stored facts in the background; stores the vectors (when the store can) and
+    hands them to the indexes. A failing embedder is logged once per outage and counted;
+    the facts stay recallable lexically and are embedded again when their index is next
+    loaded.
+
+    Two passes, so that a fact is findable by meaning as soon as it is indexed while the
+    full model never competes with a query (issue 37):
+
+    - with ``quick`` (the embedder's cheap approximation, ~50 µs a text), every fact taken
+      from the queue gets a quick vector at once, for the indexes only (it is not stored:
+      the full model's is);
+    - the full model then embeds them ``step`` at a time (a few tens of ms of one core), and
+      before each step waits while ``lane_busy()`` says a call waits for a query's vector
+      (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries without
+      pause still gets its documents embedded). A query's vector is what a call waits
+      for; a document's, nobody."""
+
+    #: The longest a step waits for the query lane to be free (seconds).
+    YIELD_AT_MOST = 0.05
 
     def __init__(
         self,
         embedder: Embedder,
         store: Store,
-        deliver: Callable[[str, dict[str, Any]], None],
+        deliver: Callable[[str, dict[str, Any], bool], None],
         stats: RecallStats,
         *,
-        batch_size: int = 64,
+        step: int = 8,
         skip: Callable[[Fact], bool] | None = None,
+        quick: Callable[[str], Any] | None = None,
+        lane_busy: Callable[[], bool] | None = None,
     ) -> None:
         self.embedder = embedder
         self.store = store
         self.deliver = deliver
         self.stats = stats
-        self.batch_size = batch_size
+        self.step = max(1, step)
         self.skip = skip
+        self.quick = quick
+        self.lane_busy = lane_busy
         self._queue: queue.SimpleQueue[Fact | None] = queue.SimpleQueue()
         self._pending = PendingWork()
         self._thread_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._failing = False
+        self._quick_failing = False
+
+    @property
+    def pending(self) -> int:
+        """Facts queued for the full model and not embedded yet."""
+        return self._pending.count
 
     def submit(self, facts: Iterable[Fact]) -> None:
         """Queue facts to embed."""
@@ -386,6 +439,7 @@ class EmbeddingWorker:
         for fact in facts:
             self._pending.add()
             self._queue.put(fact)
+        self.stats.vectors_pending = self._pending.count
         if self._thread is None:
             with self._thread_lock:
                 if self._thread is None:
@@ -393,7 +447,7 @@ class EmbeddingWorker:
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything queued is embedded (or failed)."""
+        """Wait until everything queued is embedded by the full model (or failed)."""
         return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
@@ -408,25 +462,65 @@ class EmbeddingWorker:
 
     def _run(self) -> None:
         lower_priority()
+        waiting: deque[Fact] = deque()
         while True:
-            first = self._queue.get()
-            if first is None:
+            fresh, stop = self._take(block=not waiting)
+            if fresh:
+                self._quick_pass(fresh)
+                waiting.extend(fresh)
+            if stop:
+                self._pending.done(len(waiting))
                 return
-            batch = [first]
-            while len(batch) < self.batch_size:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._queue.put(None)
-                    break
-                batch.append(item)
+            batch = [waiting.popleft() for _ in range(min(self.step, len(waiting)))]
+            if not batch:
+                continue
             try:
                 if not self._closed:
+                    self._yield_to_queries()
                     self._embed(batch)
             finally:
                 self._pending.done(len(batch))
+                self.stats.vectors_pending = self._pending.count
+
+    def _take(self, *, block: bool) -> tuple[list[Fact], bool]:
+        """What is queued now (waiting for a first fact when ``block``), and whether to stop."""
+        taken: list[Fact] = []
+        while True:
+            try:
+                item = self._queue.get() if block and not taken else self._queue.get_nowait()
+            except queue.Empty:
+                return taken, False
+            if item is None:
+                return taken, True
+            taken.append(item)
+
+    def _yield_to_queries(self) -> None:
+        if self.lane_busy is None:
+            return
+        until = time.monotonic() + self.YIELD_AT_MOST
+        while self.lane_busy() and time.monotonic() < until:
+            time.sleep(0.001)
+
+    def _quick_pass(self, facts: list[Fact]) -> None:
+        """Give the facts without a vector a quick one, at once (indexes only)."""
+        if self.quick is None or self._closed:
+            return
+        by_entity: dict[str, dict[str, Any]] = {}
+        try:
+            for f in facts:
+                if self.skip is not None and self.skip(f):
+                    continue
+                vec = self.quick(embedding_text(f))
+                if vec is not None:
+                    by_entity.setdefault(f.entity_id, {})[f.id] = vec
+        except Exception as exc:  # the full model still embeds them
+            if not self._quick_failing:
+                log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
+                self._quick_failing = True
+            return
+        for entity_id, vecs in by_entity.items():
+            self.stats.facts_quick += len(vecs)
+            self.deliver(entity_id, vecs, True)
 
     def _embed(self, batch: list[Fact]) -> None:
         if self.skip is not None:
@@ -454,7 +548,7 @@ class EmbeddingWorker:
         for f in batch:
             by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
         for entity_id, vecs in by_entity.items():
-            self.deliver(entity_id, vecs)
+            self.deliver(entity_id, vecs, False)
 
     def store_vectors(self, vectors: Mapping[str, Any]) -> None:
         """Persist vectors when the store can (failures are logged: memory still has them)."""
@@ -469,8 +563,14 @@ class EmbeddingWorker:
 
 class QueryVectors:
     """Query embeddings: the embedder's quick path when it has one (:meth:`quick`, in the
-    calling thread), and the full model with a deadline (:meth:`vector`: one worker
-    thread, an LRU of recent queries).
+    calling thread), and the full model with a deadline (:meth:`vector`: one lane, an LRU
+    of recent queries).
+
+    The lane never makes a queue: at most one query is embedded and one waits; a newer
+    query takes the waiting one's place (its callers' deadlines have passed, or soon
+    will: a 6 ms embedding behind a queue of them is what made recall's cost grow with
+    load). A query whose caller stopped waiting is still embedded, into the LRU, so the
+    same question asked again (an agent's next request of the turn) has it.
 
     An embedder with a ``warm_up()`` method (loading its model) is warmed up in a
     background thread (:meth:`warm_up`, started by the first search or by registering a
@@ -483,6 +583,10 @@ class QueryVectors:
         self._quick: Callable[[str], Any] | None = quick if callable(quick) else None
         self._quick_failing = False
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memtap-query")
+        #: Calls waiting for a query's vector now (documents then wait: :meth:`busy`).
+        self._waiters = 0
+        #: Queries on the lane (embedding or waiting to), by text.
+        self._lane: OrderedDict[str, Future[Any]] = OrderedDict()
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = cache_size
         #: Quick vectors by text: a tool loop asks the same question on every request of
@@ -538,6 +642,11 @@ class QueryVectors:
         without it)."""
         return not self.warmed.is_set()
 
+    def quick_vector(self, text: str) -> Any:
+        """The embedder's quick vector for a document's ``text`` (not cached: documents do
+        not repeat), or ``None`` (no quick path, or not ready)."""
+        return self._quick(text) if self._quick is not None else None
+
     def quick(self, text: str) -> Any:
         """The embedder's quick vector for ``text``, or ``None`` (no quick path, not ready,
         or failing: logged once). Vectors are cached by text."""
@@ -562,32 +671,68 @@ class QueryVectors:
                     self._quick_cache.popitem(last=False)
         return vec
 
-    def vector(self, text: str, timeout: float | None) -> Any:
-        """The query's vector from the full model, or raise ``TimeoutError`` past
-        ``timeout`` seconds (without a timeout, a model still loading is waited for)."""
-        if timeout is None and self.loading:
-            self.warm_up(wait=True)
+    def busy(self) -> bool:
+        """Whether a call is waiting for a query's vector (documents then wait; a query
+        nobody waits for any more does not hold them up)."""
+        return self._waiters > 0
+
+    def cached(self, text: str) -> Any:
+        """The full model's vector of ``text`` if it was made already, else ``None``."""
         with self._lock:
             hit = self._cache.get(text)
             if hit is not None:
                 self._cache.move_to_end(text)
-                return hit
-        future: Future[Any] = self._pool.submit(self._embed, text)
+            return hit
+
+    def vector(self, text: str, timeout: float | None) -> Any:
+        """The query's vector from the full model, or raise ``TimeoutError`` past
+        ``timeout`` seconds (without a timeout, a model still loading is waited for); it
+        is made all the same, for the next time (:class:`QueryVectors`)."""
+        if timeout is None and self.loading:
+            self.warm_up(wait=True)
+        hit = self.cached(text)
+        if hit is not None:
+            return hit
+        future = self._on_lane(text)
+        if timeout is not None and timeout <= 0 and not future.done():
+            raise TimeoutError("query embedding not waited for")
+        with self._lock:
+            self._waiters += 1
         try:
             return future.result(timeout=timeout)
-        except FutureTimeout as exc:
-            # Not started yet: nobody will use it (under load, late queries would pile up
-            # and keep the embedder busy long after their calls went on).
-            future.cancel()
+        except (FutureTimeout, CancelledError) as exc:  # cancelled: a newer query took its place
             raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
+        finally:
+            with self._lock:
+                self._waiters -= 1
+
+    def _on_lane(self, text: str) -> Future[Any]:
+        """The lane's future of ``text``: the one already there, or a new one that takes
+        the place of a query still waiting (cancelled: never started)."""
+        with self._lock:
+            future = self._lane.get(text)
+            if future is not None:
+                return future
+            for queued, waiting in list(self._lane.items()):
+                if len(self._lane) < 2:
+                    break
+                if waiting.cancel():
+                    del self._lane[queued]
+            future = self._pool.submit(self._embed, text)
+            self._lane[text] = future
+            return future
 
     def _embed(self, text: str) -> Any:
-        vec = self.embedder.embed([text])[0]
-        with self._lock:
-            self._cache[text] = vec
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return vec
+        try:
+            vec = self.embedder.embed([text])[0]
+            with self._lock:
+                self._cache[text] = vec
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+            return vec
+        finally:
+            with self._lock:
+                self._lane.pop(text, None)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Stop the worker thread (after the query it may be embedding) and wait for a
@@ -629,12 +774,20 @@ class RecallEngine:
             on_unembedded=self._embed_later if embedder is not None else None,
         )
         self.stats = self.indexes.stats
+        self.queries = QueryVectors(embedder) if embedder is not None else None
         self.worker = (
-            EmbeddingWorker(embedder, store, self._deliver, self.stats, skip=self._has_vector)
+            EmbeddingWorker(
+                embedder,
+                store,
+                self._deliver,
+                self.stats,
+                skip=self._has_vector,
+                quick=self.queries.quick_vector if self.queries is not None else None,
+                lane_busy=self.queries.busy if self.queries is not None else None,
+            )
             if embedder is not None
             else None
         )
-        self.queries = QueryVectors(embedder) if embedder is not None else None
 
     def warm_up(self) -> None:
         """Start loading the embedder's model in the background, if it has one to load
@@ -648,15 +801,15 @@ class RecallEngine:
         if entry is None or entry.index is None:
             return False
         with entry.lock:
-            return entry.index.vector_of(fact.id) is not None
+            return entry.index.vector_of(fact.id, full=True) is not None
 
     def _embed_later(self, facts: list[Fact]) -> None:
         if self.worker is not None:
             self.worker.submit(facts)
 
-    def _deliver(self, entity_id: str, vectors: dict[str, Any]) -> None:
+    def _deliver(self, entity_id: str, vectors: dict[str, Any], quick: bool = False) -> None:
         model = self.embedder.name if self.embedder is not None else None
-        self.indexes.update(entity_id, lambda index: index.set_vectors(vectors, model))
+        self.indexes.update(entity_id, lambda index: index.set_vectors(vectors, model, quick=quick))
 
     def added(self, facts: Sequence[Fact]) -> None:
         """Facts were stored: index them where cached, embed them in the background."""
@@ -699,11 +852,15 @@ class RecallEngine:
         now: _dt.datetime | None = None,
         parts: dict[str, ScoreParts] | None = None,
         below: list[ScoredFact] | None = None,
+        model_wait: float | None = None,
     ) -> list[ScoredFact] | None:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
         embedding later than the deadline falls back to lexical recall. Without one,
-        everything is waited for.
+        everything is waited for. ``model_wait`` (seconds; with a deadline) is the longest
+        the search waits for the full model's vector of the query when it wants one: past
+        it the quick vector answers, and the full one, made meanwhile, serves the same
+        question next time.
 
         A time the question names ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`,
         relative to ``now``, default the current time) ranks the facts of that time first
@@ -814,7 +971,7 @@ class RecallEngine:
             if sure:
                 return self._remember(entry, asked, searched, hits, parts, below)
             self.stats.escalations += 1
-        full = self._full_vector(query, deadline, started) if wanted else None
+        full = self._full_vector(query, deadline, started, model_wait) if wanted else None
         qvec = full
         if qvec is None:
             qvec = quick  # the full model is late or failing: the quick answer stands
@@ -902,18 +1059,24 @@ class RecallEngine:
         shared, share = index.shared_terms(hits[0][0].id, counts)
         return shared >= self.escalate_shared and share >= self.escalate_share
 
-    def _full_vector(self, query: str, deadline: float | None, started: float) -> Any:
-        """The query's vector from the full model within what is left of ``deadline``,
-        or ``None`` (late or failing: counted)."""
+    def _full_vector(self, query: str, deadline: float | None, started: float, wait: float | None) -> Any:
+        """The query's vector from the full model within what is left of ``deadline``
+        (and at most ``wait``), or ``None`` (late or failing: counted)."""
         assert self.queries is not None
         if deadline is not None and self.queries.loading:
             self.stats.model_loading += 1  # words (and the quick vector) answer meanwhile
             return None
         remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
+        deferred = deadline is not None and wait is not None and wait < remaining  # type: ignore[operator]
+        if deferred:
+            remaining = wait
         try:
             return self.queries.vector(query, remaining)
         except TimeoutError:
-            self.stats.embed_timeouts += 1
+            if deferred:
+                self.stats.model_deferred += 1
+            else:
+                self.stats.embed_timeouts += 1
         except Exception as exc:
             self.stats.embed_failures += 1
             count("failed", reason="embed_query")

@@ -47,9 +47,19 @@ class RecallBudget:
     max_tokens: int = 300
     min_score: float = 0.05
     deadline: float = 0.05
+    #: The longest a call waits for the full model's vector of its question (seconds,
+    #: within ``deadline``) when its words and the quick vector do not settle it; past it
+    #: the quick vector answers, and the full one, made meanwhile, serves the same
+    #: question's next request (an agent's tool loop asks it on every request of a turn).
+    #: The full model costs 4-10 ms a query on an idle 2-core machine, several times that
+    #: under load: 0.02 waits for it when the machine can give it, not when it cannot.
+    #: 0 never waits (a constant +1 ms or so), at a cost in first-ask recall: on the tuning
+    #: half of the LongMemEval-shaped set, evidence injected 0.72 instead of 0.87
+    #: (docs/benchmarks.md, "Recall under sustained load").
+    model_wait: float = 0.02
 
     def __attrs_post_init__(self) -> None:
-        if self.k < 0 or self.max_tokens < 0 or self.deadline < 0:
+        if self.k < 0 or self.max_tokens < 0 or self.deadline < 0 or self.model_wait < 0:
             raise ValueError("RecallBudget limits must be zero or positive")
 
 
@@ -142,6 +152,7 @@ class RecallPlugin:
                 k=budget.k * 2,
                 min_score=budget.min_score,
                 deadline=budget.deadline,
+                model_wait=budget.model_wait,
                 parts=parts,
                 below=below,
             )

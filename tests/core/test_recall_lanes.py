@@ -1,0 +1,262 @@
+"""Recall under load (issue 37): a call never waits behind the full model by default, the
+query lane never makes a queue, documents wait for queries, and a fact is findable by
+meaning (a quick vector) before the full model has embedded it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import attrs
+import pytest
+
+import memtap
+from memtap.longterm.recall import EmbeddingWorker, QueryVectors, RecallStats
+from memtap.longterm.recall_injector import RecallBudget
+from memtap.protocol.model import Attribution, Fact, Message
+from memtap.protocol.wire import InjectionRequest, RequestView
+from memtap.storage.store import InMemoryStore
+
+# A tiny meaning space: words of one group share a dimension.
+GROUPS = [
+    {"dog", "beagle", "puppy", "pet"},
+    {"live", "lives", "home", "tokyo", "city"},
+    {"coffee", "tea", "drink"},
+]
+
+
+def _vector(text: str) -> list[float]:
+    words = set(text.lower().replace("?", " ").replace(".", " ").split())
+    return [float(len(words & g)) for g in GROUPS] + [0.01]
+
+
+class LaneEmbedder:
+    """The full model: the group vector after ``delay`` seconds (``gate``: not before the
+    event is set). ``quick``: a quick path, as good as the full one (``"blind"``: a
+    constant vector, no meaning at all)."""
+
+    name = "lanes-v1"
+
+    def __init__(self, delay: float = 0.0, quick: str | None = None) -> None:
+        self.delay = delay
+        self.gate: threading.Event | None = None
+        self.texts: list[str] = []
+        self._quick_kind = quick
+        if quick is not None:
+            self.quick_query = self._quick_query
+
+    def embed(self, texts):
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.delay:
+            time.sleep(self.delay)
+        self.texts.extend(texts)
+        return [_vector(t) for t in texts]
+
+    def _quick_query(self, text):
+        return [0.0, 0.0, 0.0, 1.0] if self._quick_kind == "blind" else _vector(text)
+
+
+class Proto:
+    name = "test"
+
+
+def inject(mem: memtap.Memory, text: str) -> list:
+    request = InjectionRequest(
+        attribution=Attribution(entity_id="alice", session_id="s9"),
+        protocol=Proto(),  # type: ignore[arg-type]
+        request=RequestView(messages=[Message("user", text)]),
+    )
+    return mem.pm.get_plugin("recall").memtap_request_injections(request)
+
+
+def memory(embedder, **kw) -> memtap.Memory:
+    return memtap.Memory(InMemoryStore(), entry_points=False, embedder=embedder, **kw)
+
+
+def test_a_call_that_may_not_wait_for_the_full_model_does_not_and_the_next_one_uses_it():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(model_wait=0.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")  # index loaded, fact embedded (no deadline)
+    embedder.delay = 0.3
+    stats = mem.longterm.engine.stats
+    escalations = stats.escalations
+    started = time.perf_counter()
+    # No word shared, a quick vector that knows nothing: only the full model finds it.
+    assert inject(mem, "which pet do I own?") == []
+    assert time.perf_counter() - started < 0.2, "the call waited for the full model"
+    assert stats.escalations == escalations + 1 and stats.model_deferred == 1
+    # The lane made the vector meanwhile: the same question, asked again, has it.
+    assert mem.longterm.engine.queries is not None
+    deadline = time.monotonic() + 5
+    while mem.longterm.engine.queries.cached("which pet do I own?") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    mem.close()
+
+
+def test_a_budget_that_waits_for_the_full_model_gets_its_answer_in_the_same_call():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=2.0, model_wait=2.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    assert mem.longterm.engine.stats.model_deferred == 0
+    mem.close()
+
+
+def test_the_query_lane_never_makes_a_queue():
+    embedder = LaneEmbedder(delay=0.2)
+    lane = QueryVectors(embedder)
+    questions = [f"question number {i}" for i in range(10)]
+    for q in questions:
+        with pytest.raises(TimeoutError):
+            lane.vector(q, 0.0)
+    deadline = time.monotonic() + 5
+    while lane.cached(questions[-1]) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # The first was being embedded; each later one took the waiting one's place.
+    assert embedder.texts == [questions[0], questions[-1]]
+    assert lane.cached(questions[-1]) is not None and lane.cached(questions[5]) is None
+    lane.close()
+
+
+def test_a_caller_waiting_for_a_query_that_a_newer_one_replaced_gets_a_timeout():
+    embedder = LaneEmbedder()
+    embedder.gate = threading.Event()
+    lane = QueryVectors(embedder)
+    with pytest.raises(TimeoutError):
+        lane.vector("running", 0.0)  # holds the lane
+    outcome: list[BaseException | None] = []
+
+    def wait_for_second() -> None:
+        try:
+            lane.vector("second", 5.0)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait_for_second)
+    waiter.start()
+    time.sleep(0.05)
+    with pytest.raises(TimeoutError):
+        lane.vector("third", 0.0)  # takes the place of "second"
+    waiter.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], TimeoutError)
+    embedder.gate.set()
+    lane.close()
+
+
+def test_the_lane_is_busy_only_while_a_call_waits_for_it():
+    embedder = LaneEmbedder()
+    embedder.gate = threading.Event()
+    lane = QueryVectors(embedder)
+    with pytest.raises(TimeoutError):
+        lane.vector("nobody waits", 0.0)
+    assert not lane.busy()  # embedding, but for the next time: documents need not wait
+    waiter = threading.Thread(target=lambda: lane.vector("a call waits", 5.0))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while not lane.busy() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert lane.busy()
+    embedder.gate.set()
+    waiter.join(5)
+    assert not lane.busy()
+    lane.close()
+
+
+def test_documents_wait_while_a_call_waits_for_a_query():
+    embedder = LaneEmbedder()
+    busy = threading.Event()
+    busy.set()
+    delivered: list[tuple[str, bool]] = []
+    worker = EmbeddingWorker(
+        embedder,
+        InMemoryStore(),
+        lambda entity, vectors, quick: delivered.extend((fid, quick) for fid in vectors),
+        RecallStats(),
+        lane_busy=busy.is_set,
+    )
+    worker.YIELD_AT_MOST = 10.0  # type: ignore[misc]  (the bound is not what is tested)
+    fact = Fact(entity_id="alice", text="Alice adopted a beagle")
+    worker.submit([fact])
+    time.sleep(0.2)
+    assert embedder.texts == [] and worker.pending == 1
+    busy.clear()
+    assert worker.flush(5)
+    assert embedder.texts == ["Alice adopted a beagle"] and delivered == [(fact.id, False)]
+    worker.close()
+
+
+def test_a_fact_is_findable_by_meaning_before_the_full_model_embeds_it():
+    embedder = LaneEmbedder(quick="good")
+    mem = memory(embedder)
+    mem.recall("warm", entity_id="alice")  # an empty index, loaded
+    embedder.gate = threading.Event()  # the full model is stuck behind a backlog
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    deadline = time.monotonic() + 5
+    blocks: list = []
+    while not blocks and time.monotonic() < deadline:
+        blocks = inject(mem, "which pet do I own?")
+        time.sleep(0.01)
+    (block,) = blocks
+    assert "Alice adopted a beagle" in block.text
+    stats = mem.longterm.engine.stats
+    assert stats.facts_quick == 1 and stats.facts_embedded == 0 and stats.vectors_pending == 1
+    embedder.gate.set()
+    assert mem.longterm.engine.flush(5)
+    assert stats.facts_embedded == 1 and stats.vectors_pending == 0
+    mem.close()
+
+
+def test_by_default_a_call_waits_a_little_for_the_full_model_never_its_whole_deadline():
+    budget = RecallBudget()
+    assert 0 < budget.model_wait < budget.deadline
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=attrs.evolve(budget, deadline=5.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 1.0
+    started = time.perf_counter()
+    assert inject(mem, "which animal lives with me?") == []
+    assert time.perf_counter() - started < 0.5, "the call waited past model_wait"
+    assert mem.longterm.engine.stats.model_deferred == 1
+    mem.close()
+
+
+def test_a_reloaded_index_keeps_the_vectors_the_store_does_not_have_yet():
+    embedder = LaneEmbedder(quick="good")
+    mem = memory(embedder)
+    mem.recall("warm", entity_id="alice")
+    embedder.gate = threading.Event()  # the full model is stuck: the fact has a quick vector only
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    engine = mem.longterm.engine
+    deadline = time.monotonic() + 5
+    while engine.stats.facts_quick == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    engine.refresh("alice")  # reloaded from the store, which has no vector for it
+    deadline = time.monotonic() + 5
+    while engine.stats.index_loads < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stats.index_loads == 2
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    embedder.gate.set()
+    mem.close()
+
+
+def test_a_number_no_fact_says_does_not_make_the_words_look_unsure():
+    from memtap.longterm.index import EntityIndex
+
+    index = EntityIndex()
+    bike = Fact(entity_id="alice", text="I bought a bike in Lisbon for 48 euros")
+    index.add([bike, Fact(entity_id="alice", text="I bought a kettle in Osaka for 12 euros")])
+    # 1234 is in no fact: the words that can match all do.
+    assert index.shared_terms(bike.id, "1234: I bought a bike in Lisbon") == (3, 1.0)
+    # A number some fact says still counts, and a word no fact says too.
+    assert index.shared_terms(bike.id, "I bought a bike in Lisbon for 12")[1] < 1.0
+    assert index.shared_terms(bike.id, "ticket 1234: I bought a bike in Lisbon")[1] < 1.0
