@@ -648,7 +648,8 @@ class RecallEngine:
         arrive far faster than a local model embeds them, and queueing them held every
         fact in memory (a 100 MB transcript: +900 MB). They are embedded, in the
         background, by the process that next loads the entity's index (its missing
-        vectors, :attr:`FactIndexes.on_unembedded`)."""
+        vectors, :attr:`FactIndexes.on_unembedded`). It applies to every fact this engine
+        stores meanwhile, not only the import's."""
         self._deferring, self.deferred = True, 0
         try:
             yield
