@@ -252,6 +252,7 @@ class Memory:
             embedder=resolve_embedder(embedder, self.pm),
             llm=port,
             episodes=port is None if episodes is None else episodes,
+            quarantine=self.quarantine,
         )
         self.writer.memorize = self.longterm.memorize
         self.pm.register_builtins(

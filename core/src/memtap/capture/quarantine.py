@@ -26,18 +26,21 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
 from memtap.capture.private import FILE_MODE, make_private, private_dir
-from memtap.protocol.model import Exchange, from_dict, to_dict, utcnow
-from memtap.redact import redact_exchange, redact_text
+from memtap.protocol.model import Exchange, Fact, from_dict, to_dict, utcnow
+from memtap.redact import redact_exchange, redact_fact, redact_text
 from memtap.storage.storable import storable, unstorable_characters
 from memtap.storage.store import Store, store_identity
 
 log = logging.getLogger("memtap.capture.quarantine")
+#: Facts' records are named by this and the fact's id (a fact and a call never share a file).
+_FACT_KEY = "fact:"
 
 VERSION = 1
 _SUFFIX = ".json"
@@ -83,13 +86,22 @@ class Quarantine:
     def put(self, exchange: Exchange, reason: str) -> bool:
         """Keep ``exchange`` (redacted) with ``reason``; ``False`` when it could not be kept
         (logged and counted in :attr:`lost`)."""
+        return self._put(exchange.id, lambda: self._encode(exchange, reason))
+
+    def put_fact(self, fact: Fact, reason: str) -> bool:
+        """Keep a fact the store refused (redacted) with ``reason``, as ``{"v", "at",
+        "reason", "fact"}``; ``False`` when it could not be kept. :meth:`count` counts it;
+        :meth:`facts` lists it (:meth:`records` lists captured calls only)."""
+        return self._put(_FACT_KEY + fact.id, lambda: self._encode_fact(fact, reason))
+
+    def _put(self, key: str, encode: Callable[[], str]) -> bool:
         try:
-            text = self._encode(exchange, reason)
+            text = encode()
         except Exception:  # an object JSON cannot hold: keep what can be said about it
             log.exception("memtap could not encode a refused record for its quarantine")
             self.lost += 1
             return False
-        name = _file_name(exchange.id)
+        name = _file_name(key)
         with self._lock:
             if self.count() >= self.max_records:
                 self.lost += 1
@@ -121,6 +133,41 @@ class Quarantine:
         }
         # ASCII: every character escaped, a lone surrogate included, so that it is kept exactly.
         return json.dumps(record, ensure_ascii=True)
+
+    @staticmethod
+    def _encode_fact(fact: Fact, reason: str) -> str:
+        record = {
+            "v": VERSION,
+            "at": utcnow().isoformat(),
+            "reason": redact_text(reason, remember=False)[:_REASON_CHARS],
+        }
+        try:
+            record["fact"] = to_dict(redact_fact(fact))
+            return json.dumps(record, ensure_ascii=True)
+        except (TypeError, ValueError):  # metadata JSON cannot hold (why it was refused): as text
+            said = attrs.evolve(fact, metadata={str(k): repr(v) for k, v in fact.metadata.items()})
+            record["fact"] = to_dict(redact_fact(said))
+            return json.dumps(record, ensure_ascii=True)
+
+    def facts(self) -> list[tuple[Fact, str]]:
+        """The facts in quarantine, each with why the store refused it."""
+        found = []
+        for name in self._names():
+            data = self._read(name)
+            if data is not None and "fact" in data:
+                with contextlib.suppress(KeyError, ValueError, TypeError):
+                    found.append((from_dict(data["fact"], Fact), str(data.get("reason", ""))))
+        return found
+
+    def _read(self, name: str) -> Any:
+        try:
+            text = (
+                self._memory[name] if self.directory is None else (self.directory / name).read_text("ascii")
+            )
+            return json.loads(text)
+        except (OSError, KeyError, ValueError) as exc:
+            log.warning("memtap quarantine file %s cannot be read (%s); it is left as it is", name, exc)
+            return None
 
     def _write(self, name: str, text: str) -> None:
         assert self.directory is not None
@@ -158,17 +205,16 @@ class Quarantine:
         return iter(loaded)
 
     def _load(self, name: str) -> QuarantinedRecord | None:
+        data = self._read(name)
+        if data is None or "fact" in data:  # a fact: listed by facts()
+            return None
         try:
-            text = (
-                self._memory[name] if self.directory is None else (self.directory / name).read_text("ascii")
-            )
-            data = json.loads(text)
             return QuarantinedRecord(
                 exchange=from_dict(data["exchange"], Exchange),
                 reason=str(data.get("reason", "")),
                 at=_dt.datetime.fromisoformat(data["at"]),
             )
-        except (OSError, KeyError, ValueError, TypeError) as exc:
+        except (KeyError, ValueError, TypeError) as exc:
             log.warning("memtap quarantine file %s cannot be read (%s); it is left as it is", name, exc)
             return None
 

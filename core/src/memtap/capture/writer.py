@@ -18,10 +18,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
 
 import attrs
 
+from memtap.capture.isolation import halves, isolate
 from memtap.capture.quarantine import Quarantine, is_refusal
 from memtap.capture.spool import Segment, Spool
 from memtap.metrics import count
@@ -29,8 +29,6 @@ from memtap.protocol.model import Exchange
 from memtap.workers.pending import PendingWork
 
 log = logging.getLogger("memtap.capture.writer")
-
-T = TypeVar("T")
 
 
 class CapturedCall:
@@ -129,14 +127,6 @@ class CaptureStats:
 
 _STOP = object()
 _FLUSH = object()
-
-
-def _halves(part: list[T]) -> list[list[T]]:
-    """``part`` in two halves (none for one record)."""
-    if len(part) < 2:
-        return []
-    mid = len(part) // 2
-    return [part[:mid], part[mid:]]
 
 
 @attrs.define
@@ -453,7 +443,7 @@ class CaptureWriter:
                 return None
             return [(part, exc)]
         failed = []
-        for half in _halves(part):
+        for half in halves(part):
             half_exc = self._try_write(half, outcome)
             if half_exc is not None:
                 failed.append((half, half_exc))
@@ -462,16 +452,7 @@ class CaptureWriter:
     def _isolate(self, part: list[tuple[Exchange, CapturedCall]], exc: Exception, outcome: _Outcome) -> None:
         """``part`` failed with ``exc`` while the store answers: split it until each record
         that fails is alone (refused, or suspect when the failure is not classified)."""
-        if len(part) == 1:
-            if is_refusal(exc):
-                outcome.refused.append((part[0], exc))
-            else:
-                outcome.suspects.append((part[0], exc))
-            return
-        for half in _halves(part):
-            half_exc = self._try_write(half, outcome)
-            if half_exc is not None:
-                self._isolate(half, half_exc, outcome)
+        isolate(part, exc, lambda half: self._try_write(half, outcome), outcome.refused, outcome.suspects)
 
     def _try_write(self, part: list[tuple[Exchange, CapturedCall]], outcome: _Outcome) -> Exception | None:
         """Write ``part`` in one transaction; the error, or ``None`` when it is stored."""

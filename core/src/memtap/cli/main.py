@@ -551,6 +551,7 @@ def import_transcript_command(store_url: str | None, file: str, entity: str, ses
     import tempfile
 
     from memtap.cli.transcript import (
+        IMPORT_EMBED_MESSAGES,
         TranscriptError,
         import_turns,
         iter_turns,
@@ -596,8 +597,15 @@ def import_transcript_command(store_url: str | None, file: str, entity: str, ses
                 entity_id=entity,
                 sessions={*scan.sessions, default_session} if scan.unnamed else scan.sessions,
                 also_in=legacy,
+                embed=scan.messages <= IMPORT_EMBED_MESSAGES,
             )
     summary = f"imported {report.new} new turn(s) of {entity!r} in {report.sessions} session(s)"
     if report.present:
         summary += f"; {report.present} turn(s) were already present"
+    if report.unembedded:
+        summary += (
+            f"; their {report.unembedded} fact(s) are recallable by words now, and by meaning once embedded "
+            f"in the background by the next process that recalls for {entity!r} (the proxy, the UI, "
+            "the MCP server or an app)"
+        )
     Console(stderr=True, highlight=False).print(summary, soft_wrap=True, markup=False)

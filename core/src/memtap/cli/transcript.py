@@ -36,6 +36,7 @@ already stored in the sessions imported into.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -86,6 +87,9 @@ IMPORT_BACKLOG = 250
 #: MB a store that can bound its memory (``Store.bound_memory``: DuckDB) may hold during an
 #: import; its cache otherwise grows with the file (100 MB of transcript: +600 MB).
 IMPORT_STORE_MB = 64
+#: Messages a transcript may have for its facts to be embedded during the import (above,
+#: embedding is deferred: :meth:`memtap.longterm.recall.RecallEngine.deferring_embedding`).
+IMPORT_EMBED_MESSAGES = 1000
 #: Seconds the store may take nothing at all before an import gives up.
 STALL_SECONDS = 60.0
 
@@ -133,11 +137,14 @@ class Turn:
 
 @attrs.frozen
 class ImportReport:
-    """What an import did: turns captured now, turns the store already held, sessions."""
+    """What an import did: turns captured now, turns the store already held, sessions,
+    and how many of the facts it stored are left to embed (recallable by words now, by
+    meaning once the process that next loads the entity's index has embedded them)."""
 
     new: int
     present: int
     sessions: int
+    unembedded: int = 0
 
 
 def _time(value: Any) -> _dt.datetime:
@@ -313,6 +320,7 @@ def import_turns(
     sessions: Iterable[str] | None = None,
     also_in: Iterable[str] = (),
     stall: float = STALL_SECONDS,
+    embed: bool = True,
 ) -> ImportReport:
     """Capture each turn not stored yet through :meth:`Memory.capture` (with its time),
     then wait until everything is written and memorized.
@@ -322,7 +330,34 @@ def import_turns(
     an earlier version imported the same file), is skipped. Turns are captured in batches,
     each written before the next is read, so memory does not grow with their number.
     Raises :class:`ImportStalledError` when the store takes nothing for ``stall`` seconds
-    (what was stored stays; importing again skips it)."""
+    (what was stored stays; importing again skips it).
+
+    With ``embed`` the facts stored are embedded before it returns (as long as the
+    embedder keeps up within ``10 * stall`` seconds); without, they are left to embed
+    (:attr:`ImportReport.unembedded`): a local model embeds a few hundred texts a second
+    at best, a large transcript's facts arrive faster, and the embedder's model would
+    double the import's memory."""
+    engine = mem.longterm.engine
+    with contextlib.ExitStack() as stack:
+        if not embed:
+            stack.enter_context(engine.deferring_embedding())
+        report = _import_turns(
+            mem, turns, entity_id=entity_id, sessions=sessions, also_in=also_in, stall=stall
+        )
+    if embed and engine.worker is not None:
+        engine.worker.flush(10 * stall)
+    return attrs.evolve(report, unembedded=0 if embed else engine.deferred)
+
+
+def _import_turns(
+    mem: Memory,
+    turns: Iterable[Turn],
+    *,
+    entity_id: str,
+    sessions: Iterable[str] | None,
+    also_in: Iterable[str],
+    stall: float,
+) -> ImportReport:
     if sessions is None:
         turns = list(turns)
         sessions = {t.session_id for t in turns}

@@ -9,8 +9,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from memtap.capture.quarantine import Quarantine
+from memtap.errors import RecordRefusedError
 from memtap.longterm.index import HIDDEN_KINDS
-from memtap.longterm.memorize import LLM, AsyncLLM, Memorizer
+from memtap.longterm.memorize import LLM, AsyncLLM, Memorizer, store_facts
 from memtap.longterm.recall import RecallEngine
 from memtap.longterm.recall_injector import _norm
 from memtap.longterm.remember_tool import MemoryToolError, ToolFormat, memory_tool, parse_tool_args
@@ -32,10 +34,12 @@ class LongTermMemory:
         embedder: Embedder | None,
         llm: LLM | AsyncLLM | None,
         episodes: bool,
+        quarantine: Quarantine | None = None,
     ) -> None:
         self.store = store
+        self.quarantine = quarantine
         self.engine = RecallEngine(store, embedder)
-        self.memorizer = Memorizer(store, self.engine, llm, episodes=episodes)
+        self.memorizer = Memorizer(store, self.engine, llm, episodes=episodes, quarantine=quarantine)
 
     def warm_up(self) -> None:
         """Start loading the embedder's model in the background (calls are coming)."""
@@ -48,9 +52,13 @@ class LongTermMemory:
 
     def remember(self, fact: Fact) -> Fact:
         """Store one fact, redacted, and index it (its vector follows in the background);
-        returns the fact as stored."""
+        returns the fact as stored. Raises :class:`memtap.errors.RecordRefusedError` when
+        the store refuses it for what it holds (it is then kept in the quarantine)."""
         fact = redact_fact(fact)
-        self.store.add_facts([fact])
+        if not store_facts(self.store, [fact], self.quarantine):
+            raise RecordRefusedError(
+                f"the store refused fact {fact.id}; it is kept in quarantine (`memtap stats` counts it)"
+            )
         self.engine.added([fact])
         return fact
 

@@ -42,6 +42,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from memtap.capture.isolation import write_isolating
+from memtap.capture.quarantine import Quarantine
 from memtap.errors import MemtapError
 from memtap.longterm.recall import RecallEngine
 from memtap.longterm.recall_injector import _norm
@@ -448,6 +450,26 @@ class _Then:
     callback: Callable[[], None]
 
 
+def store_facts(store: Store, facts: list[Fact], quarantine: Quarantine | None) -> list[Fact]:
+    """Store ``facts`` (redacted already); returns those stored. A fact the store refuses
+    for what it holds is isolated from the others (:func:`memtap.capture.isolation.write_isolating`:
+    the rest are stored at once) and put in ``quarantine``, never retried ahead of them; a
+    store that fails otherwise raises, as before."""
+    stored, refused = write_isolating(facts, store.add_facts)
+    for fact, exc in refused:
+        kept = quarantine is not None and quarantine.put_fact(fact, f"{type(exc).__name__}: {exc}")
+        log.error(
+            "memtap: the store refused fact %s (%s); %s, the facts around it are stored "
+            "(`memtap stats` counts it)",
+            fact.id,
+            exc,
+            "it is kept in quarantine" if kept else "it could not be kept",
+        )
+    if refused:
+        count("quarantined", len(refused))
+    return stored
+
+
 class Memorizer:
     """The background worker of mode A (and of episodic memory without a port)."""
 
@@ -458,11 +480,14 @@ class Memorizer:
         llm: LLM | AsyncLLM | None,
         *,
         episodes: bool = True,
+        quarantine: Quarantine | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
         self.llm = llm
         self.episodes = episodes
+        #: Where facts the store refuses go (``None``: they are logged and dropped).
+        self.quarantine = quarantine
         self.stats = MemorizeStats()
         #: Only the worker thread reads and writes it.
         self.tails = SessionTails()
@@ -608,8 +633,8 @@ class Memorizer:
 
     def _store(self, facts: list[Fact]) -> None:
         facts = [redact_fact(f) for f in facts]  # from redacted exchanges; kept so for any source
-        self.store.add_facts(facts)
-        self.engine.added(facts)
+        stored = store_facts(self.store, facts, self.quarantine)
+        self.engine.added(stored)
 
     def extract(self, exchange: Exchange) -> bool:
         """Run the extractor on one exchange and apply its operations; ``False`` when it

@@ -16,6 +16,7 @@ every minute), in the background while the stale index serves; or when it is evi
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import logging
 import math
@@ -23,7 +24,7 @@ import queue
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -788,6 +789,25 @@ class RecallEngine:
             if embedder is not None
             else None
         )
+        #: While set (:meth:`deferring_embedding`), facts are not queued to embed but counted.
+        self._deferring = False
+        #: Facts left to embed later since :meth:`deferring_embedding` began.
+        self.deferred = 0
+
+    @contextlib.contextmanager
+    def deferring_embedding(self) -> Iterator[None]:
+        """Within the block, stored facts are indexed (recallable by words) but not queued
+        to embed: :attr:`deferred` counts them. A bulk import uses it, since its facts
+        arrive far faster than a local model embeds them, and queueing them held every
+        fact in memory (a 100 MB transcript: +900 MB). They are embedded, in the
+        background, by the process that next loads the entity's index (its missing
+        vectors, :attr:`FactIndexes.on_unembedded`). It applies to every fact this engine
+        stores meanwhile, not only the import's."""
+        self._deferring, self.deferred = True, 0
+        try:
+            yield
+        finally:
+            self._deferring = False
 
     def warm_up(self) -> None:
         """Start loading the embedder's model in the background, if it has one to load
@@ -804,8 +824,12 @@ class RecallEngine:
             return entry.index.vector_of(fact.id, full=True) is not None
 
     def _embed_later(self, facts: list[Fact]) -> None:
-        if self.worker is not None:
-            self.worker.submit(facts)
+        if self.worker is None:
+            return
+        if self._deferring:
+            self.deferred += len(facts)
+            return
+        self.worker.submit(facts)
 
     def _deliver(self, entity_id: str, vectors: dict[str, Any], quick: bool = False) -> None:
         model = self.embedder.name if self.embedder is not None else None

@@ -347,7 +347,10 @@ class PostgresStore:
         self._check()
         if not batch:
             return
-        fact_columns = R.columns(R.fact_rows(batch), 10)
+        try:
+            fact_columns = R.columns(R.fact_rows(batch), 10)
+        except (TypeError, ValueError) as e:  # a value JSON cannot hold: the records' fault
+            raise store_error(self.url, "adding facts", e, refused=True) from e
 
         def work(conn: psycopg.Connection) -> None:
             inserted = {id_ for (id_,) in conn.execute(_INSERT_FACTS, fact_columns).fetchall()}
