@@ -8,6 +8,7 @@ logged the failure and lost every episode of the batch."""
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,3 +63,23 @@ def test_remember_of_a_refused_fact_says_so_and_keeps_it(memory: memtap.Memory) 
     memory.remember("Alice lives in Tokyo", entity_id=entity)
     assert [f.text for f in memory.store.facts(entity_id=entity)] == ["Alice lives in Tokyo"]
     assert "Tokyo" in memory.recall("where does alice live", entity_id=entity)[0].fact.text
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_memtap_quarantine_list_shows_refused_facts(memory: memtap.Memory, store_url: str) -> None:
+    from click.testing import CliRunner
+
+    from memtap.cli.main import main
+
+    with pytest.raises(RecordRefusedError):
+        memory.remember("lone \ud800 surrogate", entity_id="hostile-list")
+    (kept,) = memory.quarantine.facts()
+    memory.close()  # the command opens the store itself
+    table = CliRunner().invoke(main, ["quarantine", "list", "--store", store_url], catch_exceptions=False)
+    assert table.exit_code == 0 and "quarantined facts" in table.output
+    assert "no quarantined" not in table.output
+    listed = CliRunner().invoke(
+        main, ["quarantine", "list", "--store", store_url, "--json"], catch_exceptions=False
+    )
+    (row,) = json.loads(listed.output)
+    assert row["fact"]["id"] == kept[0].id and row["reason"]

@@ -226,9 +226,9 @@ def stats(store_url: str | None) -> None:
 
 @main.group()
 def quarantine() -> None:
-    """Captured calls the store refused (text it cannot hold, a value out of range, a
-    constraint), kept redacted beside it instead of blocking the calls behind them:
-    list, retry or drop them."""
+    """Captured calls and facts the store refused (text it cannot hold, a value out of
+    range, a constraint), kept redacted beside it instead of blocking the records behind
+    them: list them, retry or drop the calls."""
 
 
 @quarantine.command(name="list")
@@ -237,22 +237,30 @@ def quarantine() -> None:
     "--json", "as_json", is_flag=True, help="Print JSON (the records, redacted) instead of a table."
 )
 def quarantine_list(store_url: str | None, as_json: bool) -> None:
-    """List the quarantined calls, oldest first, with why the store refused each."""
-    from memtap.cli.quarantine import quarantine_table
+    """List the quarantined calls, oldest first, with why the store refused each, then the
+    quarantined facts (remembered or memorized facts the store refused)."""
+    from memtap.cli.quarantine import quarantine_facts_table, quarantine_table
 
     with open_memory(store_url) as mem:
         records = list(mem.quarantine.records())
+        facts = mem.quarantine.facts()
         where = mem.quarantine.directory
     if as_json:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"at": r.at.isoformat(), "reason": r.reason, "exchange": to_dict(r.exchange)} for r in records
         ]
+        rows += [{"reason": reason, "fact": to_dict(fact)} for fact, reason in facts]
         click.echo(json.dumps(rows, indent=2))
         return
-    if not records:
-        console.print(f"no quarantined calls for {mem.url}")
+    if not records and not facts:
+        console.print(f"no quarantined calls or facts for {mem.url}")
         return
-    console.print(quarantine_table(records, f"quarantined calls of {mem.url} (in {where or 'memory'})"))
+    if records:
+        console.print(quarantine_table(records, f"quarantined calls of {mem.url} (in {where or 'memory'})"))
+    if facts:
+        console.print(
+            quarantine_facts_table(facts, f"quarantined facts of {mem.url} (in {where or 'memory'})")
+        )
 
 
 def _chosen(ids: tuple[str, ...], every: bool, verb: str) -> list[str] | None:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from memtap.capture.quarantine import QuarantinedRecord
+from memtap.protocol.model import Fact
 from memtap.storage.storable import storable
 
 #: Characters of a record's first text and of its reason shown in the table.
@@ -34,5 +35,22 @@ def quarantine_table(records: Sequence[QuarantinedRecord], title: str) -> Table:
             record.at.strftime("%Y-%m-%d %H:%M:%S"),
             _short(said),
             _short(record.reason, 2 * PREVIEW_CHARS),
+        )
+    return table
+
+
+def quarantine_facts_table(facts: Sequence[tuple[Fact, str]], title: str) -> Table:
+    """One row per quarantined fact: its id, entity, the start of its text (redacted, as
+    kept) and why the store refused it."""
+    table = Table(title=title)
+    for column in ("id", "entity", "kind", "text", "reason"):
+        table.add_column(column, overflow="fold")
+    for fact, reason in facts:
+        table.add_row(
+            fact.id,
+            fact.entity_id,
+            fact.kind,
+            _short(storable(fact.text)),
+            _short(reason, 2 * PREVIEW_CHARS),
         )
     return table
