@@ -413,28 +413,22 @@ class Proxy:
         if call is None:  # passed through: relayed as is, whatever it is
             relay = StreamRelay(upstream, client_response_headers(upstream.headers, keep_length=True))
             return await relay(receive, send, self.loop())
-        if (upstream.header(b"content-type") or b"").startswith(b"text/event-stream"):
-            relay = StreamRelay(
-                upstream,
-                client_response_headers(upstream.headers, keep_length=False),
-                call=call,
-                protocol=protocol,
-                hide_usage=call.hide_usage_event,
-                commits=self.commits,
-            )
-            return await relay(receive, send, self.loop())
-        reader = array_reader(protocol) if array and 200 <= upstream.status < 300 else None
-        if reader is not None:  # a JSON array, read as it streams (an error answer: whole)
-            relay = StreamRelay(
-                upstream,
-                client_response_headers(upstream.headers, keep_length=False),
-                call=call,
-                protocol=protocol,
-                commits=self.commits,
-                array=ArrayEvents(reader),
-            )
-            return await relay(receive, send, self.loop())
-        await self._relay_whole(send, upstream, call, family)
+        sse = (upstream.header(b"content-type") or b"").startswith(b"text/event-stream")
+        # A JSON array is read as it streams (an error answer: whole).
+        streamed_array = not sse and array and 200 <= upstream.status < 300
+        reader = array_reader(protocol) if streamed_array else None
+        if not sse and reader is None:
+            return await self._relay_whole(send, upstream, call, family)
+        relay = StreamRelay(
+            upstream,
+            client_response_headers(upstream.headers, keep_length=False),
+            call=call,
+            protocol=protocol,
+            hide_usage=sse and call.hide_usage_event,
+            commits=self.commits,
+            array=ArrayEvents(reader) if reader is not None else None,
+        )
+        return await relay(receive, send, self.loop())
 
     async def _relay_whole(self, send: Send, upstream: UpstreamResponse, call: Call, family: str) -> None:
         """A non-streamed answer: read it whole, capture it (journaled; on a shared store,
