@@ -263,6 +263,17 @@ def quarantine_list(store_url: str | None, as_json: bool) -> None:
         )
 
 
+def confirm_delete(what: str, question: str) -> None:
+    """Ask ``question`` before deleting ``what`` (aborts on no); refuse, saying how to
+    go on, when there is no terminal to ask on."""
+    if not sys.stdin.isatty():
+        raise click.ClickException(
+            f"not deleting {what}: memtap cannot ask for confirmation (stdin is not a terminal); "
+            "pass --yes to delete without asking"
+        )
+    click.confirm(question, abort=True)
+
+
 def _chosen(ids: tuple[str, ...], every: bool, verb: str) -> list[str] | None:
     if bool(ids) == every:
         raise click.UsageError(
@@ -297,12 +308,7 @@ def quarantine_drop(store_url: str | None, ids: tuple[str, ...], every: bool, ye
     chosen = _chosen(ids, every, "drop")
     what = "every quarantined call" if chosen is None else f"{len(chosen)} quarantined call(s)"
     if not yes:
-        if not sys.stdin.isatty():
-            raise click.ClickException(
-                f"not deleting {what}: memtap cannot ask for confirmation (stdin is not a terminal); "
-                "pass --yes to delete without asking"
-            )
-        click.confirm(f"Delete {what}?", abort=True)
+        confirm_delete(what, f"Delete {what}?")
     with open_memory(store_url) as mem:
         dropped = mem.quarantine.drop(chosen)
     console.print(f"dropped {dropped} quarantined call(s)")
@@ -366,12 +372,7 @@ def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
 def forget(store_url: str | None, entity: str, yes: bool) -> None:
     """Delete everything stored for an entity (asks first, unless --yes)."""
     if not yes:
-        if not sys.stdin.isatty():
-            raise click.ClickException(
-                f"not deleting the memory of entity {entity!r}: memtap cannot ask for confirmation "
-                "(stdin is not a terminal); pass --yes to delete without asking"
-            )
-        click.confirm(f"Delete all memory of entity {entity!r}?", abort=True)
+        confirm_delete(f"the memory of entity {entity!r}", f"Delete all memory of entity {entity!r}?")
     with open_memory(store_url) as mem:
         require_entity(mem, entity)
         count = mem.forget(entity_id=entity)
