@@ -1091,7 +1091,7 @@ class RecallEngine:
             self.stats.model_loading += 1  # words (and the quick vector) answer meanwhile
             return None
         remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
-        deferred = deadline is not None and wait is not None and wait < remaining  # type: ignore[operator]
+        deferred = remaining is not None and wait is not None and wait < remaining
         if deferred:
             remaining = wait
         try:
