@@ -6,6 +6,8 @@ swaps the fusion in the loaded indexes and asks the tuning questions again: LOCO
 per path, the paraphrase set's even positions (R@1/5/10). Held-out halves are never read.
 
     python benchmarks/fusion_grid.py [--embedder default|minilm-full] [--stage NAME]
+    python benchmarks/fusion_grid.py --try "" --try "present_words:0,meaning_slots:2"
+        (the shipped defaults, then the defaults with those knobs changed)
 """
 
 from __future__ import annotations
@@ -106,6 +108,16 @@ class Paraphrases:
         return {f"R@{k}": statistics.fmean(r < k for r in ranks) for k in (1, 5, 10)}
 
 
+def changed(spec: str) -> Fusion:
+    """The default fusion with the knobs of ``spec`` ("name:value,name:value") changed."""
+    base = Fusion()
+    knobs: dict[str, Any] = {}
+    for item in filter(None, spec.split(",")):
+        name, _, value = item.partition(":")
+        knobs[name] = type(getattr(base, name))(value)
+    return attrs.evolve(base, **knobs)
+
+
 def grid(stage: str) -> list[Fusion]:
     base = Fusion()
     if stage == "words":
@@ -171,11 +183,18 @@ def main() -> None:
     parser.add_argument("--embedder", default="default")
     parser.add_argument("--stage", default="words")
     parser.add_argument("--sets", default="capture,remember,paraphrase")
+    parser.add_argument(
+        "--try",
+        dest="tries",
+        action="append",
+        default=[],
+        help="knob:value,... changed from the defaults (repeatable; instead of --stage)",
+    )
     args = parser.parse_args()
     sets: dict[str, Any] = {}
     for name in args.sets.split(","):
         sets[name] = Paraphrases(args.embedder) if name == "paraphrase" else Locomo(name, args.embedder)
-    for fusion in grid(args.stage):
+    for fusion in [changed(spec) for spec in args.tries] or grid(args.stage):
         knobs = {
             k: v
             for k, v in attrs.asdict(fusion).items()

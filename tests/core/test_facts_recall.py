@@ -743,6 +743,28 @@ def test_one_shared_word_is_not_enough_to_skip_the_full_model(store):
     mem.close()
 
 
+def test_words_only_a_turns_context_shares_do_not_skip_the_full_model(store):
+    """A short turn is indexed with the words of the turns around it ("ok add that" after
+    one about work and days off): those words rank it, but they are not the turn's own,
+    so they cannot say the question is answered without the full model ("where do I
+    work these days?")."""
+    emb = QuickGroupEmbedder()
+    mem = memory(store, embedder=emb)
+    context = "my work gave me two days off, can i claim for the time"
+    mem.remember("ok add that", entity_id="alice", context=context, at=T0)
+    mem.remember("I quit the distributor, freelance bookkeeping from home now", entity_id="alice", at=T0)
+    mem.flush()
+    stats = mem.longterm.engine.stats
+    index = mem.longterm.engine.indexes.get("alice", wait=True).index
+    short = next(f for f in index.facts if f is not None and f.text == "ok add that")
+    assert index.shared_terms(short.id, "where do i work these days?")[1] == 1.0  # by its context
+    assert index.shared_terms(short.id, "where do i work these days?", own_words=True) == (0, 0.0)
+    mem.recall("where do i work these days?", entity_id="alice", k=2)
+    assert (stats.quick_queries, stats.escalations) == (1, 1)
+    assert "where do i work these days?" in emb.embedded
+    mem.close()
+
+
 def test_background_workers_run_at_lower_priority(store):
     import os
 

@@ -582,14 +582,21 @@ class EntityIndex:
         n = max(self.alive_count, self.fusion.idf_prior)
         return max(0.0, math.log(1 + (n - df + 0.5) / (df + 0.5)))
 
-    def shared_terms(self, fact_id: str, query: str | Mapping[str, int]) -> tuple[int, float]:
+    def shared_terms(
+        self, fact_id: str, query: str | Mapping[str, int], *, own_words: bool = False
+    ) -> tuple[int, float]:
         """How many of the query's terms the fact is indexed under (its text, context or
-        date), and their share of the query's BM25 weight (0 to 1): how much of the
-        question its words alone answer. A number no fact says ("note 1234") is left out of
-        the weight: it cannot be matched at all, so it says nothing of whether the words
-        found the right facts (it made every question with a new number ask the full model)."""
+        date; with ``own_words``, its text alone), and their share of the query's BM25
+        weight (0 to 1): how much of the question its words alone answer. A number no
+        fact says ("note 1234") is left out of the weight: it cannot be matched at all, so
+        it says nothing of whether the words found the right facts (it made every question
+        with a new number ask the full model)."""
         counts = term_counts(query) if isinstance(query, str) else query
         slot = self.slot_of.get(fact_id)
+        own: Mapping[str, int] | None = None
+        if own_words:
+            fact = self.facts[slot] if slot is not None else None
+            own = term_counts(fact.text) if fact is not None else {}
         shared, weight, total = 0, 0.0, 0.0
         for term in counts:
             p = self.postings.get(term)
@@ -597,13 +604,9 @@ class EntityIndex:
                 continue  # a number no fact says: no fact's words, nor any vector, can match it
             idf = self._idf(len(p.slots) if p is not None else 0)
             total += idf
-            # A fact's slot occurs once per term, and slots grow as facts are added:
-            # postings are sorted, so membership is a bisection.
-            if p is not None and slot is not None:
-                at = bisect.bisect_left(p.slots, slot)
-                if at < len(p.slots) and p.slots[at] == slot:
-                    shared += 1
-                    weight += idf
+            if term in own if own is not None else _posted(p, slot):
+                shared += 1
+                weight += idf
         return shared, (weight / total if total else 0.0)
 
     def unseen_terms(self, query: str | Mapping[str, int]) -> list[str]:
@@ -1061,6 +1064,15 @@ class EntityIndex:
 #: Bits of a vector's sign sketch.
 SKETCH_BITS = 256
 _planes: dict[int, Any] = {}
+
+
+def _posted(postings: _Postings | None, slot: int | None) -> bool:
+    """Whether ``slot`` is among ``postings``' slots. A fact's slot occurs once per term,
+    and slots grow as facts are added: postings are sorted, so membership is a bisection."""
+    if postings is None or slot is None:
+        return False
+    at = bisect.bisect_left(postings.slots, slot)
+    return at < len(postings.slots) and postings.slots[at] == slot
 
 
 def _has_digit(term: str) -> bool:

@@ -1073,14 +1073,16 @@ class RecallEngine:
         their facts it finds the answer in the top 5 about 60% of the time where the full
         model finds it 96%), so the words must carry the question: every query term occurs
         in some fact, and the best hit is convincing (scores at least ``escalate_below``),
-        is indexed under at least ``escalate_shared`` of the query's terms and under at
-        least ``escalate_share`` of their BM25 weight. One shared word is not enough: "what
-        dog do I have?" finds "the neighbours' dog barks all night" by its one word, while
-        the answer is "I adopted a beagle". Anything else is where meaning must bridge:
-        the full model is asked (``benchmarks/paraphrase_recall.py``)."""
+        says in its own text (not its context) at least ``escalate_shared`` of the query's
+        terms and at least ``escalate_share`` of their BM25 weight. One shared word is not
+        enough: "what dog do I have?" finds "the neighbours' dog barks all night" by its
+        one word, while the answer is "I adopted a beagle"; nor are words a short turn only
+        has from the turns around it ("ok add that", indexed with "work" and "days" of its
+        context, is no answer to "where do I work these days?"). Anything else is where
+        meaning must bridge: the full model is asked (``benchmarks/paraphrase_recall.py``)."""
         if not hits or hits[0][1] < self.escalate_below or index.unseen_terms(counts):
             return False
-        shared, share = index.shared_terms(hits[0][0].id, counts)
+        shared, share = index.shared_terms(hits[0][0].id, counts, own_words=True)
         return shared >= self.escalate_shared and share >= self.escalate_share
 
     def _full_vector(self, query: str, deadline: float | None, started: float, wait: float | None) -> Any:
