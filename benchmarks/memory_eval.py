@@ -690,10 +690,10 @@ def markdown(results: Sequence[dict[str, Any]]) -> str:
             notes.append(f"false injection {inj['false_injection']:.2f} of {inj['abstention_questions']}")
         notes.append(f"evidence injected {inj['evidence_injected']:.2f}")
         if inj.get("evidence_injected_at_once") is not None:
-            notes.append(
-                f"without waiting for the full model: false injection {inj['false_injection_at_once']:.2f}, "
-                f"evidence injected {inj['evidence_injected_at_once']:.2f}"
-            )
+            at_once = f"evidence injected {inj['evidence_injected_at_once']:.2f}"
+            if inj["abstention_questions"]:
+                at_once = f"false injection {inj['false_injection_at_once']:.2f}, " + at_once
+            notes.append("without waiting for the full model: " + at_once)
         aucs = ", ".join(f"{n} {v:.2f}" for n, v in inj["auc"].items() if v is not None and n != "bm25")
         if aucs:
             notes.append(f"AUC {aucs}")
