@@ -11,7 +11,7 @@ from __future__ import annotations
 import acme_sdk
 
 import memtap
-import memtap_acme
+import memtap_acme_wire
 from memtap.testing.conformance import ProviderConformanceSuite
 
 
@@ -23,12 +23,12 @@ def _streamed_text(events):
     return "".join((e["choices"][0]["delta"].get("content") or "") for e in events if e["choices"])
 
 
-class TestAcmeConformance(ProviderConformanceSuite):
+class TestAcmeWireConformance(ProviderConformanceSuite):
     """Every behaviour memtap promises, with the Acme SDK. Trim ``capabilities`` if your SDK
     lacks something (e.g. ``ALL_CAPABILITIES - {"async"}``): those tests are skipped."""
 
-    plugin = memtap_acme
-    protocol_name = "acme.chat"
+    plugin = memtap_acme_wire
+    protocol_name = "acme_wire.chat"
 
     def make_client(self, server, *, is_async):
         """A client of the SDK pointed at the scripted server."""
@@ -76,7 +76,7 @@ class TestAcmeConformance(ProviderConformanceSuite):
 
 def test_streamed_events_are_what_the_caller_would_see_without_memtap(memtap_server):
     """memtap asks for stream usage, and hides from the caller what it asked for."""
-    mem = memtap.Memory("memory://", plugins=[memtap_acme], entry_points=False)
+    mem = memtap.Memory("memory://", plugins=[memtap_acme_wire], entry_points=False)
     client = mem.register(acme_sdk.AcmeClient(base_url=memtap_server.openai_base_url, api_key="k"))
     events = list(client.chat(model="acme-1", messages=[{"role": "user", "content": "hi"}], stream=True))
     assert memtap_server.last_json()["stream_options"] == {"include_usage": True}  # memtap asked

@@ -1,5 +1,7 @@
-"""memtap provider plugin for the Acme SDK (the template to copy; entry point ``acme`` in
-group ``memtap``).
+"""memtap provider plugin for the Acme SDK with its wire format written out in full: the
+template to copy for a provider whose format memtap does not know (entry point
+``acme_wire`` in group ``memtap``). For an OpenAI-compatible SDK, start from
+``plugins/_template`` instead.
 
 memtap calls the two hooks below: ``memtap_match_client`` when an app registers a client,
 ``memtap_wire_protocols`` to learn the request/response formats this plugin speaks.
