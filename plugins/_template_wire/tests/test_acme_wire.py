@@ -8,7 +8,7 @@ Gemini wire formats). Nothing here needs the network or an API key.
 
 from __future__ import annotations
 
-import acme_sdk
+import acme_wire_sdk
 
 import memtap
 import memtap_acme_wire
@@ -32,7 +32,7 @@ class TestAcmeWireConformance(ProviderConformanceSuite):
 
     def make_client(self, server, *, is_async):
         """A client of the SDK pointed at the scripted server."""
-        cls = acme_sdk.AsyncAcmeClient if is_async else acme_sdk.AcmeClient
+        cls = acme_wire_sdk.AsyncAcmeClient if is_async else acme_wire_sdk.AcmeClient
         return cls(base_url=server.openai_base_url, api_key="acme-test-key")
 
     def send(self, client, text, *, stream):
@@ -77,7 +77,7 @@ class TestAcmeWireConformance(ProviderConformanceSuite):
 def test_streamed_events_are_what_the_caller_would_see_without_memtap(memtap_server):
     """memtap asks for stream usage, and hides from the caller what it asked for."""
     mem = memtap.Memory("memory://", plugins=[memtap_acme_wire], entry_points=False)
-    client = mem.register(acme_sdk.AcmeClient(base_url=memtap_server.openai_base_url, api_key="k"))
+    client = mem.register(acme_wire_sdk.AcmeClient(base_url=memtap_server.openai_base_url, api_key="k"))
     events = list(client.chat(model="acme-1", messages=[{"role": "user", "content": "hi"}], stream=True))
     assert memtap_server.last_json()["stream_options"] == {"include_usage": True}  # memtap asked
     assert all(e["choices"] and "usage" not in e for e in events)  # and hid what it asked for
