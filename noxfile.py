@@ -43,7 +43,7 @@ CORE = "./core"
 
 
 def _packages(folder: str) -> dict[str, str]:
-    """Every package folder with a pyproject.toml under ``folder`` (``_template`` aside)."""
+    """Every package folder with a pyproject.toml under ``folder`` (the ``_template*`` folders aside)."""
     return {
         p.name: f"./{folder}/{p.name}"
         for p in sorted((ROOT / folder).iterdir())

@@ -24,7 +24,8 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
   :func:`active_call`.
 - **the patch kit**: :class:`Patches` (attributes set on a client, undone exactly),
   :func:`tracked` (an SDK method as a tracked call, in the method's own sync/async/stream
-  form; :data:`Begin`, :data:`Attempt`, :data:`Outcome` are what it is given), and
+  form; :data:`Begin`, :data:`Attempt`, :data:`Outcome` are what it is given;
+  :func:`tracked_kwargs` for a method whose keyword arguments are the request body), and
   :class:`StreamTap` (observing a streamed answer: :meth:`StreamTap.iterate`,
   :meth:`StreamTap.aiterate`, or :func:`retype` / :func:`subclass_of` for an SDK's own
   stream class; :data:`JsonFn`, :data:`EventFilter`); :class:`StainlessInstaller` /
@@ -56,6 +57,7 @@ plugin that wants the short name imports it ``as`` that name.
 
 from __future__ import annotations
 
+from memtap.adapters.kwargs import tracked_kwargs
 from memtap.adapters.patches import Patches
 from memtap.adapters.stainless import StainlessInstaller, Target
 from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
@@ -271,6 +273,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "retype",
     "subclass_of",
     "tracked",
+    "tracked_kwargs",
     # placement
     "arrange",
     "content_text",

@@ -1,8 +1,8 @@
 """The Acme plugin passes memtap's provider conformance suite with the (fictional) Acme SDK
-against memtap's local scripted model server, plus a test of its own.
+against memtap's local scripted model server, plus tests of its own.
 
 ``memtap.testing`` is a pytest plugin installed with memtap-core: it provides the
-``memtap_server`` fixture the suite uses (a local server speaking the OpenAI, Anthropic and
+``memtap_server`` fixture (a local server on 127.0.0.1 speaking the OpenAI, Anthropic and
 Gemini wire formats). Nothing here needs the network or an API key.
 """
 
@@ -15,12 +15,16 @@ import memtap_acme
 from memtap.testing.conformance import ProviderConformanceSuite
 
 
+def _ask(client, text, **fields):
+    return client.chat(model="acme-1", messages=[{"role": "user", "content": text}], **fields)
+
+
 def _text(answer):
     return answer["choices"][0]["message"]["content"]
 
 
-def _streamed_text(events):
-    return "".join((e["choices"][0]["delta"].get("content") or "") for e in events if e["choices"])
+def _delta(event):
+    return (event["choices"][0]["delta"].get("content") or "") if event["choices"] else ""
 
 
 class TestAcmeConformance(ProviderConformanceSuite):
@@ -37,28 +41,22 @@ class TestAcmeConformance(ProviderConformanceSuite):
 
     def send(self, client, text, *, stream):
         """One user turn; the answer text as the caller sees it."""
-        answer = client.chat(model="acme-1", messages=[{"role": "user", "content": text}], stream=stream)
-        return _streamed_text(answer) if stream else _text(answer)
+        answer = _ask(client, text, stream=stream)
+        return "".join(_delta(e) for e in answer) if stream else _text(answer)
 
     async def send_async(self, client, text, *, stream):
         """The same with the async client."""
-        answer = await client.chat(
-            model="acme-1", messages=[{"role": "user", "content": text}], stream=stream
-        )
-        if not stream:
-            return _text(answer)
-        return "".join(
-            [(e["choices"][0]["delta"].get("content") or "") async for e in answer if e["choices"]]
-        )
+        answer = await _ask(client, text, stream=stream)
+        return "".join([_delta(e) async for e in answer]) if stream else _text(answer)
 
     def send_and_break(self, client, text):
         """Start a stream, take one event, abandon it."""
-        for _event in client.chat(model="acme-1", messages=[{"role": "user", "content": text}], stream=True):
+        for _event in _ask(client, text, stream=True):
             break
 
     def send_raw(self, client, text):
         """One user turn; the SDK's response as it is (here: a tool call)."""
-        return client.chat(model="acme-1", messages=[{"role": "user", "content": text}])
+        return _ask(client, text)
 
     def send_tool_result(self, client, text, answer, result):
         """Answer the tool call in ``answer`` with ``result``, as an app does."""
@@ -74,11 +72,22 @@ class TestAcmeConformance(ProviderConformanceSuite):
         )
 
 
+def test_the_plugin_is_found_through_its_entry_point(memtap_server):
+    """Installed, the plugin needs no ``plugins=[...]``: memtap finds it by its entry point."""
+    mem = memtap.Memory("memory://")
+    client = mem.register(acme_sdk.AcmeClient(base_url=memtap_server.openai_base_url, api_key="k"))
+    with mem.scope(entity_id="ep", session_id="ep"):
+        _ask(client, "my name is Ada")
+        _ask(client, "what is my name?")
+    assert memtap_server.last_json()["messages"][0]["content"] == "my name is Ada"  # history injected
+    mem.close()
+
+
 def test_streamed_events_are_what_the_caller_would_see_without_memtap(memtap_server):
     """memtap asks for stream usage, and hides from the caller what it asked for."""
     mem = memtap.Memory("memory://", plugins=[memtap_acme], entry_points=False)
     client = mem.register(acme_sdk.AcmeClient(base_url=memtap_server.openai_base_url, api_key="k"))
-    events = list(client.chat(model="acme-1", messages=[{"role": "user", "content": "hi"}], stream=True))
+    events = list(_ask(client, "hi", stream=True))
     assert memtap_server.last_json()["stream_options"] == {"include_usage": True}  # memtap asked
-    assert all(e["choices"] and "usage" not in e for e in events)  # and hid what it asked for
+    assert events and all(e["choices"] and "usage" not in e for e in events)  # and hid it
     mem.close()

@@ -18,9 +18,9 @@ from typing import Any
 
 from memtap.formats.blocks import render_blocks
 from memtap.formats.content import content_text
-from memtap.formats.layout import MessageCodec
+from memtap.formats.layout import MessageCodec, layout_messages
 from memtap.protocol.model import Message, ToolCall, Usage
-from memtap.protocol.wire import RequestView, ResponseView, SystemBlock
+from memtap.protocol.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
 
 __all__ = [
     "CHAT_CODEC",
@@ -267,15 +267,25 @@ class ChatStreamAccumulator:
 
 
 class ChatFormatProtocol:
-    """The reading half of a wire protocol that speaks the chat format: requests,
-    responses, the usage chunk, stream accumulation. A subclass adds ``name``,
-    ``provider`` and its own ``inject`` (where blocks go is the provider's call)."""
+    """A wire protocol that speaks the chat format, with the usual defaults: requests,
+    responses, the usage chunk, stream accumulation, and injection as
+    :func:`~memtap.formats.layout.layout_messages` lays out a chat message list. A subclass
+    adds ``name`` and ``provider``, and overrides ``inject`` where its provider places
+    blocks otherwise (behind a prompt cache, as OpenAI's ``prompt_cache_key`` says)."""
 
     operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Conversation messages, system/developer text, model and stream flag."""
         return read_chat_request(body)
+
+    def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
+        """A new body whose ``messages`` are the app's leading system messages (a known
+        agent's anchored blocks inside), ``session_init`` blocks, the history, ``per_turn``
+        blocks, then the app's other messages; nothing else changes."""
+        out = dict(body)
+        out["messages"] = layout_messages(list(body.get("messages") or ()), plan, CHAT_CODEC)
+        return out
 
     def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
         """Ask for the usage chunk unless the caller said anything about it."""
@@ -284,6 +294,16 @@ class ChatFormatProtocol:
     def is_hidden_usage_event(self, event: Any) -> bool:
         """The usage-only chunk (no choices) that ``include_usage`` adds."""
         return is_hidden_usage_event(event)
+
+    def caller_event(self, event: Any) -> Any:
+        """A chunk as the caller would have got it had memtap not asked for usage (a
+        :data:`~memtap.adapters.streamtap.EventFilter`): the usage-only chunk hidden
+        (``None``), the ``"usage": null`` the others then carry removed from mappings."""
+        if is_hidden_usage_event(event):
+            return None
+        if isinstance(event, Mapping) and "usage" in event and event["usage"] is None:
+            return {k: v for k, v in event.items() if k != "usage"}
+        return event
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """The first choice's message, every choice's finish reason, usage and model."""

@@ -29,7 +29,7 @@ PROTOCOL = AcmeChatProtocol()
 def is_acme_client(client: Any) -> bool:
     """Whether ``client`` is an Acme client, checked without importing the SDK (when the
     app has not imported it, none of its clients can exist)."""
-    sdk = sys.modules.get("acme_sdk")
+    sdk = sys.modules.get("acme_wire_sdk")
     if sdk is None or isinstance(client, type):
         return False
     classes = tuple(c for c in (getattr(sdk, "AcmeClient", None), getattr(sdk, "AsyncAcmeClient", None)) if c)

@@ -1,5 +1,8 @@
 """The Acme wire protocol: how memtap reads and edits Acme's request JSON and reads its
-responses and stream events. (Acme speaks an OpenAI-compatible chat format.)
+responses and stream events. (Acme speaks an OpenAI-compatible chat format, which
+``memtap.sdk.ChatFormatProtocol`` already reads: ``plugins/_template`` uses it. Here it is
+written out in full, as a provider with a format of its own needs, so that the example runs
+against memtap's scripted server.)
 
 Everything here works on plain JSON (dicts and lists), never on SDK objects, so the same
 code serves an SDK registered in-process and memtap's HTTP proxy.
@@ -89,7 +92,7 @@ CODEC = AcmeCodec()
 class AcmeChatProtocol:
     """Acme chat completions (``POST /chat/completions``)."""
 
-    name = "acme.chat"
+    name = "acme_wire.chat"
     provider = "acme"
     operation = "chat"
 
