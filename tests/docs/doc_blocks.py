@@ -23,8 +23,8 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Every page of the documentation: the README and docs/ with its subfolders.
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+#: Every page of the documentation: the README, CONTRIBUTING and docs/ with its subfolders.
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: Languages whose blocks are programs to run, and how: Python, or a shell.
 RUN_KINDS = {
     "python": "python",
