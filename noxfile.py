@@ -63,8 +63,17 @@ CONTRIB_PLUGINS = {
     "ui": ["proxy"],
 }
 #: What every test session installs (tests/core talk to the scripted server with httpx, and
-#: write the spool with either JSON encoder: pydantic-core's and the standard library's).
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "opentelemetry-sdk>=1.24", "httpx>=0.27", "pydantic-core>=2.10"]
+#: write the spool with either JSON encoder: pydantic-core's and the standard library's;
+#: pytest-timeout fails a test that hangs, at pyproject.toml's ``timeout``, instead of
+#: holding the whole run).
+TEST_DEPS = [
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "hypothesis>=6",
+    "opentelemetry-sdk>=1.24",
+    "httpx>=0.27",
+    "pydantic-core>=2.10",
+]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
 
 
