@@ -260,3 +260,65 @@ def test_a_number_no_fact_says_does_not_make_the_words_look_unsure():
     # A number some fact says still counts, and a word no fact says too.
     assert index.shared_terms(bike.id, "I bought a bike in Lisbon for 12")[1] < 1.0
     assert index.shared_terms(bike.id, "ticket 1234: I bought a bike in Lisbon")[1] < 1.0
+
+
+def _overload(mem: memtap.Memory, questions: int = 12) -> None:
+    """Calls asking the full model for new questions faster than it makes them."""
+    lane = mem.longterm.engine.queries
+    assert lane is not None
+    lane.cost = 0.1  # a slow model: a few asks a second are more than it can serve
+    for i in range(questions):
+        inject(mem, f"which creature number {i} do I own?")
+
+
+def test_under_sustained_load_a_call_does_not_wait_for_the_full_model_and_a_repeat_gets_it():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=1.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 0.05
+    _overload(mem)
+    stats = mem.longterm.engine.stats
+    assert stats.model_shed > 0
+    shed = stats.model_shed
+    started = time.perf_counter()
+    assert inject(mem, "which pet do I own?") == []  # only the full model finds it
+    assert time.perf_counter() - started < 0.04, "a call under load waited for the full model"
+    assert stats.model_shed == shed + 1
+    # Asked again (a tool loop's next request): not waited for either, but embedded meanwhile.
+    assert inject(mem, "which pet do I own?") == []
+    lane = mem.longterm.engine.queries
+    assert lane is not None
+    deadline = time.monotonic() + 5
+    while lane.cached("which pet do I own?") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    mem.close()
+
+
+def test_a_question_asked_once_under_load_costs_the_full_model_nothing():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=1.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 0.05
+    _overload(mem)
+    embedded = len(embedder.texts)
+    inject(mem, "which pet do I own?")
+    time.sleep(0.1)
+    assert "which pet do I own?" not in embedder.texts[embedded:]
+    mem.close()
+
+
+def test_a_budget_that_waits_under_load_still_waits():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=5.0, wait_under_load=True))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 0.05
+    _overload(mem)
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    assert mem.longterm.engine.stats.model_shed == 0
+    mem.close()

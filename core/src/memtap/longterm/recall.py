@@ -79,6 +79,10 @@ class RecallStats:
     facts_quick: int = 0
     #: Facts waiting for the full model (a gauge, read when the stats are).
     vectors_pending: int = 0
+    #: Escalations answered without the full model, not even waited for, because queries
+    #: asked it for more than it can make without making calls wait
+    #: (:meth:`QueryVectors.overloaded`); counted in :attr:`model_deferred` too.
+    model_shed: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -576,7 +580,24 @@ class QueryVectors:
     An embedder with a ``warm_up()`` method (loading its model) is warmed up in a
     background thread (:meth:`warm_up`, started by the first search or by registering a
     client): until that is done a query with a deadline does not wait for the model, which
-    would put its loading (a second or more) on the request path."""
+    would put its loading (a second or more) on the request path.
+
+    Under sustained load the lane is not asked at all (:meth:`overloaded`): when calls ask
+    the full model for their questions faster than it makes them (more than
+    :attr:`MAX_DEMAND` of a core over the last :attr:`DEMAND_WINDOW` seconds, at the cost a
+    query embedding has had lately), waiting for it would make every call's latency that
+    of the model under contention (10-20 ms on a loaded 2-core machine, issue 37), and
+    embedding every question for a next time that does not come would take the cores the
+    calls need. A question asked again meanwhile (an agent's tool loop) is embedded then,
+    in the background, for its following requests."""
+
+    #: Over how many seconds the demand on the full model is measured.
+    DEMAND_WINDOW = 1.0
+    #: The share of one core the full model may be asked for (queries per second times the
+    #: cost of one) before calls stop waiting for it (:meth:`overloaded`).
+    MAX_DEMAND = 0.25
+    #: What a query embedding is assumed to cost (seconds) until one has been timed.
+    INITIAL_COST = 0.006
 
     def __init__(self, embedder: Embedder, *, cache_size: int = 512) -> None:
         self.embedder = embedder
@@ -603,6 +624,12 @@ class QueryVectors:
         self._warm_ok = self._load is None
         if self._load is None:
             self.warmed.set()
+        #: When recent calls asked the full model for a question's vector (monotonic).
+        self._asks: deque[float] = deque()
+        #: What one query embedding has cost lately (seconds of wall time, on the lane).
+        self.cost = self.INITIAL_COST
+        #: Questions answered without the full model under load (a repeat is embedded).
+        self._shed: OrderedDict[str, None] = OrderedDict()
 
     def warm_up(self, *, wait: bool = False, timeout: float | None = None) -> bool:
         """Start loading the embedder's model in the background (once); with ``wait``,
@@ -672,6 +699,39 @@ class QueryVectors:
                     self._quick_cache.popitem(last=False)
         return vec
 
+    def demand(self) -> float:
+        """The share of one core the full model has been asked for over the last
+        :attr:`DEMAND_WINDOW` seconds (asks times :attr:`cost`)."""
+        with self._lock:
+            self._forget_asks(time.monotonic())
+            return len(self._asks) * self.cost / self.DEMAND_WINDOW
+
+    def _forget_asks(self, now: float) -> None:
+        while self._asks and self._asks[0] < now - self.DEMAND_WINDOW:
+            self._asks.popleft()
+
+    def overloaded(self, text: str) -> bool:
+        """Count a call's ask for ``text``'s vector; whether the full model is asked for
+        more than :attr:`MAX_DEMAND` of a core, so that the call should not wait for it.
+        Then ``text`` is embedded in the background only if it was asked before (a tool
+        loop's next requests have it); the first time it is only remembered."""
+        now = time.monotonic()
+        with self._lock:
+            self._forget_asks(now)
+            self._asks.append(now)
+            if len(self._asks) * self.cost <= self.MAX_DEMAND * self.DEMAND_WINDOW:
+                return False
+            again = text in self._shed
+            if again:
+                del self._shed[text]
+            else:
+                self._shed[text] = None
+                while len(self._shed) > self._cache_size:
+                    self._shed.popitem(last=False)
+        if again:
+            self._on_lane(text)
+        return True
+
     def busy(self) -> bool:
         """Whether a call is waiting for a query's vector (documents then wait; a query
         nobody waits for any more does not hold them up)."""
@@ -725,8 +785,12 @@ class QueryVectors:
 
     def _embed(self, text: str) -> Any:
         try:
+            started = time.perf_counter()
             vec = self.embedder.embed([text])[0]
+            # Bounded: an embedding that also loaded the model says little of the next.
+            took = min(time.perf_counter() - started, 0.05)
             with self._lock:
+                self.cost += 0.2 * (took - self.cost)
                 self._cache[text] = vec
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
@@ -877,6 +941,7 @@ class RecallEngine:
         parts: dict[str, ScoreParts] | None = None,
         below: list[ScoredFact] | None = None,
         model_wait: float | None = None,
+        shed: bool = False,
     ) -> list[ScoredFact] | None:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
@@ -884,7 +949,9 @@ class RecallEngine:
         everything is waited for. ``model_wait`` (seconds; with a deadline) is the longest
         the search waits for the full model's vector of the query when it wants one: past
         it the quick vector answers, and the full one, made meanwhile, serves the same
-        question next time.
+        question next time. With ``shed`` (and a deadline), a question the full model
+        has not embedded yet does not wait for it at all while calls ask for it faster
+        than it can serve them (:meth:`QueryVectors.overloaded`: :attr:`RecallStats.model_shed`).
 
         A time the question names ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`,
         relative to ``now``, default the current time) ranks the facts of that time first
@@ -986,6 +1053,7 @@ class RecallEngine:
         if wanted and self.queries is not None:
             self.queries.warm_up()  # once: loads the model in the background
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
+        found = None
         if quick is not None:
             self.stats.quick_queries += 1
             found = search_with(quick, judge=True)
@@ -995,13 +1063,12 @@ class RecallEngine:
             if sure:
                 return self._remember(entry, asked, searched, hits, parts, below)
             self.stats.escalations += 1
-        full = self._full_vector(query, deadline, started, model_wait) if wanted else None
-        qvec = full
-        if qvec is None:
-            qvec = quick  # the full model is late or failing: the quick answer stands
-        if qvec is None:
-            self.stats.lexical_only += 1
-        found = search_with(qvec)
+        full = self._full_vector(query, deadline, started, model_wait, shed) if wanted else None
+        if full is not None or found is None:
+            if full is None:
+                self.stats.lexical_only += 1
+            found = search_with(full)
+        # else the full model is late, failing or shed: the quick vector's answer stands
         if found is None:
             return None
         if wanted and full is None:  # a later search may have the full model: not remembered
@@ -1083,13 +1150,24 @@ class RecallEngine:
         shared, share = index.shared_terms(hits[0][0].id, counts)
         return shared >= self.escalate_shared and share >= self.escalate_share
 
-    def _full_vector(self, query: str, deadline: float | None, started: float, wait: float | None) -> Any:
+    def _full_vector(
+        self, query: str, deadline: float | None, started: float, wait: float | None, shed: bool = False
+    ) -> Any:
         """The query's vector from the full model within what is left of ``deadline``
-        (and at most ``wait``), or ``None`` (late or failing: counted)."""
+        (and at most ``wait``), or ``None`` (late, failing, or with ``shed`` not asked
+        under load: counted)."""
         assert self.queries is not None
         if deadline is not None and self.queries.loading:
             self.stats.model_loading += 1  # words (and the quick vector) answer meanwhile
             return None
+        if deadline is not None and shed:
+            hit = self.queries.cached(query)
+            if hit is not None:
+                return hit
+            if self.queries.overloaded(query):
+                self.stats.model_shed += 1
+                self.stats.model_deferred += 1
+                return None
         remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
         deferred = remaining is not None and wait is not None and wait < remaining
         if deferred:
