@@ -322,3 +322,56 @@ def test_a_budget_that_waits_under_load_still_waits():
     assert "Alice adopted a beagle" in block.text
     assert mem.longterm.engine.stats.model_shed == 0
     mem.close()
+
+
+def _worker(embedder: LaneEmbedder, stats: RecallStats) -> tuple[EmbeddingWorker, dict[str, object]]:
+    delivered: dict[str, object] = {}
+
+    def deliver(entity, vectors, quick):
+        if not quick:
+            delivered.update(vectors)
+
+    quick = getattr(embedder, "quick_query", None)
+    return EmbeddingWorker(embedder, InMemoryStore(), deliver, stats, quick=quick), delivered
+
+
+def test_a_text_embedded_already_is_not_embedded_again():
+    embedder = LaneEmbedder(quick="good")
+    stats = RecallStats()
+    worker, delivered = _worker(embedder, stats)
+    first = Fact(entity_id="alice", text="thanks, that works")
+    worker.submit([first])
+    assert worker.flush(5)
+    again = [Fact(entity_id="alice", text="thanks, that works") for _ in range(2)]
+    worker.submit(again)
+    assert worker.flush(5)
+    assert embedder.texts == ["thanks, that works"]
+    assert stats.facts_embedded == 1 and stats.vectors_reused == 2
+    assert all(f.id in delivered for f in [first, *again])
+    worker.close()
+
+
+def test_an_answer_that_restates_the_users_turn_takes_its_vector_a_real_answer_is_embedded():
+    embedder = LaneEmbedder(quick="good")
+    stats = RecallStats()
+    worker, delivered = _worker(embedder, stats)
+    turn = Fact(entity_id="alice", text="I moved to Tokyo", source_exchange_id="x1")
+    echo = Fact(
+        entity_id="alice", text="You moved to Tokyo.", source_exchange_id="x1", metadata={"role": "assistant"}
+    )
+    answer = Fact(
+        entity_id="alice",
+        text="Enjoy the coffee there!",
+        source_exchange_id="x1",
+        metadata={"role": "assistant"},
+    )
+    elsewhere = Fact(
+        entity_id="alice", text="You moved home.", source_exchange_id="x2", metadata={"role": "assistant"}
+    )
+    worker.submit([echo, answer, turn, elsewhere])
+    assert worker.flush(5)
+    embedded = ["I moved to Tokyo", "Enjoy the coffee there!", "You moved home."]
+    assert sorted(embedder.texts) == sorted(embedded)
+    assert delivered[echo.id] is delivered[turn.id]
+    assert stats.vectors_reused == 1
+    worker.close()

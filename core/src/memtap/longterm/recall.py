@@ -33,6 +33,7 @@ import attrs
 
 from memtap.history.injector import LOAD_DEADLINE, may_wait
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
+from memtap.longterm.reuse import VectorReuse, is_answer
 from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import TimeWindow, asks_present, query_window
 from memtap.longterm.text import term_counts
@@ -79,6 +80,9 @@ class RecallStats:
     facts_quick: int = 0
     #: Facts waiting for the full model (a gauge, read when the stats are).
     vectors_pending: int = 0
+    #: Facts given a vector the full model had made already (the same text, or the user
+    #: turn an answer restates: :mod:`memtap.longterm.reuse`), not embedded again.
+    vectors_reused: int = 0
     #: Escalations answered without the full model, not even waited for, because queries
     #: asked it for more than it can make without making calls wait
     #: (:meth:`QueryVectors.overloaded`); counted in :attr:`model_deferred` too.
@@ -399,7 +403,9 @@ class EmbeddingWorker:
       before each step waits while ``lane_busy()`` says a call waits for a query's vector
       (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries without
       pause still gets its documents embedded). A query's vector is what a call waits
-      for; a document's, nobody."""
+      for; a document's, nobody. A text the model embedded lately, and an answer that
+      restates its exchange's user turn, take the vector made already
+      (:mod:`memtap.longterm.reuse`: :attr:`RecallStats.vectors_reused`)."""
 
     #: The longest a step waits for the query lane to be free (seconds).
     YIELD_AT_MOST = 0.05
@@ -411,7 +417,7 @@ class EmbeddingWorker:
         deliver: Callable[[str, dict[str, Any], bool], None],
         stats: RecallStats,
         *,
-        step: int = 8,
+        step: int = 4,
         skip: Callable[[Fact], bool] | None = None,
         quick: Callable[[str], Any] | None = None,
         lane_busy: Callable[[], bool] | None = None,
@@ -431,6 +437,9 @@ class EmbeddingWorker:
         self._closed = False
         self._failing = False
         self._quick_failing = False
+        self._reuse = VectorReuse()
+        #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
+        self._quick_of: dict[str, Any] = {}
 
     @property
     def pending(self) -> int:
@@ -473,6 +482,13 @@ class EmbeddingWorker:
             if fresh:
                 self._quick_pass(fresh)
                 waiting.extend(fresh)
+            if waiting and not stop and not self._closed:
+                self._yield_to_queries()
+                # What came while it waited gets its quick vector now, not a step later.
+                fresh, stop = self._take(block=False)
+                if fresh:
+                    self._quick_pass(fresh)
+                    waiting.extend(fresh)
             if stop:
                 self._pending.done(len(waiting))
                 return
@@ -481,7 +497,6 @@ class EmbeddingWorker:
                 continue
             try:
                 if not self._closed:
-                    self._yield_to_queries()
                     self._embed(batch)
             finally:
                 self._pending.done(len(batch))
@@ -518,6 +533,7 @@ class EmbeddingWorker:
                 vec = self.quick(embedding_text(f))
                 if vec is not None:
                     by_entity.setdefault(f.entity_id, {})[f.id] = vec
+                    self._quick_of[f.id] = vec
         except Exception as exc:  # the full model still embeds them
             if not self._quick_failing:
                 log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
@@ -528,13 +544,16 @@ class EmbeddingWorker:
             self.deliver(entity_id, vecs, True)
 
     def _embed(self, batch: list[Fact]) -> None:
+        quick = {f.id: self._quick_of.pop(f.id, None) for f in batch}
         if self.skip is not None:
             batch = [f for f in batch if not self.skip(f)]
             if not batch:
                 return
         try:
-            rows = self.embedder.embed([embedding_text(f) for f in batch])
-            vectors = {f.id: row for f, row in zip(batch, rows)}
+            vectors: dict[str, Any] = {}
+            # The user's turns first: an answer that restates one then takes its vector.
+            for group in ([f for f in batch if not is_answer(f)], [f for f in batch if is_answer(f)]):
+                self._embed_group(group, quick, vectors)
         except Exception as exc:
             self.stats.embed_failures += 1
             count("failed", reason="embed")
@@ -547,13 +566,34 @@ class EmbeddingWorker:
                 self._failing = True
             return
         self._failing = False
-        self.stats.facts_embedded += len(batch)
         self.store_vectors(vectors)
         by_entity: dict[str, dict[str, Any]] = {}
         for f in batch:
             by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
         for entity_id, vecs in by_entity.items():
             self.deliver(entity_id, vecs, False)
+
+    def _embed_group(self, group: list[Fact], quick: Mapping[str, Any], vectors: dict[str, Any]) -> None:
+        """Vectors of ``group`` into ``vectors``: known ones reused, each other text
+        embedded once."""
+        todo: dict[str, list[Fact]] = {}
+        for f in group:
+            text = embedding_text(f)
+            known = self._reuse.known(f, text, quick.get(f.id))
+            if known is not None:
+                vectors[f.id] = known
+                self.stats.vectors_reused += 1
+            else:
+                todo.setdefault(text, []).append(f)
+        if not todo:
+            return
+        rows = self.embedder.embed(list(todo))
+        for (text, facts), row in zip(todo.items(), rows):
+            self.stats.facts_embedded += 1
+            self.stats.vectors_reused += len(facts) - 1
+            for f in facts:
+                vectors[f.id] = row
+                self._reuse.learn(f, text, quick.get(f.id), row)
 
     def store_vectors(self, vectors: Mapping[str, Any]) -> None:
         """Persist vectors when the store can (failures are logged: memory still has them)."""
