@@ -375,3 +375,22 @@ def test_an_answer_that_restates_the_users_turn_takes_its_vector_a_real_answer_i
     assert delivered[echo.id] is delivered[turn.id]
     assert stats.vectors_reused == 1
     worker.close()
+
+
+def test_a_fact_stored_while_the_embedding_thread_is_busy_is_findable_by_meaning_at_once():
+    embedder = LaneEmbedder(quick="good")
+    mem = memory(embedder)
+    mem.recall("warm", entity_id="alice")
+    embedder.gate = threading.Event()  # the embedding thread is stuck in the full model
+    mem.remember("I work as an engineer", entity_id="alice")
+    deadline = time.monotonic() + 5
+    while not embedder.texts and mem.longterm.engine.stats.vectors_pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+        if mem.longterm.engine.worker is not None and mem.longterm.engine.worker._queue.empty():
+            break
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    # No wait: the second fact's quick vector was made as it was stored.
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    embedder.gate.set()
+    mem.close()
