@@ -394,3 +394,25 @@ def test_a_fact_stored_while_the_embedding_thread_is_busy_is_findable_by_meaning
     assert "Alice adopted a beagle" in block.text
     embedder.gate.set()
     mem.close()
+
+
+class CountingStore(InMemoryStore):
+    """Counts the writes of vectors (each is a transaction in a real store)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vector_writes: list[int] = []
+
+    def set_embeddings(self, embeddings, *, model):
+        self.vector_writes.append(len(embeddings))
+
+
+def test_vectors_are_stored_many_at_a_time_and_all_of_them_by_flush():
+    embedder = LaneEmbedder()
+    store = CountingStore()
+    worker = EmbeddingWorker(embedder, store, lambda entity, vectors, quick: None, RecallStats())
+    worker.submit([Fact(entity_id="alice", text=f"fact number {i}") for i in range(40)])
+    assert worker.flush(5)
+    assert sum(store.vector_writes) == 40
+    assert len(store.vector_writes) < 40 // worker.step  # not one write per step
+    worker.close()

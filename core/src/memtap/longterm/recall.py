@@ -410,6 +410,10 @@ class EmbeddingWorker:
 
     #: The longest a step waits for the query lane to be free (seconds).
     YIELD_AT_MOST = 0.05
+    #: Vectors are stored this many at a time, or when the queue runs empty: a store's
+    #: write per step cost about half of what the model did (DuckDB: a transaction per
+    #: four vectors), and the indexes have the vectors from the step on.
+    STORE_EVERY = 64
 
     def __init__(
         self,
@@ -439,6 +443,8 @@ class EmbeddingWorker:
         self._failing = False
         self._quick_failing = False
         self._reuse = VectorReuse()
+        #: Vectors made and delivered to the indexes, not stored yet (:attr:`STORE_EVERY`).
+        self._unstored: dict[str, Any] = {}
         #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
         self._quick_of: dict[str, Any] = {}
 
@@ -492,6 +498,7 @@ class EmbeddingWorker:
                 fresh, stop = self._take(block=False)
                 waiting.extend(fresh)
             if stop:
+                self._store_unstored()
                 self._pending.done(len(waiting))
                 return
             batch = [waiting.popleft() for _ in range(min(self.step, len(waiting)))]
@@ -501,6 +508,9 @@ class EmbeddingWorker:
                 if not self._closed:
                     self._embed(batch)
             finally:
+                if not waiting or len(self._unstored) >= self.STORE_EVERY:
+                    # Before the last fact is counted done: flush() finds them stored.
+                    self._store_unstored()
                 self._pending.done(len(batch))
                 self.stats.vectors_pending = self._pending.count
 
@@ -568,12 +578,16 @@ class EmbeddingWorker:
                 self._failing = True
             return
         self._failing = False
-        self.store_vectors(vectors)
+        self._unstored.update(vectors)
         by_entity: dict[str, dict[str, Any]] = {}
         for f in batch:
             by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
         for entity_id, vecs in by_entity.items():
             self.deliver(entity_id, vecs, False)
+
+    def _store_unstored(self) -> None:
+        vectors, self._unstored = self._unstored, {}
+        self.store_vectors(vectors)
 
     def _embed_group(self, group: list[Fact], quick: Mapping[str, Any], vectors: dict[str, Any]) -> None:
         """Vectors of ``group`` into ``vectors``: known ones reused, each other text
@@ -740,13 +754,6 @@ class QueryVectors:
                 while len(self._quick_cache) > self._cache_size:
                     self._quick_cache.popitem(last=False)
         return vec
-
-    def demand(self) -> float:
-        """The share of one core the full model has been asked for over the last
-        :attr:`DEMAND_WINDOW` seconds (asks times :attr:`cost`)."""
-        with self._lock:
-            self._forget_asks(time.monotonic())
-            return len(self._asks) * self.cost / self.DEMAND_WINDOW
 
     def _forget_asks(self, now: float) -> None:
         while self._asks and self._asks[0] < now - self.DEMAND_WINDOW:
