@@ -243,11 +243,12 @@ def injected_fact_ids(
 ) -> tuple[bool, set[str]]:
     """Whether a call asking ``question`` gets a ``memory`` block, and the facts it carries:
     the injection hooks of ``mem``'s plugin manager, called as the tap calls them (with
-    ``model_wait``: with the recall injector's budget waiting that long for the full model)."""
+    ``model_wait``: with the recall injector's budget waiting that long for the full model,
+    however fast this loop asks: ``wait_under_load``, as a call on an idle machine)."""
     recall = mem.pm.get_plugin("recall")
     shipped = recall.budget
     if model_wait is not None:
-        recall.budget = attrs.evolve(shipped, model_wait=model_wait)
+        recall.budget = attrs.evolve(shipped, model_wait=model_wait, wait_under_load=True)
     try:
         return _injected(mem, user, question, n)
     finally:

@@ -260,3 +260,159 @@ def test_a_number_no_fact_says_does_not_make_the_words_look_unsure():
     # A number some fact says still counts, and a word no fact says too.
     assert index.shared_terms(bike.id, "I bought a bike in Lisbon for 12")[1] < 1.0
     assert index.shared_terms(bike.id, "ticket 1234: I bought a bike in Lisbon")[1] < 1.0
+
+
+def _overload(mem: memtap.Memory, questions: int = 12) -> None:
+    """Calls asking the full model for new questions faster than it makes them."""
+    lane = mem.longterm.engine.queries
+    assert lane is not None
+    lane.cost = 0.1  # a slow model: a few asks a second are more than it can serve
+    for i in range(questions):
+        inject(mem, f"which creature number {i} do I own?")
+
+
+def test_under_sustained_load_a_call_does_not_wait_for_the_full_model_and_a_repeat_gets_it():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=1.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 0.05
+    _overload(mem)
+    stats = mem.longterm.engine.stats
+    assert stats.model_shed > 0
+    shed = stats.model_shed
+    started = time.perf_counter()
+    assert inject(mem, "which pet do I own?") == []  # only the full model finds it
+    assert time.perf_counter() - started < 0.04, "a call under load waited for the full model"
+    assert stats.model_shed == shed + 1
+    # Asked again (a tool loop's next request): not waited for either, but embedded meanwhile.
+    assert inject(mem, "which pet do I own?") == []
+    lane = mem.longterm.engine.queries
+    assert lane is not None
+    deadline = time.monotonic() + 5
+    while lane.cached("which pet do I own?") is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    mem.close()
+
+
+def test_a_question_asked_once_under_load_costs_the_full_model_nothing():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=1.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 0.05
+    _overload(mem)
+    embedded = len(embedder.texts)
+    inject(mem, "which pet do I own?")
+    time.sleep(0.1)
+    assert "which pet do I own?" not in embedder.texts[embedded:]
+    mem.close()
+
+
+def test_a_budget_that_waits_under_load_still_waits():
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=5.0, wait_under_load=True))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    embedder.delay = 0.05
+    _overload(mem)
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    assert mem.longterm.engine.stats.model_shed == 0
+    mem.close()
+
+
+def _worker(embedder: LaneEmbedder, stats: RecallStats) -> tuple[EmbeddingWorker, dict[str, object]]:
+    delivered: dict[str, object] = {}
+
+    def deliver(entity, vectors, quick):
+        if not quick:
+            delivered.update(vectors)
+
+    quick = getattr(embedder, "quick_query", None)
+    return EmbeddingWorker(embedder, InMemoryStore(), deliver, stats, quick=quick), delivered
+
+
+def test_a_text_embedded_already_is_not_embedded_again():
+    embedder = LaneEmbedder(quick="good")
+    stats = RecallStats()
+    worker, delivered = _worker(embedder, stats)
+    first = Fact(entity_id="alice", text="thanks, that works")
+    worker.submit([first])
+    assert worker.flush(5)
+    again = [Fact(entity_id="alice", text="thanks, that works") for _ in range(2)]
+    worker.submit(again)
+    assert worker.flush(5)
+    assert embedder.texts == ["thanks, that works"]
+    assert stats.facts_embedded == 1 and stats.vectors_reused == 2
+    assert all(f.id in delivered for f in [first, *again])
+    worker.close()
+
+
+def test_an_answer_that_restates_the_users_turn_takes_its_vector_a_real_answer_is_embedded():
+    embedder = LaneEmbedder(quick="good")
+    stats = RecallStats()
+    worker, delivered = _worker(embedder, stats)
+    turn = Fact(entity_id="alice", text="I moved to Tokyo", source_exchange_id="x1")
+    echo = Fact(
+        entity_id="alice", text="You moved to Tokyo.", source_exchange_id="x1", metadata={"role": "assistant"}
+    )
+    answer = Fact(
+        entity_id="alice",
+        text="Enjoy the coffee there!",
+        source_exchange_id="x1",
+        metadata={"role": "assistant"},
+    )
+    elsewhere = Fact(
+        entity_id="alice", text="You moved home.", source_exchange_id="x2", metadata={"role": "assistant"}
+    )
+    worker.submit([echo, answer, turn, elsewhere])
+    assert worker.flush(5)
+    embedded = ["I moved to Tokyo", "Enjoy the coffee there!", "You moved home."]
+    assert sorted(embedder.texts) == sorted(embedded)
+    assert delivered[echo.id] is delivered[turn.id]
+    assert stats.vectors_reused == 1
+    worker.close()
+
+
+def test_a_fact_stored_while_the_embedding_thread_is_busy_is_findable_by_meaning_at_once():
+    embedder = LaneEmbedder(quick="good")
+    mem = memory(embedder)
+    mem.recall("warm", entity_id="alice")
+    embedder.gate = threading.Event()  # the embedding thread is stuck in the full model
+    mem.remember("I work as an engineer", entity_id="alice")
+    deadline = time.monotonic() + 5
+    while not embedder.texts and mem.longterm.engine.stats.vectors_pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+        if mem.longterm.engine.worker is not None and mem.longterm.engine.worker._queue.empty():
+            break
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    # No wait: the second fact's quick vector was made as it was stored.
+    (block,) = inject(mem, "which pet do I own?")
+    assert "Alice adopted a beagle" in block.text
+    embedder.gate.set()
+    mem.close()
+
+
+class CountingStore(InMemoryStore):
+    """Counts the writes of vectors (each is a transaction in a real store)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vector_writes: list[int] = []
+
+    def set_embeddings(self, embeddings, *, model):
+        self.vector_writes.append(len(embeddings))
+
+
+def test_vectors_are_stored_many_at_a_time_and_all_of_them_by_flush():
+    embedder = LaneEmbedder()
+    store = CountingStore()
+    worker = EmbeddingWorker(embedder, store, lambda entity, vectors, quick: None, RecallStats())
+    worker.submit([Fact(entity_id="alice", text=f"fact number {i}") for i in range(40)])
+    assert worker.flush(5)
+    assert sum(store.vector_writes) == 40
+    assert len(store.vector_writes) < 40 // worker.step  # not one write per step
+    worker.close()

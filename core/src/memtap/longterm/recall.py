@@ -33,6 +33,7 @@ import attrs
 
 from memtap.history.injector import LOAD_DEADLINE, may_wait
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
+from memtap.longterm.reuse import VectorReuse, is_answer
 from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import TimeWindow, asks_present, query_window
 from memtap.longterm.text import term_counts
@@ -79,6 +80,13 @@ class RecallStats:
     facts_quick: int = 0
     #: Facts waiting for the full model (a gauge, read when the stats are).
     vectors_pending: int = 0
+    #: Facts given a vector the full model had made already (the same text, or the user
+    #: turn an answer restates: :mod:`memtap.longterm.reuse`), not embedded again.
+    vectors_reused: int = 0
+    #: Escalations answered without the full model, not even waited for, because queries
+    #: asked it for more than it can make without making calls wait
+    #: (:meth:`QueryVectors.overloaded`); counted in :attr:`model_deferred` too.
+    model_shed: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -388,17 +396,24 @@ class EmbeddingWorker:
     Two passes, so that a fact is findable by meaning as soon as it is indexed while the
     full model never competes with a query (issue 37):
 
-    - with ``quick`` (the embedder's cheap approximation, ~50 µs a text), every fact taken
-      from the queue gets a quick vector at once, for the indexes only (it is not stored:
-      the full model's is);
+    - with ``quick`` (the embedder's cheap approximation, ~50 µs a text), every fact gets a
+      quick vector as it is submitted, in the submitting thread (one taken from the queue
+      without one, when the quick table was not ready, gets it then), for the indexes only
+      (it is not stored: the full model's is);
     - the full model then embeds them ``step`` at a time (a few tens of ms of one core), and
       before each step waits while ``lane_busy()`` says a call waits for a query's vector
       (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries without
       pause still gets its documents embedded). A query's vector is what a call waits
-      for; a document's, nobody."""
+      for; a document's, nobody. A text the model embedded lately, and an answer that
+      restates its exchange's user turn, take the vector made already
+      (:mod:`memtap.longterm.reuse`: :attr:`RecallStats.vectors_reused`)."""
 
     #: The longest a step waits for the query lane to be free (seconds).
     YIELD_AT_MOST = 0.05
+    #: Vectors are stored this many at a time, or when the queue runs empty: a store's
+    #: write per step cost about half of what the model did (DuckDB: a transaction per
+    #: four vectors), and the indexes have the vectors from the step on.
+    STORE_EVERY = 64
 
     def __init__(
         self,
@@ -407,7 +422,7 @@ class EmbeddingWorker:
         deliver: Callable[[str, dict[str, Any], bool], None],
         stats: RecallStats,
         *,
-        step: int = 8,
+        step: int = 4,
         skip: Callable[[Fact], bool] | None = None,
         quick: Callable[[str], Any] | None = None,
         lane_busy: Callable[[], bool] | None = None,
@@ -427,6 +442,11 @@ class EmbeddingWorker:
         self._closed = False
         self._failing = False
         self._quick_failing = False
+        self._reuse = VectorReuse()
+        #: Vectors made and delivered to the indexes, not stored yet (:attr:`STORE_EVERY`).
+        self._unstored: dict[str, Any] = {}
+        #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
+        self._quick_of: dict[str, Any] = {}
 
     @property
     def pending(self) -> int:
@@ -434,9 +454,13 @@ class EmbeddingWorker:
         return self._pending.count
 
     def submit(self, facts: Iterable[Fact]) -> None:
-        """Queue facts to embed."""
+        """Give the facts their quick vectors, in this thread, and queue them to embed."""
         if self._closed:
             return
+        facts = list(facts)
+        # Here, not in the worker: its low priority made quick vectors lag by hundreds of
+        # facts on a busy host (issue 37), and a quick vector costs 50-200 µs a fact.
+        self._quick_pass(facts)
         for fact in facts:
             self._pending.add()
             self._queue.put(fact)
@@ -467,9 +491,14 @@ class EmbeddingWorker:
         while True:
             fresh, stop = self._take(block=not waiting)
             if fresh:
-                self._quick_pass(fresh)
+                self._quick_pass([f for f in fresh if f.id not in self._quick_of])  # table late
+                waiting.extend(fresh)
+            if waiting and not stop and not self._closed:
+                self._yield_to_queries()
+                fresh, stop = self._take(block=False)
                 waiting.extend(fresh)
             if stop:
+                self._store_unstored()
                 self._pending.done(len(waiting))
                 return
             batch = [waiting.popleft() for _ in range(min(self.step, len(waiting)))]
@@ -477,9 +506,11 @@ class EmbeddingWorker:
                 continue
             try:
                 if not self._closed:
-                    self._yield_to_queries()
                     self._embed(batch)
             finally:
+                if not waiting or len(self._unstored) >= self.STORE_EVERY:
+                    # Before the last fact is counted done: flush() finds them stored.
+                    self._store_unstored()
                 self._pending.done(len(batch))
                 self.stats.vectors_pending = self._pending.count
 
@@ -514,6 +545,7 @@ class EmbeddingWorker:
                 vec = self.quick(embedding_text(f))
                 if vec is not None:
                     by_entity.setdefault(f.entity_id, {})[f.id] = vec
+                    self._quick_of[f.id] = vec
         except Exception as exc:  # the full model still embeds them
             if not self._quick_failing:
                 log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
@@ -524,13 +556,16 @@ class EmbeddingWorker:
             self.deliver(entity_id, vecs, True)
 
     def _embed(self, batch: list[Fact]) -> None:
+        quick = {f.id: self._quick_of.pop(f.id, None) for f in batch}
         if self.skip is not None:
             batch = [f for f in batch if not self.skip(f)]
             if not batch:
                 return
         try:
-            rows = self.embedder.embed([embedding_text(f) for f in batch])
-            vectors = {f.id: row for f, row in zip(batch, rows)}
+            vectors: dict[str, Any] = {}
+            # The user's turns first: an answer that restates one then takes its vector.
+            for group in ([f for f in batch if not is_answer(f)], [f for f in batch if is_answer(f)]):
+                self._embed_group(group, quick, vectors)
         except Exception as exc:
             self.stats.embed_failures += 1
             count("failed", reason="embed")
@@ -543,13 +578,38 @@ class EmbeddingWorker:
                 self._failing = True
             return
         self._failing = False
-        self.stats.facts_embedded += len(batch)
-        self.store_vectors(vectors)
+        self._unstored.update(vectors)
         by_entity: dict[str, dict[str, Any]] = {}
         for f in batch:
             by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
         for entity_id, vecs in by_entity.items():
             self.deliver(entity_id, vecs, False)
+
+    def _store_unstored(self) -> None:
+        vectors, self._unstored = self._unstored, {}
+        self.store_vectors(vectors)
+
+    def _embed_group(self, group: list[Fact], quick: Mapping[str, Any], vectors: dict[str, Any]) -> None:
+        """Vectors of ``group`` into ``vectors``: known ones reused, each other text
+        embedded once."""
+        todo: dict[str, list[Fact]] = {}
+        for f in group:
+            text = embedding_text(f)
+            known = self._reuse.known(f, text, quick.get(f.id))
+            if known is not None:
+                vectors[f.id] = known
+                self.stats.vectors_reused += 1
+            else:
+                todo.setdefault(text, []).append(f)
+        if not todo:
+            return
+        rows = self.embedder.embed(list(todo))
+        for (text, facts), row in zip(todo.items(), rows):
+            self.stats.facts_embedded += 1
+            self.stats.vectors_reused += len(facts) - 1
+            for f in facts:
+                vectors[f.id] = row
+                self._reuse.learn(f, text, quick.get(f.id), row)
 
     def store_vectors(self, vectors: Mapping[str, Any]) -> None:
         """Persist vectors when the store can (failures are logged: memory still has them)."""
@@ -576,7 +636,24 @@ class QueryVectors:
     An embedder with a ``warm_up()`` method (loading its model) is warmed up in a
     background thread (:meth:`warm_up`, started by the first search or by registering a
     client): until that is done a query with a deadline does not wait for the model, which
-    would put its loading (a second or more) on the request path."""
+    would put its loading (a second or more) on the request path.
+
+    Under sustained load the lane is not asked at all (:meth:`overloaded`): when calls ask
+    the full model for their questions faster than it makes them (more than
+    :attr:`MAX_DEMAND` of a core over the last :attr:`DEMAND_WINDOW` seconds, at the cost a
+    query embedding has had lately), waiting for it would make every call's latency that
+    of the model under contention (10-20 ms on a loaded 2-core machine, issue 37), and
+    embedding every question for a next time that does not come would take the cores the
+    calls need. A question asked again meanwhile (an agent's tool loop) is embedded then,
+    in the background, for its following requests."""
+
+    #: Over how many seconds the demand on the full model is measured.
+    DEMAND_WINDOW = 1.0
+    #: The share of one core the full model may be asked for (queries per second times the
+    #: cost of one) before calls stop waiting for it (:meth:`overloaded`).
+    MAX_DEMAND = 0.25
+    #: What a query embedding is assumed to cost (seconds) until one has been timed.
+    INITIAL_COST = 0.006
 
     def __init__(self, embedder: Embedder, *, cache_size: int = 512) -> None:
         self.embedder = embedder
@@ -603,6 +680,12 @@ class QueryVectors:
         self._warm_ok = self._load is None
         if self._load is None:
             self.warmed.set()
+        #: When recent calls asked the full model for a question's vector (monotonic).
+        self._asks: deque[float] = deque()
+        #: What one query embedding has cost lately (seconds of wall time, on the lane).
+        self.cost = self.INITIAL_COST
+        #: Questions answered without the full model under load (a repeat is embedded).
+        self._shed: OrderedDict[str, None] = OrderedDict()
 
     def warm_up(self, *, wait: bool = False, timeout: float | None = None) -> bool:
         """Start loading the embedder's model in the background (once); with ``wait``,
@@ -672,6 +755,32 @@ class QueryVectors:
                     self._quick_cache.popitem(last=False)
         return vec
 
+    def _forget_asks(self, now: float) -> None:
+        while self._asks and self._asks[0] < now - self.DEMAND_WINDOW:
+            self._asks.popleft()
+
+    def overloaded(self, text: str) -> bool:
+        """Count a call's ask for ``text``'s vector; whether the full model is asked for
+        more than :attr:`MAX_DEMAND` of a core, so that the call should not wait for it.
+        Then ``text`` is embedded in the background only if it was asked before (a tool
+        loop's next requests have it); the first time it is only remembered."""
+        now = time.monotonic()
+        with self._lock:
+            self._forget_asks(now)
+            self._asks.append(now)
+            if len(self._asks) * self.cost <= self.MAX_DEMAND * self.DEMAND_WINDOW:
+                return False
+            again = text in self._shed
+            if again:
+                del self._shed[text]
+            else:
+                self._shed[text] = None
+                while len(self._shed) > self._cache_size:
+                    self._shed.popitem(last=False)
+        if again:
+            self._on_lane(text)
+        return True
+
     def busy(self) -> bool:
         """Whether a call is waiting for a query's vector (documents then wait; a query
         nobody waits for any more does not hold them up)."""
@@ -725,8 +834,12 @@ class QueryVectors:
 
     def _embed(self, text: str) -> Any:
         try:
+            started = time.perf_counter()
             vec = self.embedder.embed([text])[0]
+            # Bounded: an embedding that also loaded the model says little of the next.
+            took = min(time.perf_counter() - started, 0.05)
             with self._lock:
+                self.cost += 0.2 * (took - self.cost)
                 self._cache[text] = vec
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
@@ -877,6 +990,7 @@ class RecallEngine:
         parts: dict[str, ScoreParts] | None = None,
         below: list[ScoredFact] | None = None,
         model_wait: float | None = None,
+        shed: bool = False,
     ) -> list[ScoredFact] | None:
         """The best ``k`` facts for ``query``. With a ``deadline`` (seconds, the request
         path) a cold index is loaded in the background and ``None`` returned, and a query
@@ -884,7 +998,9 @@ class RecallEngine:
         everything is waited for. ``model_wait`` (seconds; with a deadline) is the longest
         the search waits for the full model's vector of the query when it wants one: past
         it the quick vector answers, and the full one, made meanwhile, serves the same
-        question next time.
+        question next time. With ``shed`` (and a deadline), a question the full model
+        has not embedded yet does not wait for it at all while calls ask for it faster
+        than it can serve them (:meth:`QueryVectors.overloaded`: :attr:`RecallStats.model_shed`).
 
         A time the question names ("yesterday", "in May 2023": :mod:`memtap.longterm.temporal`,
         relative to ``now``, default the current time) ranks the facts of that time first
@@ -986,6 +1102,7 @@ class RecallEngine:
         if wanted and self.queries is not None:
             self.queries.warm_up()  # once: loads the model in the background
         quick = self.queries.quick(query) if self.queries is not None and wanted else None
+        found = None
         if quick is not None:
             self.stats.quick_queries += 1
             found = search_with(quick, judge=True)
@@ -995,13 +1112,12 @@ class RecallEngine:
             if sure:
                 return self._remember(entry, asked, searched, hits, parts, below)
             self.stats.escalations += 1
-        full = self._full_vector(query, deadline, started, model_wait) if wanted else None
-        qvec = full
-        if qvec is None:
-            qvec = quick  # the full model is late or failing: the quick answer stands
-        if qvec is None:
-            self.stats.lexical_only += 1
-        found = search_with(qvec)
+        full = self._full_vector(query, deadline, started, model_wait, shed) if wanted else None
+        if full is not None or found is None:
+            if full is None:
+                self.stats.lexical_only += 1
+            found = search_with(full)
+        # else the full model is late, failing or shed: the quick vector's answer stands
         if found is None:
             return None
         if wanted and full is None:  # a later search may have the full model: not remembered
@@ -1085,13 +1201,24 @@ class RecallEngine:
         shared, share = index.shared_terms(hits[0][0].id, counts, own_words=True)
         return shared >= self.escalate_shared and share >= self.escalate_share
 
-    def _full_vector(self, query: str, deadline: float | None, started: float, wait: float | None) -> Any:
+    def _full_vector(
+        self, query: str, deadline: float | None, started: float, wait: float | None, shed: bool = False
+    ) -> Any:
         """The query's vector from the full model within what is left of ``deadline``
-        (and at most ``wait``), or ``None`` (late or failing: counted)."""
+        (and at most ``wait``), or ``None`` (late, failing, or with ``shed`` not asked
+        under load: counted)."""
         assert self.queries is not None
         if deadline is not None and self.queries.loading:
             self.stats.model_loading += 1  # words (and the quick vector) answer meanwhile
             return None
+        if deadline is not None and shed:
+            hit = self.queries.cached(query)
+            if hit is not None:
+                return hit
+            if self.queries.overloaded(query):
+                self.stats.model_shed += 1
+                self.stats.model_deferred += 1
+                return None
         remaining = None if deadline is None else max(0.0, deadline - (time.monotonic() - started))
         deferred = remaining is not None and wait is not None and wait < remaining
         if deferred:

@@ -57,6 +57,14 @@ class RecallBudget:
     #: half of the LongMemEval-shaped set, evidence injected 0.72 instead of 0.87
     #: (docs/benchmarks.md, "Recall under sustained load").
     model_wait: float = 0.02
+    #: Whether a call waits for the full model (up to ``model_wait``) even while calls ask
+    #: it for their questions' vectors faster than it makes them (more than a quarter of
+    #: a core's worth over the last second: sustained load, where the wait becomes the
+    #: model's time under contention on every call and the added latency grows with the
+    #: load). By default it does not: then the words and the quick vector answer, and a
+    #: question asked again (a tool loop's next request) gets the full model's vector in
+    #: the background (``RecallStats.model_shed``; issue 37, docs/benchmarks.md).
+    wait_under_load: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.k < 0 or self.max_tokens < 0 or self.deadline < 0 or self.model_wait < 0:
@@ -153,6 +161,7 @@ class RecallPlugin:
                 min_score=budget.min_score,
                 deadline=budget.deadline,
                 model_wait=budget.model_wait,
+                shed=not budget.wait_under_load,
                 parts=parts,
                 below=below,
             )
