@@ -294,10 +294,11 @@ def sequential(
     return totals, firsts
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of process ``pid`` (Linux), else ``None``."""
+def cpu_seconds(pid: int, thread: bool = False) -> float | None:
+    """User + system CPU time of process ``pid`` (Linux), else ``None``; with ``thread``,
+    of its main thread only (the proxy's event loop: the request path)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{pid}/task/{pid}/stat" if thread else f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
@@ -596,7 +597,7 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
     where the agent gets it), each request sent direct and through the proxy back to back
     (the order alternating): added time to the first byte per position in the session, and
     the proxy's CPU per request (its process's whole CPU over the run: background work
-    included)."""
+    included; and its event loop's thread alone: the request path)."""
     seed(proxy)
     wanted = None if args.agents == "all" else {a.strip() for a in args.agents.split(",")}
     for agent, path, name in AGENT_CASES:
@@ -610,6 +611,7 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
                 first_byte(d_client, direct + path, base)
                 first_byte(p_client, proxy + path, base)
             load0, c0, t0 = os.getloadavg()[0], cpu_seconds(proxy_pid), time.perf_counter()
+            loop0 = cpu_seconds(proxy_pid, thread=True)
             for s in range(args.sessions):
                 request = new_session(base, agent, s + 1, args.vary)
                 for k in range(args.turns):
@@ -622,6 +624,7 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
                     direct_times[k].append(d)
                     proxy_times[k].append(p)
             c1, elapsed = cpu_seconds(proxy_pid), time.perf_counter() - t0
+            loop1 = cpu_seconds(proxy_pid, thread=True)
         print(
             f"{agent} {len(base.content) // 1000} KB, {args.sessions} new sessions x {args.turns} "
             f"requests ({elapsed:.1f} s, load {load0:.2f} -> {os.getloadavg()[0]:.2f})"
@@ -630,9 +633,11 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
             d, p = ms(direct_times[k]), ms(proxy_times[k])
             label = f"  request {k + 1} first byte median ms"
             print(f"{label:42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
+        n = args.sessions * args.turns
         if c0 is not None and c1 is not None:
-            per = 1000 * (c1 - c0) / (args.sessions * args.turns)
-            print(f"{'  proxy CPU per request ms':42}{'':10}{per:10.3f}")
+            print(f"{'  proxy CPU per request ms':42}{'':10}{1000 * (c1 - c0) / n:10.3f}")
+        if loop0 is not None and loop1 is not None:
+            print(f"{'  of which its event loop (request path)':42}{'':10}{1000 * (loop1 - loop0) / n:10.3f}")
 
 
 if __name__ == "__main__":
