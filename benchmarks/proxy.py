@@ -17,8 +17,17 @@ shared machine moves one round, not the result); the proxy process's CPU time pe
 (Linux); then requests/s with 32 concurrent clients. Counts and time are bounded; nothing
 leaves 127.0.0.1.
 
+``--only new-sessions`` sends an agent's recorded request (``--agents``, default Claude
+Code; ``all``) as the first ``--turns`` requests of ``--sessions`` new sessions: new session
+ids (``--vary id``), a new question (``prompt``: agents naming no session are told apart by
+it), or both (the default), after the same seeded facts; each request direct and through the
+proxy back to back. It prints the added time to the first byte per position in the session
+(request 1: a new session's first), and the proxy's CPU per request (the whole process, and
+its event loop's thread alone: the request path).
+
     python benchmarks/proxy.py [--requests 400] [--runs 5] [--concurrency 32] [--seconds 5]
-                               [--only agents]
+                               [--only chat|agents|new-sessions] [--sessions 60] [--turns 10]
+                               [--vary both|id|prompt] [--agents "Claude Code"|all]
 """
 
 from __future__ import annotations
