@@ -647,6 +647,15 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
             print(f"{'  proxy CPU per request ms':42}{'':10}{1000 * (c1 - c0) / n:10.3f}")
         if loop0 is not None and loop1 is not None:
             print(f"{'  of which its event loop (request path)':42}{'':10}{1000 * (loop1 - loop0) / n:10.3f}")
+        print("  " + recall_status(proxy))
+
+
+def recall_status(proxy: str) -> str:
+    """The proxy's recall counters since it started (its ``mem:status`` answer's line)."""
+    body = {"model": "bench", "messages": [{"role": "user", "content": "mem:status"}]}
+    text = httpx.post(proxy + "/v1/chat/completions", json=body, timeout=10).text
+    found = text.find("recall since start")
+    return json.loads(f'"{text[found:].split(chr(34))[0]}"') if found >= 0 else "(no recall status)"
 
 
 if __name__ == "__main__":
