@@ -353,16 +353,20 @@ def rounds(
     vary: bool = False,
 ) -> dict[str, tuple[float, float]]:
     """Alternating direct / proxy rounds: per figure, (direct, proxy) medians of the rounds'
-    medians, plus the proxy's CPU ms per request."""
+    medians, plus the proxy's CPU ms per request (the whole process, and its event loop's
+    thread: the request path)."""
     figures: dict[str, tuple[list[float], list[float]]] = {}
     cpu: list[float] = []
+    loop_cpu: list[float] = []
     for _ in range(args.runs):
         d_tot, d_first = sequential(direct, args.requests, stream, body, vary)
-        c0 = cpu_seconds(proxy_pid)
+        c0, l0 = cpu_seconds(proxy_pid), cpu_seconds(proxy_pid, thread=True)
         p_tot, p_first = sequential(through, args.requests, stream, body, vary)
-        c1 = cpu_seconds(proxy_pid)
+        c1, l1 = cpu_seconds(proxy_pid), cpu_seconds(proxy_pid, thread=True)
         if c0 is not None and c1 is not None:
             cpu.append(1000 * (c1 - c0) / (args.requests + 20))
+        if l0 is not None and l1 is not None:
+            loop_cpu.append(1000 * (l1 - l0) / (args.requests + 20))
         for label, d, p in (
             ("median", ms(d_tot), ms(p_tot)),
             ("p90", ms(d_tot, 0.9), ms(p_tot, 0.9)),
@@ -374,6 +378,8 @@ def rounds(
     out = {label: (median(d), median(p)) for label, (d, p) in figures.items()}
     if cpu:
         out["proxy CPU per request"] = (0.0, median(cpu))
+    if loop_cpu:
+        out["proxy event loop CPU per request"] = (0.0, median(loop_cpu))
     return out
 
 
@@ -457,7 +463,7 @@ def main() -> None:
         ]
         for kind, d_url, p_url, stream, body in kinds:
             for label, (d, p) in rounds(d_url, p_url, proxy.pid, args, stream, body).items():
-                if label == "proxy CPU per request":
+                if "CPU" in label:
                     print(f"{kind + ' ' + label + ' ms':42}{'':10}{p:10.3f}")
                 else:
                     print(f"{kind + ' ' + label + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
