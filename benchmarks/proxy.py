@@ -404,6 +404,9 @@ def main() -> None:
         help="--only new-sessions: what is new in a new session (its id, its prompt, both)",
     )
     parser.add_argument(
+        "--fresh", action="store_true", help="--only new-sessions: no seeded facts (a fresh store)"
+    )
+    parser.add_argument(
         "--agents",
         default="Claude Code",
         help="--only new-sessions: comma-separated agent names (or 'all')",
@@ -612,8 +615,10 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
     where the agent gets it), each request sent direct and through the proxy back to back
     (the order alternating): added time to the first byte per position in the session, and
     the proxy's CPU per request (its process's whole CPU over the run: background work
-    included; and its event loop's thread alone: the request path)."""
-    seed(proxy)
+    included; and its event loop's thread alone: the request path). ``--fresh``: nothing
+    seeded (the store holds only what these requests leave)."""
+    if not args.fresh:
+        seed(proxy)
     wanted = None if args.agents == "all" else {a.strip() for a in args.agents.split(",")}
     for agent, path, name in AGENT_CASES:
         if wanted is not None and agent not in wanted:
