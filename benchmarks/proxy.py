@@ -404,6 +404,11 @@ def main() -> None:
         help="--only new-sessions: what is new in a new session (its id, its prompt, both)",
     )
     parser.add_argument(
+        "--store",
+        default="memory://",
+        help="the proxy's store (default: in memory; a new DuckDB file: duckdb:///path)",
+    )
+    parser.add_argument(
         "--fresh", action="store_true", help="--only new-sessions: no seeded facts (a fresh store)"
     )
     parser.add_argument(
@@ -429,7 +434,7 @@ def main() -> None:
         "--port",
         str(proxy_port),
         "--store",
-        "memory://",
+        args.store,
     ]
     cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--gemini-upstream", base]
     cmd += ["--log-level", "warning"]
