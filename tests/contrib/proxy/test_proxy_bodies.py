@@ -129,6 +129,11 @@ def test_kept_tails_are_bounded():
     for i in range(10):
         parser.parse(agent_body("hi", tools=[*TOOLS, {"name": f"tool {i}"}], metadata={"session": i}))
     assert len(parser._tails) == 3
+    # Segments that end alike count too: the bound is on what is kept in all.
+    parser = BodyParser(max_tails=2)
+    for i in range(5):
+        parser.parse(agent_body("hi", system=f"You work in project {i}.", metadata={"session": i}))
+    assert sum(len(bucket) for bucket in parser._tails.values()) == 2
 
 
 def test_segments_that_end_alike_are_all_kept():

@@ -77,14 +77,16 @@ class _Kept:
 
 class BodyParser:
     """Parses JSON request bodies (``None`` when a body is not JSON), reusing the parsed
-    segments of recent bodies (ending in up to ``max_tails`` different ways, up to
-    :data:`MAX_PER_KEY` each). Not thread-safe: one per event loop."""
+    segments of recent bodies (up to ``max_tails`` of them, up to :data:`MAX_PER_KEY` that
+    end with the same bytes). Not thread-safe: one per event loop."""
 
     def __init__(self, max_tails: int = 32) -> None:
         self.max_tails = max_tails
         #: The bytes before a segment's end -> the kept segments ending with them, newest
         #: first (agents sending the same tools after different system prompts).
         self._tails: OrderedDict[bytes, list[_Kept]] = OrderedDict()
+        #: How many segments are kept in all (at most ``max_tails``).
+        self._kept = 0
         #: The markers of the kept segments' rests, and how many segments have each.
         self._markers: Counter[bytes] = Counter()
         #: Bodies parsed whole / with a kept segment (for tests and ``mem:status``).
@@ -181,9 +183,14 @@ class BodyParser:
         self._tails[key] = bucket[:MAX_PER_KEY]
         if marker is not None:
             self._markers[marker] += 1
-        while len(self._tails) > self.max_tails:
-            for dropped in self._tails.popitem(last=False)[1]:
-                self._forget(dropped)
+        self._kept += 1 - len(same) - len(bucket[MAX_PER_KEY:])
+        while self._kept > self.max_tails:  # the oldest segment of the least recent key goes
+            oldest_key = next(iter(self._tails))
+            oldest = self._tails[oldest_key]
+            self._forget(oldest.pop())
+            self._kept -= 1
+            if not oldest:
+                del self._tails[oldest_key]
         return True
 
     def _forget(self, kept: _Kept) -> None:
