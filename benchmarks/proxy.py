@@ -17,8 +17,17 @@ shared machine moves one round, not the result); the proxy process's CPU time pe
 (Linux); then requests/s with 32 concurrent clients. Counts and time are bounded; nothing
 leaves 127.0.0.1.
 
+``--only new-sessions`` sends an agent's recorded request (``--agents``, default Claude
+Code; ``all``) as the first ``--turns`` requests of ``--sessions`` new sessions: new session
+ids (``--vary id``), a new question (``prompt``: agents naming no session are told apart by
+it), or both (the default), after the same seeded facts; each request direct and through the
+proxy back to back. It prints the added time to the first byte per position in the session
+(request 1: a new session's first), and the proxy's CPU per request (the whole process, and
+its event loop's thread alone: the request path).
+
     python benchmarks/proxy.py [--requests 400] [--runs 5] [--concurrency 32] [--seconds 5]
-                               [--only agents]
+                               [--only chat|agents|new-sessions] [--sessions 60] [--turns 10]
+                               [--vary both|id|prompt] [--agents "Claude Code"|all]
 """
 
 from __future__ import annotations
@@ -294,10 +303,11 @@ def sequential(
     return totals, firsts
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of process ``pid`` (Linux), else ``None``."""
+def cpu_seconds(pid: int, thread: bool = False) -> float | None:
+    """User + system CPU time of process ``pid`` (Linux), else ``None``; with ``thread``,
+    of its main thread only (the proxy's event loop: the request path)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(f"/proc/{pid}/task/{pid}/stat" if thread else f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
@@ -343,16 +353,20 @@ def rounds(
     vary: bool = False,
 ) -> dict[str, tuple[float, float]]:
     """Alternating direct / proxy rounds: per figure, (direct, proxy) medians of the rounds'
-    medians, plus the proxy's CPU ms per request."""
+    medians, plus the proxy's CPU ms per request (the whole process, and its event loop's
+    thread: the request path)."""
     figures: dict[str, tuple[list[float], list[float]]] = {}
     cpu: list[float] = []
+    loop_cpu: list[float] = []
     for _ in range(args.runs):
         d_tot, d_first = sequential(direct, args.requests, stream, body, vary)
-        c0 = cpu_seconds(proxy_pid)
+        c0, l0 = cpu_seconds(proxy_pid), cpu_seconds(proxy_pid, thread=True)
         p_tot, p_first = sequential(through, args.requests, stream, body, vary)
-        c1 = cpu_seconds(proxy_pid)
+        c1, l1 = cpu_seconds(proxy_pid), cpu_seconds(proxy_pid, thread=True)
         if c0 is not None and c1 is not None:
             cpu.append(1000 * (c1 - c0) / (args.requests + 20))
+        if l0 is not None and l1 is not None:
+            loop_cpu.append(1000 * (l1 - l0) / (args.requests + 20))
         for label, d, p in (
             ("median", ms(d_tot), ms(p_tot)),
             ("p90", ms(d_tot, 0.9), ms(p_tot, 0.9)),
@@ -364,6 +378,8 @@ def rounds(
     out = {label: (median(d), median(p)) for label, (d, p) in figures.items()}
     if cpu:
         out["proxy CPU per request"] = (0.0, median(cpu))
+    if loop_cpu:
+        out["proxy event loop CPU per request"] = (0.0, median(loop_cpu))
     return out
 
 
@@ -374,7 +390,32 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--history-messages", type=int, default=None)
-    parser.add_argument("--only", choices=["chat", "agents"], default=None, help="one part of the benchmark")
+    parser.add_argument(
+        "--only", choices=["chat", "agents", "new-sessions"], default=None, help="one part of the benchmark"
+    )
+    parser.add_argument(
+        "--sessions", type=int, default=60, help="--only new-sessions: new sessions per agent"
+    )
+    parser.add_argument("--turns", type=int, default=10, help="--only new-sessions: requests per new session")
+    parser.add_argument(
+        "--vary",
+        choices=["both", "id", "prompt"],
+        default="both",
+        help="--only new-sessions: what is new in a new session (its id, its prompt, both)",
+    )
+    parser.add_argument(
+        "--store",
+        default="memory://",
+        help="the proxy's store (default: in memory; a new DuckDB file: duckdb:///path)",
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="--only new-sessions: no seeded facts (a fresh store)"
+    )
+    parser.add_argument(
+        "--agents",
+        default="Claude Code",
+        help="--only new-sessions: comma-separated agent names (or 'all')",
+    )
     parser.add_argument(
         "--gap-ms", type=float, default=0.0, help="pause between sequential requests (an agent's think time)"
     )
@@ -393,7 +434,7 @@ def main() -> None:
         "--port",
         str(proxy_port),
         "--store",
-        "memory://",
+        args.store,
     ]
     cmd += ["--openai-upstream", base, "--anthropic-upstream", base, "--gemini-upstream", base]
     cmd += ["--log-level", "warning"]
@@ -410,6 +451,9 @@ def main() -> None:
         wait_for(through)
         print(f"{args.runs} rounds of {args.requests} sequential calls each way; medians of the rounds")
         print(f"{'':42}{'direct':>10}{'proxy':>10}{'added':>10}")
+        if args.only == "new-sessions":
+            new_sessions(f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}", proxy.pid, args)
+            return
         if args.only != "chat":
             agents(f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}", proxy.pid, args)
         if args.only == "agents":
@@ -427,7 +471,7 @@ def main() -> None:
         ]
         for kind, d_url, p_url, stream, body in kinds:
             for label, (d, p) in rounds(d_url, p_url, proxy.pid, args, stream, body).items():
-                if label == "proxy CPU per request":
+                if "CPU" in label:
                     print(f"{kind + ' ' + label + ' ms':42}{'':10}{p:10.3f}")
                 else:
                     print(f"{kind + ' ' + label + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
@@ -489,28 +533,31 @@ def received(proxy: str, path: str, request: Raw) -> int:
 RECORDED_PROMPT = b"My favourite colour is teal."
 
 
+#: The recorded agents' requests: (agent, path, golden name).
+AGENT_CASES = [
+    ("Claude Code", "/v1/messages", "claude_code_first"),
+    ("Codex", "/v1/responses", "codex_first"),
+    (
+        "Gemini CLI",
+        "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse",
+        "gemini_cli_first",
+    ),
+    # The same body streamed as one JSON array (no alt=sse), as REST clients ask for it.
+    (
+        "Gemini array",
+        "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent",
+        "gemini_cli_first",
+    ),
+    ("Qwen Code", "/v1/chat/completions", "qwen_code_first"),
+    ("opencode", "/v1/chat/completions", "opencode_first"),
+    ("aider", "/v1/chat/completions", "aider_gpt4o_first"),
+]
+
+
 def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) -> None:
     """The real agents' requests: nothing injected, then history and recall injected."""
     seed(proxy)
-    cases = [
-        ("Claude Code", "/v1/messages", "claude_code_first"),
-        ("Codex", "/v1/responses", "codex_first"),
-        (
-            "Gemini CLI",
-            "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse",
-            "gemini_cli_first",
-        ),
-        # The same body streamed as one JSON array (no alt=sse), as REST clients ask for it.
-        (
-            "Gemini array",
-            "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent",
-            "gemini_cli_first",
-        ),
-        ("Qwen Code", "/v1/chat/completions", "qwen_code_first"),
-        ("opencode", "/v1/chat/completions", "opencode_first"),
-        ("aider", "/v1/chat/completions", "aider_gpt4o_first"),
-    ]
-    for agent, path, name in cases:
+    for agent, path, name in AGENT_CASES:
         # An entity with nothing remembered; then the seeded one, in a session named by header.
         plain = {"x-memtap-entity": f"bench-new-{name}"}
         for label, extra in (
@@ -529,6 +576,102 @@ def agents(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) ->
             kind = f"{agent} {len(request.content) // 1000} KB, {label}:"
             print(f"{kind} upstream got {got} bytes")
             report(kind, rounds(direct + path, proxy + path, proxy_pid, args, True, request))
+
+
+#: The ids a recorded request names its session by (in its headers and body): a new session
+#: gets new ones of the same length.
+RECORDED_IDS = [
+    "00000000-0000-4000-8000-000000000001",  # Claude Code
+    "00000000-0000-4000-8000-000000000007",  # Codex (session, thread)
+    "ses_0000000000000000000000test",  # opencode
+]
+
+
+def new_session(request: Raw, agent: str, n: int, vary: str = "both") -> Raw:
+    """``request`` as the first request of a new session: its session ids replaced by new
+    ones, and its prompt made new (agents naming no session are told apart by it)."""
+    content, headers = request.content, dict(request.headers)
+    for old in RECORDED_IDS if vary != "prompt" else ():
+        new = old[:-8] + f"{n:08x}"
+        content = content.replace(old.encode(), new.encode())
+        headers = {k: v.replace(old, new) for k, v in headers.items()}
+    asked = f"What do you know about our deploys, {agent}?".encode()
+    if vary != "id":
+        asked = f"What do you know about our deploys, {agent}? (session {n})".encode()
+    for prompt in (RECORDED_PROMPT, b"Read notes.txt and tell me what it says."):
+        content = content.replace(prompt, asked)
+    return Raw(content, headers)
+
+
+def first_byte(client: httpx.Client, url: str, request: Raw) -> float:
+    """Seconds to the first body byte of ``request`` (its answer read whole)."""
+    t0 = time.perf_counter()
+    first = None
+    with client.stream("POST", url, content=request.content, headers=request.headers) as r:
+        for _chunk in r.iter_raw():
+            if first is None:
+                first = time.perf_counter() - t0
+    return first or 0.0
+
+
+def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) -> None:
+    """Each agent's recorded request as the first ``--turns`` requests of ``--sessions``
+    new sessions (new session ids, a new prompt, the seeded entity: recall, and history
+    where the agent gets it), each request sent direct and through the proxy back to back
+    (the order alternating): added time to the first byte per position in the session, and
+    the proxy's CPU per request (its process's whole CPU over the run: background work
+    included; and its event loop's thread alone: the request path). ``--fresh``: nothing
+    seeded (the store holds only what these requests leave)."""
+    if not args.fresh:
+        seed(proxy)
+    wanted = None if args.agents == "all" else {a.strip() for a in args.agents.split(",")}
+    for agent, path, name in AGENT_CASES:
+        if wanted is not None and agent not in wanted:
+            continue
+        base = agent_request(name)
+        direct_times: list[list[float]] = [[] for _ in range(args.turns)]
+        proxy_times: list[list[float]] = [[] for _ in range(args.turns)]
+        with httpx.Client(timeout=10) as d_client, httpx.Client(timeout=10) as p_client:
+            for _ in range(20):  # warm-up: connections, the same session again and again
+                first_byte(d_client, direct + path, base)
+                first_byte(p_client, proxy + path, base)
+            load0, c0, t0 = os.getloadavg()[0], cpu_seconds(proxy_pid), time.perf_counter()
+            loop0 = cpu_seconds(proxy_pid, thread=True)
+            for s in range(args.sessions):
+                request = new_session(base, agent, s + 1, args.vary)
+                for k in range(args.turns):
+                    if (s + k) % 2:
+                        d = first_byte(d_client, direct + path, request)
+                        p = first_byte(p_client, proxy + path, request)
+                    else:
+                        p = first_byte(p_client, proxy + path, request)
+                        d = first_byte(d_client, direct + path, request)
+                    direct_times[k].append(d)
+                    proxy_times[k].append(p)
+            c1, elapsed = cpu_seconds(proxy_pid), time.perf_counter() - t0
+            loop1 = cpu_seconds(proxy_pid, thread=True)
+        print(
+            f"{agent} {len(base.content) // 1000} KB, {args.sessions} new sessions x {args.turns} "
+            f"requests ({elapsed:.1f} s, load {load0:.2f} -> {os.getloadavg()[0]:.2f})"
+        )
+        for k in range(args.turns):
+            d, p = ms(direct_times[k]), ms(proxy_times[k])
+            label = f"  request {k + 1} first byte median ms"
+            print(f"{label:42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
+        n = args.sessions * args.turns
+        if c0 is not None and c1 is not None:
+            print(f"{'  proxy CPU per request ms':42}{'':10}{1000 * (c1 - c0) / n:10.3f}")
+        if loop0 is not None and loop1 is not None:
+            print(f"{'  of which its event loop (request path)':42}{'':10}{1000 * (loop1 - loop0) / n:10.3f}")
+        print("  " + recall_status(proxy))
+
+
+def recall_status(proxy: str) -> str:
+    """The proxy's recall counters since it started (its ``mem:status`` answer's line)."""
+    body = {"model": "bench", "messages": [{"role": "user", "content": "mem:status"}]}
+    text = httpx.post(proxy + "/v1/chat/completions", json=body, timeout=10).text
+    found = text.find("recall since start")
+    return json.loads(f'"{text[found:].split(chr(34))[0]}"') if found >= 0 else "(no recall status)"
 
 
 if __name__ == "__main__":

@@ -139,6 +139,26 @@ def test_claude_code_turns_are_its_session_and_never_injected_again(agents_proxy
 
 
 @needs_anthropic
+def test_a_new_claude_code_session_reuses_the_parsed_tools_of_earlier_ones(
+    agents_proxy, upstream, mem
+) -> None:
+    # Claude Code names its session in the header and in ``metadata``, after its 32 KB of
+    # tools: a new session's first request must not parse them again (issue 37: +0.6 ms).
+    headers, first = golden("claude_code_first")
+    old = headers["x-claude-code-session-id"]
+    sessions = [old[:-4] + f"{n:04d}" for n in range(1, 4)]
+    for session in sessions:
+        body = first.replace(old.encode(), session.encode())
+        send(agents_proxy, "/v1/messages", {**headers, "x-claude-code-session-id": session}, body)
+        sent = strip("anthropic.messages", upstream.last_json(), json.loads(body))
+        assert sent == json.loads(body)  # memory blocks out: the client's request, as parsed
+    bodies = agents_proxy.proxy.bodies
+    assert (bodies.whole, bodies.reused) == (1, 2)
+    settle(mem, 3)
+    assert {s.session_id for s in mem.sessions()} == set(sessions)
+
+
+@needs_anthropic
 def test_a_session_the_user_names_gets_history_with_the_same_bytes_every_turn(
     agents_proxy, upstream, mem
 ) -> None:
