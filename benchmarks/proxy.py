@@ -39,6 +39,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -443,7 +444,9 @@ def main() -> None:
     cmd += ["--session", "bench"]
     if args.history_messages is not None:
         cmd += ["--history-messages", str(args.history_messages)]
-    proxy = subprocess.Popen(cmd, env={**os.environ, "PYTHONHASHSEED": "0"})
+    # The proxy's spool and caches go to a home of the run's own, not the user's memtap home.
+    home = tempfile.TemporaryDirectory(prefix="memtap-bench-")
+    proxy = subprocess.Popen(cmd, env={**os.environ, "PYTHONHASHSEED": "0", "MEMTAP_HOME": home.name})
     try:
         direct = f"http://127.0.0.1:{up_port}/v1/chat/completions"
         through = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
@@ -493,6 +496,7 @@ def main() -> None:
         for process in (proxy, up):
             process.terminate()
             process.wait(10)
+        home.cleanup()
 
 
 def report(kind: str, figures: dict[str, tuple[float, float]]) -> None:
