@@ -116,15 +116,18 @@ class DaemonPool:
 _in_flight = 0
 #: How many calls have started in this process (tells a quiet moment from a busy one).
 _started = 0
+#: When the last call started (``time.monotonic()``; never: ``-inf``).
+_last_started = float("-inf")
 _quiet = threading.Condition()
 
 
 def call_started() -> None:
     """An intercepted LLM call began (see :func:`wait_for_quiet`)."""
-    global _in_flight, _started
+    global _in_flight, _started, _last_started
     with _quiet:
         _in_flight += 1
         _started += 1
+        _last_started = time.monotonic()
 
 
 def call_ended() -> None:
@@ -139,6 +142,13 @@ def call_ended() -> None:
 def calls_in_flight() -> int:
     """How many intercepted calls are running now."""
     return _in_flight
+
+
+def quiet_for(seconds: float) -> bool:
+    """Whether no intercepted call is running and none has started for ``seconds``: work
+    that would take every core may run now without slowing a call (a bulk import, a
+    ``remember`` loop: no call at all)."""
+    return not _in_flight and time.monotonic() - _last_started >= seconds
 
 
 def wait_for_quiet(timeout: float = 1.0, *, settle: float = 0.0) -> bool:
