@@ -441,7 +441,7 @@ def test_a_backlog_is_embedded_on_every_core_while_no_call_runs_and_on_one_durin
     from memtap.workers import background
 
     monkeypatch.setattr(EmbeddingWorker, "QUIET_AFTER", 0.0)
-    # Quiet whatever earlier tests left (a stream never read to its end is a call in flight).
+    # Quiet whatever earlier tests left (the full core suite leaves a call counted in flight).
     monkeypatch.setattr(background, "_in_flight", 0)
     monkeypatch.setattr(background, "_last_started", float("-inf"))
     embedder = ThreadsEmbedder()
