@@ -298,11 +298,19 @@ class ChatFormatProtocol:
     def caller_event(self, event: Any) -> Any:
         """A chunk as the caller would have got it had memtap not asked for usage (a
         :data:`~memtap.adapters.streamtap.EventFilter`): the usage-only chunk hidden
-        (``None``), the ``"usage": null`` the others then carry removed from mappings."""
+        (``None``); the ``usage: null`` every other chunk then carries removed from a
+        mapping, or, on an SDK's pydantic object, unmarked as set (so its ``to_dict()``
+        and ``model_fields_set`` are what they would have been)."""
         if is_hidden_usage_event(event):
             return None
-        if isinstance(event, Mapping) and "usage" in event and event["usage"] is None:
-            return {k: v for k, v in event.items() if k != "usage"}
+        if isinstance(event, Mapping):
+            if "usage" in event and event["usage"] is None:
+                return {k: v for k, v in event.items() if k != "usage"}
+            return event
+        if getattr(event, "usage", 0) is None:
+            fields_set = getattr(event, "__pydantic_fields_set__", None)
+            if fields_set is not None:
+                fields_set.discard("usage")
         return event
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:

@@ -24,19 +24,6 @@ TARGETS = (
 )
 
 
-def without_added_usage(chunk: Any) -> Any:
-    """A chunk as the caller would have got it had memtap not asked for usage: the
-    usage-only chunk is hidden (``None``), and the ``usage: null`` every other chunk then
-    carries is unmarked as set, so ``to_dict()`` and ``model_fields_set`` are unchanged."""
-    if CHAT.is_hidden_usage_event(chunk):
-        return None
-    if getattr(chunk, "usage", 0) is None:
-        fields_set = getattr(chunk, "__pydantic_fields_set__", None)
-        if fields_set is not None:
-            fields_set.discard("usage")
-    return chunk
-
-
 def is_openai_client(client: Any) -> bool:
     """Whether ``client`` is an openai SDK client (checked without importing openai)."""
     openai = sys.modules.get("openai")
@@ -54,7 +41,7 @@ class OpenAIAdapter:
     provider = "openai"
 
     def __init__(self) -> None:
-        self._installer = StainlessInstaller(TARGETS, event_filter=without_added_usage)
+        self._installer = StainlessInstaller(TARGETS, event_filter=CHAT.caller_event)
 
     def install(self, client: Any, tap: Tap) -> Callable[[], None]:
         """Patch ``client``; return the restore function."""
