@@ -394,18 +394,6 @@ def _usable_cpus() -> int:
     return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
-def _embed_lowered(embedder: Embedder, texts: list[str]) -> Any:
-    """``embedder.embed(texts)`` in a helper thread, at background priority (once per
-    thread: the nice value is the thread's own)."""
-    if not getattr(_helper_state, "lowered", False):
-        lower_priority()
-        _helper_state.lowered = True
-    return embedder.embed(texts)
-
-
-_helper_state = threading.local()
-
-
 class EmbeddingWorker:
     """Embeds stored facts in the background; stores the vectors (when the store can) and
     hands them to the indexes. A failing embedder is logged once per outage and counted;
@@ -665,12 +653,11 @@ class EmbeddingWorker:
         if len(texts) < 2 or not self._parallel_now():
             return self.embedder.embed(texts)
         if self._helpers is None:
-            self._helpers = DaemonPool(self.cores - 1, "memtap-embed-helper")
+            self._helpers = DaemonPool(self.cores - 1, "memtap-embed-helper", low_priority=True)
         parts = min(self.cores, len(texts))
         cut = [len(texts) * i // parts for i in range(parts + 1)]
         helped = [
-            self._helpers.submit(_embed_lowered, self.embedder, texts[cut[i] : cut[i + 1]])
-            for i in range(1, parts)
+            self._helpers.submit(self.embedder.embed, texts[cut[i] : cut[i + 1]]) for i in range(1, parts)
         ]
         rows = list(self.embedder.embed(texts[: cut[1]]))
         for future in helped:

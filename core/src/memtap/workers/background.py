@@ -37,16 +37,19 @@ def lower_priority(niceness: int = BACKGROUND_NICENESS) -> bool:
 
 
 class DaemonPool:
-    """Up to ``workers`` daemon threads running submitted functions, started on demand.
+    """Up to ``workers`` daemon threads running submitted functions, started on demand
+    (with ``low_priority``, each at background CPU priority).
 
     Why not ``concurrent.futures.ThreadPoolExecutor``: its workers are joined when the
     interpreter exits, so one stuck on a store that stopped answering (a frozen network
     connection) would hang the application's exit. Store reads are safe to abandon.
     """
 
-    def __init__(self, workers: int, name: str) -> None:
+    def __init__(self, workers: int, name: str, *, low_priority: bool = False) -> None:
         self._workers = max(1, workers)
         self._name = name
+        #: Whether each worker lowers its own CPU priority (:func:`lower_priority`) first.
+        self._low_priority = low_priority
         self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
             queue.SimpleQueue()
         )
@@ -73,6 +76,8 @@ class DaemonPool:
         return future
 
     def _run(self) -> None:
+        if self._low_priority:
+            lower_priority()
         while True:
             with self._lock:
                 self._idle += 1
