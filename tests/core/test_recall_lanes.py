@@ -70,6 +70,13 @@ def inject(mem: memtap.Memory, text: str) -> list:
     return mem.pm.get_plugin("recall").memtap_request_injections(request)
 
 
+def wait_cached(lane: QueryVectors, question: str, timeout: float = 5.0) -> None:
+    """Until the lane has made ``question``'s vector (the assertions after it say whether)."""
+    deadline = time.monotonic() + timeout
+    while lane.cached(question) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def memory(embedder, **kw) -> memtap.Memory:
     return memtap.Memory(InMemoryStore(), entry_points=False, embedder=embedder, **kw)
 
@@ -89,9 +96,7 @@ def test_a_call_that_may_not_wait_for_the_full_model_does_not_and_the_next_one_u
     assert stats.escalations == escalations + 1 and stats.model_deferred == 1
     # The lane made the vector meanwhile: the same question, asked again, has it.
     assert mem.longterm.engine.queries is not None
-    deadline = time.monotonic() + 5
-    while mem.longterm.engine.queries.cached("which pet do I own?") is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_cached(mem.longterm.engine.queries, "which pet do I own?")
     (block,) = inject(mem, "which pet do I own?")
     assert "Alice adopted a beagle" in block.text
     mem.close()
@@ -115,9 +120,7 @@ def test_the_query_lane_never_makes_a_queue():
     for q in questions:
         with pytest.raises(TimeoutError):
             lane.vector(q, 0.0)
-    deadline = time.monotonic() + 5
-    while lane.cached(questions[-1]) is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_cached(lane, questions[-1])
     # The first was being embedded; each later one took the waiting one's place.
     assert embedder.texts == [questions[0], questions[-1]]
     assert lane.cached(questions[-1]) is not None and lane.cached(questions[5]) is None
@@ -290,9 +293,7 @@ def test_under_sustained_load_a_call_does_not_wait_for_the_full_model_and_a_repe
     assert inject(mem, "which pet do I own?") == []
     lane = mem.longterm.engine.queries
     assert lane is not None
-    deadline = time.monotonic() + 5
-    while lane.cached("which pet do I own?") is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_cached(lane, "which pet do I own?")
     (block,) = inject(mem, "which pet do I own?")
     assert "Alice adopted a beagle" in block.text
     mem.close()
