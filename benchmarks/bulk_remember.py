@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from soak import findable
+
 import memtap
 from memtap import RecallBudget
 
@@ -55,16 +57,7 @@ def fact_text(n: int) -> str:
 
 def index_state(mem: memtap.Memory, entities: int) -> tuple[int, int, int]:
     """(facts indexed, of which without any vector, of which with only the quick one)."""
-    indexed = blind = quick = 0
-    for e in range(entities):
-        entry = mem.longterm.engine.indexes.get(f"bulk-e{e}", wait=False)
-        index = entry.index if entry is not None else None
-        if index is None:
-            continue
-        indexed += len(index)
-        blind += len(index) - index.vector_count
-        quick += index.vector_count - getattr(index, "full_count", index.vector_count)
-    return indexed, blind, quick
+    return findable(mem, [f"bulk-e{e}" for e in range(entities)])
 
 
 def embedder_rate(mem: memtap.Memory, texts: list[str]) -> float | None:

@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -74,17 +75,21 @@ def vectors_pending(mem: memtap.Memory) -> tuple[int, int]:
     return total, missing
 
 
-def findable(mem: memtap.Memory) -> tuple[int, int]:
-    """(facts indexed, of which without any vector, quick or full) over the soak's entities'
-    loaded indexes: what recall can find by meaning right now."""
-    indexed = blind = 0
-    for e in range(ENTITIES):
-        entry = mem.longterm.engine.indexes.get(f"soak-e{e}", wait=False)
+def findable(mem: memtap.Memory, entities: Iterable[str]) -> tuple[int, int, int]:
+    """(facts indexed, of which without any vector, of which with only the quick one) over
+    the loaded indexes of ``entities``: what recall can find by meaning right now."""
+    indexed = blind = quick = 0
+    for entity_id in entities:
+        entry = mem.longterm.engine.indexes.get(entity_id, wait=False)
         index = entry.index if entry is not None else None
         if index is not None:
             indexed += len(index)
             blind += len(index) - index.vector_count
-    return indexed, blind
+            quick += index.vector_count - index.full_count
+    return indexed, blind, quick
+
+
+SOAK_ENTITIES = [f"soak-e{e}" for e in range(ENTITIES)]
 
 
 def run(calls: int, window: int, memory_on: bool, model_wait: float | None = None) -> dict[str, Any]:
@@ -119,7 +124,7 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                 cpu = time.process_time()
                 b, t = statistics.median(bare_ms), statistics.median(tapped_ms)
                 stored, missing = vectors_pending(mem) if memory_on else (0, 0)
-                _, blind = findable(mem) if memory_on else (0, 0)
+                _, blind, _ = findable(mem, SOAK_ENTITIES) if memory_on else (0, 0, 0)
                 stats = mem.longterm.engine.stats
                 windows.append(
                     {
@@ -147,7 +152,7 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
         mem.longterm.engine.flush(10)
         flush_s = time.perf_counter() - flushed_at
         stored, missing = vectors_pending(mem) if memory_on else (0, 0)
-        _, blind = findable(mem) if memory_on else (0, 0)
+        _, blind, _ = findable(mem, SOAK_ENTITIES) if memory_on else (0, 0, 0)
         cpu_total = time.process_time()
         mem.close()
     return {
