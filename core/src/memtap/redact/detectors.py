@@ -40,7 +40,7 @@ class Detector:
     ``boundary`` requires the match to start a word (escape-aware, see the module doc).
     ``gate`` is the cheap test, right after the pivot, that makes a position a candidate
     (default: ``before`` as a lookbehind, merged with the pivot's other detectors, and the
-    pivot's :data:`PIVOT_AHEAD`; or the whole ``after`` when ``before`` is empty).
+    pivot's :data:`~memtap.redact.scanner.PIVOT_AHEAD`; or the whole ``after`` when ``before`` is empty).
     Each detector is tested on fake values in ``memtap.testing.secrets``.
     """
 

@@ -10,6 +10,16 @@ import re
 
 _RUN = re.compile(r"[A-Za-z0-9+/]{12,}")
 _DIGIT_LETTER = re.compile(r"[0-9](?=[A-Za-z])|[A-Za-z](?=[0-9])")
+#: What documentation writes where a value goes (``***``, ``<password>``, ``${PW}``...).
+_PLACEHOLDER = re.compile(
+    r"""(?ix)^(?:
+        \**|x{3,}|\.{3}|…|<[^>]*>?|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{[^}]*\}\}?|%\(?\w*\)?s|\{\w*\}
+        |null|none|nil|true|false|undefined|string|str|text|redacted|\[redacted\]
+        |pass|passw(?:or)?d|pwd|pw|secret|token|key|user(?:name)?
+        |your[_-]?\w*|change[_-]?me|example|placeholder|env|required|optional
+    )$"""
+)
+_HAS_DIGIT_AND_LETTER = re.compile(r"(?=.*\d)(?=.*[A-Za-z])")
 
 
 def looks_random(value: str, min_run: int = 16) -> bool:
@@ -97,14 +107,3 @@ def _cookie_value(secret: str) -> bool:
     """A cookie-jar value worth hiding: 8+ characters, not a placeholder (a jar holds
     session cookies next to ``lang=en``; short values identify nobody)."""
     return len(secret) >= 8 and _PLACEHOLDER.match(secret) is None
-
-
-_PLACEHOLDER = re.compile(
-    r"""(?ix)^(?:
-        \**|x{3,}|\.{3}|…|<[^>]*>?|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{\{[^}]*\}\}?|%\(?\w*\)?s|\{\w*\}
-        |null|none|nil|true|false|undefined|string|str|text|redacted|\[redacted\]
-        |pass|passw(?:or)?d|pwd|pw|secret|token|key|user(?:name)?
-        |your[_-]?\w*|change[_-]?me|example|placeholder|env|required|optional
-    )$"""
-)
-_HAS_DIGIT_AND_LETTER = re.compile(r"(?=.*\d)(?=.*[A-Za-z])")
