@@ -140,6 +140,7 @@ from memtap.protocol.model import (
     utcnow,
 )
 from memtap.protocol.wire import (
+    BaseWireProtocol,
     ClientAdapter,
     HistoryInjection,
     Injection,
@@ -341,4 +342,5 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "SystemBlock",
     "TapPort",
     "WireProtocol",
+    "BaseWireProtocol",
 ]

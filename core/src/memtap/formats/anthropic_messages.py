@@ -36,7 +36,7 @@ from typing import Any
 
 from memtap.formats.placement import inject_blocks, marks
 from memtap.protocol.model import Message, ToolCall, Usage
-from memtap.protocol.wire import InjectionPlan, RequestView, ResponseView
+from memtap.protocol.wire import BaseWireProtocol, InjectionPlan, RequestView, ResponseView
 
 __all__ = [
     "THINKING_TYPES",
@@ -305,12 +305,11 @@ def inject_messages(body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, A
     return out
 
 
-class AnthropicFormatProtocol:
+class AnthropicFormatProtocol(BaseWireProtocol):
     """The Anthropic Messages format as a wire protocol: reading, injection, stream
     accumulation. A subclass adds ``name`` and ``provider`` (and reads what its transport
-    adds, e.g. Bedrock's ``modelId``)."""
-
-    operation = "chat"
+    adds, e.g. Bedrock's ``modelId``). Anthropic streams always report usage
+    (``message_start``, ``message_delta``): the base's stream-usage defaults hold."""
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """See :func:`read_messages_request`."""
@@ -319,14 +318,6 @@ class AnthropicFormatProtocol:
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """See :func:`inject_messages`."""
         return inject_messages(body, plan)
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Anthropic streams always report usage (``message_start``, ``message_delta``)."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """No event is ever added by memtap."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """See :func:`read_messages_response`."""

@@ -20,7 +20,7 @@ from memtap.formats.blocks import render_blocks
 from memtap.formats.content import content_text
 from memtap.formats.layout import MessageCodec, layout_messages
 from memtap.protocol.model import Message, ToolCall, Usage
-from memtap.protocol.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.protocol.wire import BaseWireProtocol, InjectionPlan, RequestView, ResponseView, SystemBlock
 
 __all__ = [
     "CHAT_CODEC",
@@ -266,14 +266,12 @@ class ChatStreamAccumulator:
         )
 
 
-class ChatFormatProtocol:
+class ChatFormatProtocol(BaseWireProtocol):
     """A wire protocol that speaks the chat format, with the usual defaults: requests,
     responses, the usage chunk, stream accumulation, and injection as
     :func:`~memtap.formats.layout.layout_messages` lays out a chat message list. A subclass
     adds ``name`` and ``provider``, and overrides ``inject`` where its provider places
     blocks otherwise (behind a prompt cache, as OpenAI's ``prompt_cache_key`` says)."""
-
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Conversation messages, system/developer text, model and stream flag."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    BaseWireProtocol,
     InjectionPlan,
     Message,
     RequestView,
@@ -136,12 +137,12 @@ def read_usage(u: Any) -> Usage:
     )
 
 
-class ConverseProtocol:
-    """Bedrock Converse / ConverseStream."""
+class ConverseProtocol(BaseWireProtocol):
+    """Bedrock Converse / ConverseStream (a stream always ends with a ``metadata`` event
+    carrying usage: the base's stream-usage defaults hold)."""
 
     name = "bedrock.converse"
     provider = PROVIDER
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Messages, ``system`` text blocks, ``modelId``; ``stream`` is set by the adapter."""
@@ -172,14 +173,6 @@ class ConverseProtocol:
             )
             inject_blocks(out, body, plan, cached=cached, part=_text_block, system_as_list=True)
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """ConverseStream always ends with a ``metadata`` event carrying usage."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """memtap adds no event."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """``output.message``, ``usage`` and ``stopReason``."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    BaseWireProtocol,
     InjectionPlan,
     Message,
     RequestView,
@@ -264,12 +265,12 @@ def _system_text(value: Any) -> str | None:
     return "\n\n".join(texts) or None
 
 
-class GenerateContentProtocol:
-    """Gemini ``generateContent`` / ``streamGenerateContent``."""
+class GenerateContentProtocol(BaseWireProtocol):
+    """Gemini ``generateContent`` / ``streamGenerateContent`` (streams always report
+    ``usageMetadata``: the base's stream-usage defaults hold)."""
 
     name = "google.generate_content"
     provider = "gcp.gemini"
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """``contents`` as messages, the system instruction, and the model (when recorded)."""
@@ -314,14 +315,6 @@ class GenerateContentProtocol:
         if contents is not None:
             out["contents"] = contents
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Gemini streams always report ``usageMetadata``: nothing to ask for."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """No event is ever added by memtap."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """The first candidate's content, every candidate's finish reason, usage, model."""

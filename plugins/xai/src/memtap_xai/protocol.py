@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    BaseWireProtocol,
     InjectionPlan,
     Message,
     MessageCodec,
@@ -121,12 +122,12 @@ class XaiCodec(MessageCodec):
 CODEC = XaiCodec()
 
 
-class XaiChatProtocol:
-    """xAI Chat over gRPC (``xai_sdk`` ``chat.create(...).sample()`` / ``.stream()``)."""
+class XaiChatProtocol(BaseWireProtocol):
+    """xAI Chat over gRPC (``xai_sdk`` ``chat.create(...).sample()`` / ``.stream()``); its
+    streams always report usage (the base's stream-usage defaults hold)."""
 
     name = "xai.chat"
     provider = "xai"
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Messages, system/developer text, model; ``stream`` is set by the adapter."""
@@ -155,14 +156,6 @@ class XaiChatProtocol:
             list(body.get("messages") or ()), plan, CODEC, history=not body.get("previous_response_id")
         )
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """xAI streams always report usage."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """memtap adds no event."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """The first output's message, every output's finish reason, usage and model."""
