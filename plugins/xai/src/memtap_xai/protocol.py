@@ -16,6 +16,7 @@ from typing import Any
 
 from memtap.sdk import (
     BaseWireProtocol,
+    ChatStreamAccumulator,
     InjectionPlan,
     Message,
     MessageCodec,
@@ -177,46 +178,7 @@ class XaiChatProtocol(BaseWireProtocol):
             model=data.get("model"),
         )
 
-    def new_accumulator(self) -> XaiStreamAccumulator:
-        """A fresh accumulator for ``GetChatCompletionChunk`` messages."""
-        return XaiStreamAccumulator()
-
-
-class XaiStreamAccumulator:
-    """Rebuilds a completion from its chunks (first output's text and tool calls)."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: list[ToolCall] = []
-        self.finish: dict[int, str] = {}
-        self.usage: Any = None
-        self.model: str | None = None
-
-    def feed(self, event: Mapping[str, Any]) -> None:
-        """Take one chunk."""
-        self.model = event.get("model") or self.model
-        if event.get("usage"):
-            self.usage = event["usage"]
-        for output in event.get("outputs") or ():
-            index = output.get("index", 0)
-            if output.get("finish_reason"):
-                self.finish[index] = output["finish_reason"]
-            if index != 0:
-                continue
-            delta = output.get("delta") or {}
-            if delta.get("content"):
-                self.text.append(str(delta["content"]))
-            self.calls.extend(read_tool_calls(delta.get("tool_calls")))
-
-    def result(self) -> ResponseView:
-        """The completion so far."""
-        text = "".join(self.text)
-        messages = (
-            [Message(role="assistant", content=text, tool_calls=self.calls)] if text or self.calls else []
-        )
-        return ResponseView(
-            messages=messages,
-            usage=read_usage(self.usage),
-            finish_reasons=[r for _, r in sorted(self.finish.items())],
-            model=self.model,
-        )
+    def new_accumulator(self) -> ChatStreamAccumulator:
+        """A fresh accumulator for ``GetChatCompletionChunk`` messages: chat deltas under
+        ``outputs``, each tool call whole (the first output's text and tool calls)."""
+        return ChatStreamAccumulator(read_usage, choices="outputs", whole_tool_calls=True)
