@@ -103,6 +103,7 @@ from memtap.formats.openai_chat import read_message as read_chat_message
 from memtap.formats.openai_chat import read_usage as read_chat_usage
 from memtap.formats.openai_chat import request_stream_usage as chat_request_stream_usage
 from memtap.formats.openai_chat import write_message as write_chat_message
+from memtap.formats.pairing import trim_unpaired
 from memtap.formats.placement import (
     arrange,
     content_texts,
@@ -222,6 +223,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "MessageCodec",
     "layout_messages",
     "leading_count",
+    "trim_unpaired",
     # errors
     "MemtapError",
     "RecordRefusedError",

@@ -34,6 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memtap.formats.pairing import trim_unpaired
 from memtap.formats.placement import inject_blocks, marks
 from memtap.protocol.model import Message, ToolCall, Usage
 from memtap.protocol.wire import BaseWireProtocol, InjectionPlan, RequestView, ResponseView
@@ -199,21 +200,15 @@ def write_history(history: Sequence[Message], following: Any) -> list[dict[str, 
             }
         else:
             out.append(wire)
-    answered = _tool_result_ids(following)
-    while out and (out[0]["role"] != "user" or _tool_result_ids(out[0])):
-        if len(out) == 1 and _tool_use_ids(out[0]) & answered:
-            break  # the app's own tool results answer it: the request needs this tool_use
-        out.pop(0)  # the first turn is the user's, and no result precedes its tool_use
-    next_role = following.get("role") if isinstance(following, Mapping) else None
-    while out:
-        last = out[-1]
-        if last["role"] == next_role or (_tool_use_ids(last) - answered):
-            out.pop()
-            if _tool_result_ids(last) and out:
-                out.pop()  # the results' tool_use would be left unanswered
-            continue
-        break
-    return out
+    # A lone tool_use the app's own tool results answer stays: the request needs it.
+    return trim_unpaired(
+        out,
+        following,
+        next_role=following.get("role") if isinstance(following, Mapping) else None,
+        call_ids=_tool_use_ids,
+        result_ids=_tool_result_ids,
+        keep_answered_lead=True,
+    )
 
 
 def read_usage(u: Any) -> Usage:

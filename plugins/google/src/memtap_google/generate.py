@@ -23,6 +23,7 @@ from memtap.sdk import (
     arrange,
     content_texts,
     last_index,
+    trim_unpaired,
     with_system,
 )
 
@@ -228,19 +229,13 @@ def write_history(history: Sequence[Message], following: Any) -> list[dict[str, 
             out[-1] = {"role": role, "parts": [*out[-1]["parts"], *parts]}
         else:
             out.append({"role": role, "parts": parts})
-    while out and (out[0]["role"] != "user" or _response_ids(out[0])):
-        out.pop(0)
-    next_role = following.get("role", "user") if isinstance(following, Mapping) else None
-    answered = _response_ids(following)
-    while out:
-        last = out[-1]
-        if last["role"] == next_role or (_call_ids(last) - answered):
-            out.pop()
-            if _response_ids(last) and out:
-                out.pop()  # the responses' call would be left unanswered
-            continue
-        break
-    return out
+    return trim_unpaired(
+        out,
+        following,
+        next_role=following.get("role", "user") if isinstance(following, Mapping) else None,
+        call_ids=_call_ids,
+        result_ids=_response_ids,
+    )
 
 
 def read_usage(u: Mapping[str, Any] | None) -> Usage:
