@@ -160,6 +160,7 @@ from memtap.request.rejection import VALIDATION_STATUSES
 from memtap.request.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.request.tap import Call, Tap, active_call
 from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
+from memtap.storage.migrations import Migration, run_migrations
 from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
 from memtap.storage.sqlrows import columns as sql_columns
 from memtap.storage.sqlrows import exchange as sql_exchange
@@ -325,6 +326,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "sql_session_rows",
     "sql_unique",
     "sql_utc",
+    "Migration",
+    "run_migrations",
     # the request path
     "Call",
     "Tap",
