@@ -60,7 +60,7 @@ from __future__ import annotations
 from memtap.adapters.kwargs import tracked_kwargs
 from memtap.adapters.patches import Patches
 from memtap.adapters.stainless import StainlessInstaller, Target
-from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
+from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, early_end_subclass, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
 from memtap.capture.private import create_private_file, make_private, private_dir
 from memtap.errors import (
@@ -276,6 +276,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "Target",
     "retype",
     "subclass_of",
+    "early_end_subclass",
     "tracked",
     "tracked_kwargs",
     # placement
