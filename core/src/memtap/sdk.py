@@ -183,6 +183,7 @@ from memtap.tokens import (
 from memtap.tokens import digest as token_digest
 from memtap.workers.background import lower_priority, wait_for_quiet
 from memtap.workers.deadline import BoundedWork, Overdue
+from memtap.workers.serving import ServerThread, StopOnSignal
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
     # agent scaffolding
@@ -255,6 +256,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "host_name",
     "is_loopback_host",
     "is_loopback_name",
+    "ServerThread",
+    "StopOnSignal",
     # tokens bound to entities (memtap proxy, memtap mcp)
     "EVERY_ENTITY",
     "Grant",
