@@ -227,6 +227,25 @@ class WireProtocol(Protocol):
         """A fresh accumulator for one streamed response."""
 
 
+class BaseWireProtocol:
+    """A base for a :class:`WireProtocol` with the usual defaults: a ``"chat"`` operation,
+    and streams that report usage on their own (memtap asks for nothing more and hides no
+    event). A subclass adds ``name``, ``provider``, ``read_request``, ``inject``,
+    ``read_response`` and ``new_accumulator``; a provider whose streams report usage only
+    when asked overrides :meth:`request_stream_usage` and :meth:`is_hidden_usage_event`
+    (as :class:`memtap.formats.openai_chat.ChatFormatProtocol` does)."""
+
+    operation = "chat"
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Nothing to ask for: the provider's streams always report usage."""
+        return None
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """No event is ever added by memtap."""
+        return False
+
+
 class TapPort(Protocol):
     """What a :class:`ClientAdapter` needs from the tap it installs into a client:
     :class:`memtap.request.tap.Tap` is the one memtap passes (the contract names this shape, not
