@@ -19,32 +19,28 @@ from typing import Any
 
 import duckdb
 
-from memtap.sdk import EXCHANGE_SELECT as _EXCHANGE_SELECT
-from memtap.sdk import FACT_SELECT as _FACT_SELECT
-from memtap.sdk import (
+from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError
+from memtap.sdk.storage import EXCHANGE_SELECT as _EXCHANGE_SELECT
+from memtap.sdk.storage import FACT_SELECT as _FACT_SELECT
+from memtap.sdk.storage import (
     LOCKED_STORE_WAYS_OUT,
-    Exchange,
-    Fact,
-    Message,
     RecordRefusedError,
-    SessionInfo,
     SessionWatchers,
-    StoreError,
     StoreLockedError,
     create_private_file,
     exchange_messages,
     make_private,
     private_dir,
 )
-from memtap.sdk import MESSAGE_SELECT as _MESSAGE_SELECT
-from memtap.sdk import sql_columns as _columns
-from memtap.sdk import sql_exchange as _exchange
-from memtap.sdk import sql_fact as _fact
-from memtap.sdk import sql_injected_json as _injected_json
-from memtap.sdk import sql_message as _message
-from memtap.sdk import sql_session_rows as _session_rows
-from memtap.sdk import sql_unique as _unique
-from memtap.sdk import sql_utc as _utc
+from memtap.sdk.storage import MESSAGE_SELECT as _MESSAGE_SELECT
+from memtap.sdk.storage import sql_columns as _columns
+from memtap.sdk.storage import sql_exchange as _exchange
+from memtap.sdk.storage import sql_fact as _fact
+from memtap.sdk.storage import sql_injected_json as _injected_json
+from memtap.sdk.storage import sql_message as _message
+from memtap.sdk.storage import sql_session_rows as _session_rows
+from memtap.sdk.storage import sql_unique as _unique
+from memtap.sdk.storage import sql_utc as _utc
 
 from .migrations import apply_migrations
 
@@ -230,7 +226,7 @@ def _write_lock_for(path: str) -> threading.Lock:
 
 
 class DuckDBStore:
-    """A :class:`memtap.sdk.Store` in one DuckDB database file, or in memory.
+    """A :class:`memtap.sdk.storage.Store` in one DuckDB database file, or in memory.
 
     ``path`` is a file path (parent directories are created) or ``":memory:"``. Opening a
     file applies the schema migrations it lacks. Thread-safe; one process per file.
@@ -398,7 +394,7 @@ class DuckDBStore:
 
     def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
         """Give stored facts the context of these (matched by id, entity and source
-        exchange: see :meth:`memtap.sdk.Store.update_fact_context`); return the ids updated."""
+        exchange: see :meth:`memtap.sdk.storage.Store.update_fact_context`); return the ids updated."""
         wanted = {f.id: f for f in facts}  # the last context given for an id wins
         if not wanted:
             self._check()
