@@ -31,18 +31,23 @@ from skip_policy import undeclared_skips  # noqa: E402 (tests/ holds it, next to
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
 # `storage` is not among them: `tests(duckdb)` and `tests(postgres)` run its compliance suite.
+# The longest sessions come first, so that under `nox -j 2` (.ci/run) the short ones fill in
+# around them instead of one long session running alone at the end.
 nox.options.sessions = [
     "lint",
+    "reliability",
+    "agents",
     "typecheck",
     "tests",
-    "reliability",
-    "integration",
-    "agents",
     "ui",
+    "integration",
     "docs",
     "demo",
     "packaging",
 ]
+# Any session may run beside another (`nox -j N`): each has its own virtualenv, temporary
+# MEMTAP_HOME, PostgreSQL schemas and free ports.
+nox.options.allow_parallel = True
 
 CORE = "./core"
 #: The oldest and the newest Python the packages claim (classifiers 3.10 to 3.13): every
