@@ -38,6 +38,8 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One pytest run per example module (run at once: a pytest start costs seconds), each
     with its JUnit report."""
     folder = tmp_path_factory.mktemp("skips")
+    # the folder is its own root (the temporary folder may be inside the repository: nox's)
+    (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     runs = {}
     for name, source in {"example": TESTS, "skipped_whole": SKIPPED_WHOLE, "clean": CLEAN}.items():
         (folder / f"test_{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
