@@ -23,6 +23,11 @@ def test_skips_at_run_time():
 def test_skipped_by_a_marker():
     pass
 
+@pytest.mark.xfail(strict=True, reason="a known miss: runs, and must fail")
+def test_expected_to_fail():
+    assert False
+
+
 class TestSuite:
     def test_async(self):
         pytest.skip("the provider declares no support for: async")
