@@ -14,7 +14,7 @@ Their tests may also use ``memtap.testing``. Everything else in core is internal
 move between releases; the names in each module's ``__all__`` follow semantic versioning:
 removing or changing one is a major release, adding one is a minor release.
 ``tests/core/test_plugin_imports.py`` holds every plugin and contrib package to this, and
-``tests/core/test_sdk_docs.py`` holds ``docs/plugin-authoring.md``'s tables to the
+``tests/docs/test_sdk_tables.py`` holds ``docs/plugin-authoring.md``'s tables to the
 ``__all__`` lists.
 
 The names that moved to :mod:`memtap.sdk.storage` and :mod:`memtap.sdk.server` still import
