@@ -194,6 +194,10 @@ def _vector_blob(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
+#: How pybind11 (duckdb 1.x) words a Python value it cannot hand to DuckDB.
+_UNBINDABLE = "Unable to cast Python instance"
+
+
 def _open_error(path: str, error: duckdb.Error) -> StoreError:
     detail = str(error)
     if "lock" in detail.lower():
@@ -300,6 +304,12 @@ class DuckDBStore:
                 raise
             # A value the rows cannot be made of (metadata JSON cannot hold, a number out of
             # range): the records' fault, not the store's.
+            raise RecordRefusedError(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
+        except RuntimeError as e:
+            # duckdb 1.x (the last for Python 3.10) reports a parameter it cannot bind, such
+            # as text with a lone surrogate, with pybind11's cast error, not a duckdb.Error.
+            if not (writing and str(e).startswith(_UNBINDABLE)):
+                raise
             raise RecordRefusedError(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
 
     @contextlib.contextmanager
