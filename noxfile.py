@@ -11,6 +11,7 @@ packages claim. Every session that runs tests fails on a skipped test it does no
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import queue
 import shutil
@@ -20,13 +21,24 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit
 
 import nox
 
 ROOT = Path(__file__).parent
-sys.path.insert(0, str(ROOT / "tests"))
-from skip_policy import undeclared_skips  # noqa: E402 (tests/ holds it, next to its test)
+
+
+def _skip_policy() -> ModuleType:
+    """tests/skip_policy.py (kept next to its test), loaded without putting tests/ on sys.path."""
+    spec = importlib.util.spec_from_file_location("skip_policy", ROOT / "tests" / "skip_policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+undeclared_skips = _skip_policy().undeclared_skips
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
