@@ -42,7 +42,9 @@ undeclared_skips = _skip_policy().undeclared_skips
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-# `storage` is not among them: `tests(duckdb)` and `tests(postgres)` run its compliance suite.
+# Not among them, as they would repeat another session's tests: `storage` (`tests(duckdb)` and
+# `tests(postgres)` run its compliance suite) and `demo` (integration runs `memtap demo` with
+# the same packages installed, packaging runs it from the built wheels).
 # The longest sessions come first, so that under `nox -j 2` (.ci/run) the short ones fill in
 # around them instead of one long session running alone at the end.
 nox.options.sessions = [
@@ -54,7 +56,6 @@ nox.options.sessions = [
     "ui",
     "integration",
     "docs",
-    "demo",
     "packaging",
 ]
 # Any session may run beside another (`nox -j N`): each has its own virtualenv, temporary
@@ -457,7 +458,8 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """`memtap demo` from the meta-distribution, in a throwaway MEMTAP_HOME."""
+    """`memtap demo` from the meta-distribution, in a throwaway MEMTAP_HOME (on demand: the
+    integration and packaging sessions run it too)."""
     session.install(*DEFAULTS, ".")
     home = session.create_tmp()
     session.run("memtap", "demo", env={"MEMTAP_HOME": str(Path(home) / "memtap-home")})
