@@ -1,13 +1,17 @@
-"""nox sessions: lint, typecheck, tests per package, storage backends, demo, packaging, benchmarks.
+"""nox sessions: lint, typecheck, tests per package and Python, reliability, agents, ui, docs,
+demo, packaging; storage (the compliance suite alone) and benchmarks on demand.
 
 ``nox`` alone runs the default set (what CI runs). Every session builds its own virtualenv
 (with uv when it is installed) from the local packages, so each package is tested with
-only what it declares.
+only what it declares; each package's tests run on the oldest and the newest Python the
+packages claim. Every session that runs tests fails on a skipped test it does not declare
+(:data:`DECLARED_SKIPS`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import queue
 import shutil
@@ -17,29 +21,71 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import urlsplit
-from xml.etree import ElementTree
 
 import nox
 
+ROOT = Path(__file__).parent
+
+
+def _skip_policy() -> ModuleType:
+    """tests/skip_policy.py (kept next to its test), loaded without putting tests/ on sys.path."""
+    spec = importlib.util.spec_from_file_location("skip_policy", ROOT / "tests" / "skip_policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+undeclared_skips = _skip_policy().undeclared_skips
+
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
+# Not among them, as they would repeat another session's tests: `storage` (`tests(duckdb)` and
+# `tests(postgres)` run its compliance suite) and `demo` (integration runs `memtap demo` with
+# the same packages installed, packaging runs it from the built wheels).
+# The longest sessions come first, so that under `nox -j 2` (.ci/run) the short ones fill in
+# around them instead of one long session running alone at the end.
 nox.options.sessions = [
     "lint",
+    "reliability",
+    "agents",
     "typecheck",
     "tests",
-    "storage",
-    "reliability",
-    "integration",
-    "agents",
     "ui",
+    "integration",
     "docs",
-    "demo",
     "packaging",
 ]
+# Any session may run beside another (`nox -j N`): each has its own virtualenv, temporary
+# MEMTAP_HOME, PostgreSQL schemas and free ports.
+nox.options.allow_parallel = True
 
-ROOT = Path(__file__).parent
 CORE = "./core"
+#: The oldest and the newest Python the packages claim (classifiers 3.10 to 3.13): every
+#: package's tests run on both; the other sessions run on the Python that runs nox.
+PYTHONS = ["3.10", "3.13"]
+
+
+def _find_pythons(versions: list[str]) -> None:
+    """Put each of ``versions`` on PATH for nox when the ``pythonX.Y`` found there does not
+    run (pyenv's shims: only the selected versions run), from pyenv's own folders. A version
+    found nowhere is downloaded by nox (``--download-python auto``, with uv)."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    for version in versions:
+        found = shutil.which(f"python{version}")
+        if found and subprocess.run([found, "-c", ""], capture_output=True, check=False).returncode == 0:
+            continue
+        installed = sorted(
+            root.glob(f"versions/{version}.*/bin/python{version}"),
+            key=lambda p: [int(n) if n.isdigit() else -1 for n in p.parts[-3].split(".")],
+        )
+        if installed:
+            os.environ["PATH"] = f"{installed[-1].parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+_find_pythons(PYTHONS)
 
 
 def _packages(folder: str) -> dict[str, str]:
@@ -73,8 +119,40 @@ TEST_DEPS = [
     "opentelemetry-sdk>=1.24",
     "httpx>=0.27",
     "pydantic-core>=2.10",
+    # tests read pyproject.toml files (tomllib is Python 3.11's)
+    "tomli>=2; python_version < '3.11'",
 ]
 PYTEST = ["pytest", "-p", "no:cacheprovider", "-q"]
+#: The tests a session may skip, by the session's name as ``nox -l`` shows it without the
+#: Python (a test id glob as ``tests/skip_policy.py`` reads JUnit reports, and why): any other
+#: skipped test fails the session.
+DECLARED_SKIPS: dict[str, dict[str, str]] = {
+    "tests(bedrock)": {
+        "tests.plugins.bedrock.test_bedrock_conformance.*Conformance::test_*async*": (
+            "boto3 has no asyncio client: memtap-bedrock declares no `async` capability, and "
+            "the provider conformance suite skips its async tests"
+        ),
+    },
+}
+
+
+def _pytest(session: nox.Session, name: str, *args: str, env: dict[str, str] | None = None) -> None:
+    """pytest, failing the session when a test was skipped that ``DECLARED_SKIPS[name]`` does
+    not declare (a PostgreSQL test is never skipped: it runs or it fails)."""
+    junit = Path(session.create_tmp()) / "junit-skips.xml"
+    junit.unlink(missing_ok=True)
+    session.run(*PYTEST, "-rs", f"--junitxml={junit}", *args, env=env or {})
+    if not junit.exists():  # --install-only: nothing ran
+        return
+    if os.environ.get(POSTGRES_OFF_ENV, "").lower() == "off":
+        session.warn(f"{POSTGRES_OFF_ENV}=off: skipped tests are allowed")
+        return
+    skipped = undeclared_skips(junit, DECLARED_SKIPS.get(name, {}))
+    if skipped:
+        session.error(
+            f"{len(skipped)} test(s) skipped that {name} does not declare (noxfile.py's "
+            "DECLARED_SKIPS):\n" + "\n".join(skipped)
+        )
 
 
 @nox.session
@@ -97,27 +175,28 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", *(arg for m in modules for arg in ("-p", m)))
 
 
-@nox.session
+@nox.session(python=PYTHONS)
 @nox.parametrize("package", ["core", *PLUGINS, *CONTRIB])
 def tests(session: nox.Session, package: str) -> None:
     """One package's tests, installed with core and nothing else of memtap's."""
+    name = f"tests({package})"
     if package == "core":
         session.install(CORE, *TEST_DEPS)
-        session.run(*PYTEST, "tests/core", *session.posargs)
+        _pytest(session, name, "tests/core", *session.posargs)
     elif package == "postgres":
         session.install(CORE, POSTGRES_TESTING, *TEST_DEPS)
         with _postgres_only(session) as env:
-            _pytest_no_skips(session, "tests/plugins/postgres", *session.posargs, env=env)
+            _pytest(session, name, "tests/plugins/postgres", *session.posargs, env=env)
     elif package in PLUGINS:
         session.install(CORE, PLUGINS[package], *TEST_DEPS)
-        session.run(*PYTEST, f"tests/plugins/{package}", *session.posargs)
+        _pytest(session, name, f"tests/plugins/{package}", *session.posargs)
     else:
         # A contrib package lists what its tests drive in its `test` extra (local plugins
         # among them are installed from their folders).
         local = [PLUGINS.get(p) or CONTRIB[p] for p in CONTRIB_PLUGINS.get(package, ())]
         session.install(CORE, *DEFAULTS, *local, f"{CONTRIB[package]}[test]", *TEST_DEPS)
         # Tests that drive a real browser run in their own session (`nox -s ui`).
-        session.run(*PYTEST, f"tests/contrib/{package}", "-m", "not browser", *session.posargs)
+        _pytest(session, name, f"tests/contrib/{package}", "-m", "not browser", *session.posargs)
 
 
 #: The PostgreSQL server the postgres tests use. Unset: a throwaway server is started for
@@ -210,41 +289,19 @@ def _postgres_only(session: nox.Session) -> contextlib.AbstractContextManager[di
     return _postgres_env(session)
 
 
-def _pytest_no_skips(session: nox.Session, *args: str, env: dict[str, str]) -> None:
-    """pytest, failing the session when any test was skipped (a PostgreSQL test is never
-    skipped: it runs or it fails). Unless PostgreSQL is off (``env`` empty)."""
-    if not env:
-        session.run(*PYTEST, *args, env=env)
-        return
-    junit = Path(session.create_tmp()) / "junit-skips.xml"
-    junit.unlink(missing_ok=True)
-    session.run(*PYTEST, "-rs", f"--junitxml={junit}", *args, env=env)
-    if not junit.exists():  # --install-only: nothing ran
-        return
-    skipped = [
-        f"{case.get('classname')}::{case.get('name')}: {skip.get('message')}"
-        for case in ElementTree.parse(junit).iter("testcase")
-        for skip in case.findall("skipped")
-    ]
-    if skipped:
-        session.error(
-            f"{len(skipped)} test(s) skipped, which the PostgreSQL sessions do not allow:\n"
-            + "\n".join(skipped)
-        )
-
-
 @nox.session
 @nox.parametrize("backend", ["duckdb", "postgres"])
 def storage(session: nox.Session, backend: str) -> None:
-    """The storage compliance suite against one backend (nothing skipped on PostgreSQL)."""
+    """The storage compliance suite alone against one backend (not in the default list:
+    ``tests(duckdb)`` and ``tests(postgres)`` run it with the rest of their tests)."""
     args = [f"tests/plugins/{backend}", "-k", "Compliance", *session.posargs]
     if backend == "duckdb":
         session.install(CORE, PLUGINS[backend], *TEST_DEPS)
-        session.run(*PYTEST, *args)
+        _pytest(session, f"tests({backend})", *args)
         return
     session.install(CORE, POSTGRES_TESTING, *TEST_DEPS)
     with _postgres_only(session) as env:
-        _pytest_no_skips(session, *args, env=env)
+        _pytest(session, f"tests({backend})", *args, env=env)
 
 
 @nox.session
@@ -257,7 +314,7 @@ def reliability(session: nox.Session) -> None:
     proxy = [CONTRIB["proxy"], CONTRIB["ui"], *(PLUGINS[name] for name in CONTRIB_PLUGINS["proxy"])]
     session.install(*DEFAULTS, POSTGRES_TESTING, PLUGINS["anthropic"], *proxy, *TEST_DEPS)
     with _postgres_env(session) as env:
-        _pytest_no_skips(session, "tests/reliability", *session.posargs, env=env)
+        _pytest(session, "reliability", "tests/reliability", *session.posargs, env=env)
 
 
 @nox.session
@@ -266,7 +323,7 @@ def integration(session: nox.Session) -> None:
     # anthropic: `python -m memtap.testing.server` is tested with both SDKs a user would point at
     # it; memtap-mcp and memtap-proxy: their commands say which store they serve.
     session.install(*DEFAULTS, ".", CONTRIB["mcp"], CONTRIB["proxy"], "anthropic>=0.40", *TEST_DEPS)
-    session.run(*PYTEST, "tests/integration", *session.posargs)
+    _pytest(session, "integration", "tests/integration", *session.posargs)
 
 
 #: The real agents `nox -s agents` drives through the proxy (npm packages, pinned).
@@ -340,7 +397,7 @@ def agents(session: nox.Session) -> None:
     # memtap-mcp: the agents start `memtap mcp` in docs/mcp.md's recipes.
     session.install(CORE, *local, f"{CONTRIB['proxy']}[test]", CONTRIB["mcp"], *TEST_DEPS)
     env = {"MEMTAP_AGENTS_BIN": str(folder), "MEMTAP_AIDER_BIN": str(_aider_bin(session))}
-    session.run(*PYTEST, "tests/agents", *session.posargs, env=env)
+    _pytest(session, "agents", "tests/agents", *session.posargs, env=env)
 
 
 def _chromium(session: nox.Session) -> str:
@@ -375,7 +432,7 @@ def ui(session: nox.Session) -> None:
     shots = os.environ.get("MEMTAP_UI_SCREENSHOTS")
     if shots:
         env["MEMTAP_UI_SCREENSHOTS"] = str(Path(shots).resolve())
-    session.run(*PYTEST, "tests/contrib/ui", "-m", "browser", *session.posargs, env=env)
+    _pytest(session, "ui", "tests/contrib/ui", "-m", "browser", *session.posargs, env=env)
 
 
 #: What the docs' code uses beyond the defaults: the PostgreSQL store the quick start moves a
@@ -396,12 +453,13 @@ def docs(session: nox.Session) -> None:
     SDKs pointed at the scripted model server, memtap as installed by the defaults."""
     session.install(*DEFAULTS, ".", *DOCS_DEPS, *TEST_DEPS)
     with _postgres_env(session) as env:
-        _pytest_no_skips(session, "tests/docs", *session.posargs, env=env)
+        _pytest(session, "docs", "tests/docs", *session.posargs, env=env)
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """`memtap demo` from the meta-distribution, in a throwaway MEMTAP_HOME."""
+    """`memtap demo` from the meta-distribution, in a throwaway MEMTAP_HOME (on demand: the
+    integration and packaging sessions run it too)."""
     session.install(*DEFAULTS, ".")
     home = session.create_tmp()
     session.run("memtap", "demo", env={"MEMTAP_HOME": str(Path(home) / "memtap-home")})

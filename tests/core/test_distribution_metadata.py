@@ -5,10 +5,15 @@ Requires-Python). The `packaging` nox session builds them and checks them with t
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # tomli, in every test session's dependencies on Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = [ROOT, ROOT / "core", *sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml")),

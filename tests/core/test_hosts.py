@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memtap.sdk import host_name, is_loopback_host, is_loopback_name
+from memtap.sdk.server import host_name, is_loopback_host, is_loopback_name
 
 
 @pytest.mark.parametrize(

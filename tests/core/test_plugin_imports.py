@@ -1,4 +1,5 @@
-"""Plugins and contrib packages import from core only ``memtap`` and ``memtap.sdk``.
+"""Plugins and contrib packages import from core only ``memtap`` and ``memtap.sdk`` (with
+its ``memtap.sdk.storage`` and ``memtap.sdk.server``).
 
 Every import statement of every module under ``plugins/*/src`` (the template included) and
 ``contrib/*/src`` counts, wherever it stands (module level, inside a function, under
@@ -17,10 +18,14 @@ import pytest
 from import_support import absolute_imports
 
 import memtap.sdk
+import memtap.sdk.server
+import memtap.sdk.storage
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = Path(memtap.__file__).resolve().parent
-ALLOWED = frozenset({"memtap", "memtap.sdk"})
+ALLOWED = frozenset({"memtap", "memtap.sdk", "memtap.sdk.storage", "memtap.sdk.server"})
+#: The SDK's modules: the plugin SDK and, by audience, storage backends' and servers'.
+SDK_MODULES = (memtap.sdk, memtap.sdk.storage, memtap.sdk.server)
 
 
 def _core_submodules() -> frozenset[str]:
@@ -37,7 +42,7 @@ def core_imports(source: str, filename: str = "<test>") -> list[tuple[int, str]]
 
 
 def forbidden_imports(source: str, filename: str = "<test>") -> list[str]:
-    """Every import in ``source`` of a core module beyond ``memtap`` and ``memtap.sdk``."""
+    """Every import in ``source`` of a core module beyond ``memtap`` and the SDK's modules."""
     return [f"{line}: {name}" for line, name in core_imports(source, filename) if name not in ALLOWED]
 
 
@@ -58,6 +63,8 @@ import memtap.protocol.wire
 from memtap import Memory, hookimpl
 from memtap import request, sdk
 from memtap.sdk import Call
+from memtap.sdk.storage import Store
+import memtap.sdk.server
 from memtap.protocol.model import Message
 from memtap_openai import chat
 if TYPE_CHECKING:
@@ -73,11 +80,11 @@ class Adapter:
     assert forbidden_imports(source) == [
         "4: memtap.protocol.wire",
         "6: memtap.request",
-        "8: memtap.protocol.model",
-        "11: memtap.storage.store",
-        "13: memtap.testing.conformance",
-        "14: memtap.formats.layout",
-        "18: memtap.adapters.stainless",
+        "10: memtap.protocol.model",
+        "13: memtap.storage.store",
+        "15: memtap.testing.conformance",
+        "16: memtap.formats.layout",
+        "20: memtap.adapters.stainless",
     ]
 
 
@@ -100,18 +107,47 @@ def test_plugins_and_contrib_import_only_memtap_and_the_sdk():
     assert offenders == [], "import from memtap.sdk (or memtap) instead:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("name", memtap.sdk.__all__)
-def test_every_sdk_name_resolves(name: str):
-    assert getattr(memtap.sdk, name) is not None
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [(module, name) for module in SDK_MODULES for name in module.__all__],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_every_sdk_name_resolves(module: object, name: str):
+    assert getattr(module, name) is not None
 
 
-def test_the_sdk_lists_each_name_once_and_every_public_name():
-    names = memtap.sdk.__all__
+@pytest.mark.parametrize("module", SDK_MODULES, ids=lambda m: m.__name__)
+def test_each_sdk_module_lists_each_name_once_and_every_public_name(module: object):
+    names = module.__all__
     assert len(names) == len(set(names))
     # (pytest's assertion rewriting may add "@py_builtins" and the like to the namespace)
-    public = {n for n in vars(memtap.sdk) if n.isidentifier() and not n.startswith("_")}
-    public.discard("annotations")
+    public = {n for n in vars(module) if n.isidentifier() and not n.startswith("_")}
+    public -= {"annotations", "importlib", "warnings", "Any"}
+    if module is memtap.sdk:
+        public -= {"storage", "server"}  # the submodules themselves
     assert public == set(names)
+
+
+def test_no_name_is_in_two_sdk_modules():
+    seen = [name for module in SDK_MODULES for name in module.__all__]
+    assert len(seen) == len(set(seen))
+
+
+@pytest.mark.parametrize(
+    ("home", "name"),
+    [(home, name) for home in (memtap.sdk.storage, memtap.sdk.server) for name in home.__all__],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_a_moved_name_still_imports_from_the_sdk_with_a_warning_naming_its_home(home: object, name: str):
+    assert name not in memtap.sdk.__all__
+    with pytest.warns(DeprecationWarning, match=rf"memtap\.sdk\.{name} moved to {home.__name__}"):
+        found = getattr(memtap.sdk, name)
+    assert found is getattr(home, name)
+
+
+def test_an_unknown_sdk_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no_such_name"):
+        memtap.sdk.no_such_name  # noqa: B018
 
 
 def test_the_sdk_names_are_core_objects_not_copies():
@@ -119,3 +155,5 @@ def test_the_sdk_names_are_core_objects_not_copies():
     assert memtap.sdk.Call is importlib.import_module("memtap.request.tap").Call
     assert memtap.sdk.hookimpl is memtap.hookimpl
     assert memtap.sdk.read_chat_message is importlib.import_module("memtap.formats.openai_chat").read_message
+    assert memtap.sdk.storage.Store is importlib.import_module("memtap.storage.store").Store
+    assert memtap.sdk.server.token_digest is importlib.import_module("memtap.tokens").digest

@@ -21,7 +21,7 @@ from proxy_support import API_KEY, needs_anthropic
 
 import memtap
 from memtap.protocol.model import Message
-from memtap.sdk import TokensFileError, load_tokens, parse_tokens
+from memtap.sdk.server import TokensFileError, load_tokens, parse_tokens
 from memtap.testing.server import ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 from memtap_proxy.config import check_bind

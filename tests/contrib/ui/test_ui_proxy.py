@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import memtap
 from memtap.cli.main import main
-from memtap.sdk import parse_tokens
+from memtap.sdk.server import parse_tokens
 from memtap.testing.server import Reply, ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 import memtap
-from memtap.sdk import STORE_ENV, TokensFileError, is_loopback_host, load_tokens
+from memtap.sdk.server import STORE_ENV, TokensFileError, is_loopback_host, load_tokens
 
 from .server import EntityRules, build_server, http_app
 

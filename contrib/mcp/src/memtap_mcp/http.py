@@ -6,13 +6,13 @@ from typing import Any
 
 import uvicorn
 
-from memtap.sdk import StopOnSignal
+from memtap.sdk.server import StopOnSignal
 
 
 class StoppingServer(StopOnSignal, uvicorn.Server):
     """uvicorn's server, returning from :meth:`run` on SIGTERM as on SIGINT (requests under
     way finish), so that the caller closes its Memory and the command exits 0
-    (``memtap.sdk.StopOnSignal``, as the proxy's server). A second signal forces the stop."""
+    (``memtap.sdk.server.StopOnSignal``, as the proxy's server). A second signal forces the stop."""
 
 
 def serve_http(app: Any, *, host: str, port: int) -> None:

@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 import memtap
-from memtap.sdk import (
+from memtap.sdk.server import (
     EVERY_ENTITY,
     BoundedWork,
     Grant,

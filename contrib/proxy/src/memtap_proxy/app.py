@@ -23,7 +23,6 @@ from memtap.sdk import (
     VALIDATION_STATUSES,
     AgentProfile,
     Call,
-    Grant,
     RequestView,
     WireProtocol,
     detect_profile,
@@ -31,6 +30,7 @@ from memtap.sdk import (
     looks_like_agent,
     own_view,
 )
+from memtap.sdk.server import Grant
 
 from . import gemini, synth
 from .arrays import ArrayEvents, array_reader

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from memtap.sdk import STORE_ENV, load_tokens
+from memtap.sdk.server import STORE_ENV, load_tokens
 
 from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind, check_ui
 from .server import open_memory, serve

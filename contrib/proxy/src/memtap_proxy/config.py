@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from memtap.sdk import TokenRule, host_name, is_loopback_name
+from memtap.sdk.server import TokenRule, host_name, is_loopback_name
 
 from .gemini import DEFAULT_UPSTREAM as DEFAULT_GEMINI_UPSTREAM
 from .guard import Guard, normalize_host, normalize_origin
@@ -76,7 +76,7 @@ class ProxyConfig:
     upstream gets a 502 naming the flag to set. Gemini's defaults to Google's
     (``https://generativelanguage.googleapis.com``): a Gemini request only ever goes there.
     ``token``, when set, must come with every request in ``x-memtap-token`` and may
-    act as any entity; ``tokens`` (from :func:`memtap.sdk.load_tokens`) are tokens
+    act as any entity; ``tokens`` (from :func:`memtap.sdk.server.load_tokens`) are tokens
     bound to entities. ``allow_origins`` / ``allow_hosts`` are the web origins and host
     names let through besides loopback (:mod:`memtap_proxy.guard`). ``entity_id`` /
     ``session_id`` / ``process_id`` attribute requests that carry no ``x-memtap-*`` header.

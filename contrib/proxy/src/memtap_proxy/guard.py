@@ -25,8 +25,9 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from memtap.sdk import EVERY_ENTITY, Attribution, Grant, TokenRule, TokenTable, host_name, is_loopback_name
-from memtap.sdk import token_digest as digest
+from memtap.sdk import Attribution
+from memtap.sdk.server import EVERY_ENTITY, Grant, TokenRule, TokenTable, host_name, is_loopback_name
+from memtap.sdk.server import token_digest as digest
 
 from .asgi import RawHeaders
 

@@ -16,7 +16,7 @@ from typing import Any
 import uvicorn
 
 from memtap import HistoryBudget, Memory
-from memtap.sdk import ServerThread, StopOnSignal
+from memtap.sdk.server import ServerThread, StopOnSignal
 
 from .app import Proxy
 from .config import UI_PREFIX, ProxyConfig, check_bind
@@ -53,7 +53,7 @@ def _uvicorn_config(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Co
 
 
 class ProxyServer(StopOnSignal, uvicorn.Server):
-    """uvicorn's server, stopping the same way on SIGTERM and SIGINT (``memtap.sdk.StopOnSignal``):
+    """uvicorn's server, stopping the same way on SIGTERM and SIGINT (``memtap.sdk.server.StopOnSignal``):
     stop accepting, let requests under way finish (``drain_timeout``), close the upstream
     connections, and return from :meth:`run` so that the caller closes its Memory and the
     process exits 0. A second signal forces an immediate stop.
@@ -134,7 +134,7 @@ def serve(
 
 class ProxyThread(ServerThread):
     """A proxy served by uvicorn in a daemon thread, on ``127.0.0.1`` and a free port
-    (``memtap.sdk.ServerThread``: :meth:`start`, :meth:`stop`).
+    (``memtap.sdk.server.ServerThread``: :meth:`start`, :meth:`stop`).
 
     Use as a context manager; :attr:`url` is ``http://127.0.0.1:<port>``.
     """

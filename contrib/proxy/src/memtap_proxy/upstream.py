@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlsplit
 import attrs
 import httptools
 
-from memtap.sdk import is_loopback_name
+from memtap.sdk.server import is_loopback_name
 
 #: Body bytes buffered for a reader that is behind before reading the socket pauses.
 HIGH_WATER = 1024 * 1024

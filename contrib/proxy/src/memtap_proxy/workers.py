@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from memtap.sdk import duckdb_path
+from memtap.sdk.storage import duckdb_path
 
 from .config import ProxyConfig
 

@@ -31,7 +31,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from memtap import Memory
-from memtap.sdk import BoundedWork, Overdue, redact_id, to_dict
+from memtap.sdk import to_dict
+from memtap.sdk.server import BoundedWork, Overdue, redact_id
 
 from . import pages
 from .guard import UIGuard

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from memtap.sdk import STORE_ENV, open_existing_memory
+from memtap.sdk.server import STORE_ENV, open_existing_memory
 
 from .guard import check_bind
 from .server import DEFAULT_HOST, DEFAULT_PORT, serve

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from memtap.sdk import host_name, is_loopback_host
+from memtap.sdk.server import host_name, is_loopback_host
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

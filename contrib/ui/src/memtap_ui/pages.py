@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import attrs
 
 from memtap import Exchange, Fact, Memory, Message, SessionInfo
-from memtap.sdk import redact_id, term_counts
+from memtap.sdk.server import redact_id, term_counts
 
 #: Fact kinds that record a retraction, not something known (memorize's DELETE).
 TOMBSTONE = "tombstone"

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import uvicorn
 
 from memtap import Memory
-from memtap.sdk import ServerThread
+from memtap.sdk.server import ServerThread
 
 from .app import create_app
 from .guard import check_bind
@@ -55,7 +55,7 @@ def serve(
 
 class UIServer(ServerThread):
     """The memory browser served in a daemon thread (see :func:`start`;
-    ``memtap.sdk.ServerThread``: :meth:`stop`, a context manager)."""
+    ``memtap.sdk.server.ServerThread``: :meth:`stop`, a context manager)."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(uvicorn.Server(config), config.host, config.port, name="memtap-ui", what="memtap UI")

@@ -147,6 +147,12 @@ class ImportReport:
     unembedded: int = 0
 
 
+def _zulu(text: str) -> str:
+    """``text`` with a trailing ``Z`` (UTC) spelled ``+00:00``: Python 3.10's
+    ``fromisoformat`` reads only the latter."""
+    return text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
+
+
 def _time(value: Any) -> _dt.datetime:
     """A message's time from an ISO 8601 string or epoch seconds (or milliseconds)."""
     if isinstance(value, bool):
@@ -158,7 +164,7 @@ def _time(value: Any) -> _dt.datetime:
         return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc)
     if isinstance(value, str):
         try:
-            return aware(_dt.datetime.fromisoformat(value.strip()))
+            return aware(_dt.datetime.fromisoformat(_zulu(value.strip())))
         except ValueError:
             raise ValueError(f"{value!r} is not an ISO 8601 time (e.g. 2023-05-08T13:56:00Z)") from None
     raise ValueError(f"{value!r} is not a time (an ISO 8601 string or seconds since 1970)")

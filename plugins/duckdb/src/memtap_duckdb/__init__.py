@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memtap.sdk import DUCKDB_SCHEME, duckdb_path, hookimpl
+from memtap.sdk import hookimpl
+from memtap.sdk.storage import DUCKDB_SCHEME, duckdb_path
 
 if TYPE_CHECKING:
     from .store import DuckDBStore

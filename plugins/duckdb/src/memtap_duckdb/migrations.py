@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 
 import duckdb
 
-from memtap.sdk import Migration, run_migrations
+from memtap.sdk.storage import Migration, run_migrations
 
 __all__ = ["MIGRATIONS", "Migration", "apply_migrations"]
 
@@ -134,5 +134,5 @@ def apply_migrations(
 ) -> list[str]:
     """Apply the migrations ``conn``'s database has not recorded yet, in order, in one
     transaction (all or none), and return the names applied (core's runner,
-    ``memtap.sdk.run_migrations``)."""
+    ``memtap.sdk.storage.run_migrations``)."""
     return run_migrations(conn, migrations, transaction=lambda: _transaction(conn))

@@ -19,32 +19,28 @@ from typing import Any
 
 import duckdb
 
-from memtap.sdk import EXCHANGE_SELECT as _EXCHANGE_SELECT
-from memtap.sdk import FACT_SELECT as _FACT_SELECT
-from memtap.sdk import (
+from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError
+from memtap.sdk.storage import EXCHANGE_SELECT as _EXCHANGE_SELECT
+from memtap.sdk.storage import FACT_SELECT as _FACT_SELECT
+from memtap.sdk.storage import (
     LOCKED_STORE_WAYS_OUT,
-    Exchange,
-    Fact,
-    Message,
     RecordRefusedError,
-    SessionInfo,
     SessionWatchers,
-    StoreError,
     StoreLockedError,
     create_private_file,
     exchange_messages,
     make_private,
     private_dir,
 )
-from memtap.sdk import MESSAGE_SELECT as _MESSAGE_SELECT
-from memtap.sdk import sql_columns as _columns
-from memtap.sdk import sql_exchange as _exchange
-from memtap.sdk import sql_fact as _fact
-from memtap.sdk import sql_injected_json as _injected_json
-from memtap.sdk import sql_message as _message
-from memtap.sdk import sql_session_rows as _session_rows
-from memtap.sdk import sql_unique as _unique
-from memtap.sdk import sql_utc as _utc
+from memtap.sdk.storage import MESSAGE_SELECT as _MESSAGE_SELECT
+from memtap.sdk.storage import sql_columns as _columns
+from memtap.sdk.storage import sql_exchange as _exchange
+from memtap.sdk.storage import sql_fact as _fact
+from memtap.sdk.storage import sql_injected_json as _injected_json
+from memtap.sdk.storage import sql_message as _message
+from memtap.sdk.storage import sql_session_rows as _session_rows
+from memtap.sdk.storage import sql_unique as _unique
+from memtap.sdk.storage import sql_utc as _utc
 
 from .migrations import apply_migrations
 
@@ -198,6 +194,10 @@ def _vector_blob(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
+#: How pybind11 (duckdb 1.x) words a Python value it cannot hand to DuckDB.
+_UNBINDABLE = "Unable to cast Python instance"
+
+
 def _open_error(path: str, error: duckdb.Error) -> StoreError:
     detail = str(error)
     if "lock" in detail.lower():
@@ -230,7 +230,7 @@ def _write_lock_for(path: str) -> threading.Lock:
 
 
 class DuckDBStore:
-    """A :class:`memtap.sdk.Store` in one DuckDB database file, or in memory.
+    """A :class:`memtap.sdk.storage.Store` in one DuckDB database file, or in memory.
 
     ``path`` is a file path (parent directories are created) or ``":memory:"``. Opening a
     file applies the schema migrations it lacks. Thread-safe; one process per file.
@@ -304,6 +304,12 @@ class DuckDBStore:
                 raise
             # A value the rows cannot be made of (metadata JSON cannot hold, a number out of
             # range): the records' fault, not the store's.
+            raise RecordRefusedError(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
+        except RuntimeError as e:
+            # duckdb 1.x (the last for Python 3.10) reports a parameter it cannot bind, such
+            # as text with a lone surrogate, with pybind11's cast error, not a duckdb.Error.
+            if not (writing and str(e).startswith(_UNBINDABLE)):
+                raise
             raise RecordRefusedError(f"DuckDB store {self.path!r}: {action} failed: {e}") from e
 
     @contextlib.contextmanager
@@ -398,7 +404,7 @@ class DuckDBStore:
 
     def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
         """Give stored facts the context of these (matched by id, entity and source
-        exchange: see :meth:`memtap.sdk.Store.update_fact_context`); return the ids updated."""
+        exchange: see :meth:`memtap.sdk.storage.Store.update_fact_context`); return the ids updated."""
         wanted = {f.id: f for f in facts}  # the last context given for an id wins
         if not wanted:
             self._check()

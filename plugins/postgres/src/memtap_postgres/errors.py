@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from memtap.sdk import RecordRefusedError, StoreError, redact_text
+from memtap.sdk import StoreError, redact_text
+from memtap.sdk.storage import RecordRefusedError
 
 from .urls import redact_url
 

@@ -6,7 +6,7 @@ polling load: a process that writes nothing and reads nothing costs the server o
 connection), and leaves nothing behind to clean up. What it does not do is keep
 notifications for a listener that is disconnected; an outbox would, but a process that
 reconnects after an outage must still assume its caches are stale (it may have been away
-longer than any retention), so the feed reports :data:`memtap.sdk.EVERYTHING` after every
+longer than any retention), so the feed reports :data:`memtap.sdk.storage.EVERYTHING` after every
 (re)connection instead, and the caches reload what they hold.
 
 Each write transaction adds one ``pg_notify`` on the store's channel (one per schema: stores
@@ -33,7 +33,7 @@ import attrs
 import psycopg
 from psycopg import sql
 
-from memtap.sdk import EVERYTHING, ChangeWatchers, StoreChange
+from memtap.sdk.storage import EVERYTHING, ChangeWatchers, StoreChange
 
 from .watchdog import Watchdog, cut
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from memtap.sdk import Migration, run_migrations
+from memtap.sdk.storage import Migration, run_migrations
 
 if TYPE_CHECKING:
     import psycopg
@@ -180,7 +180,7 @@ def apply_migrations(
 ) -> list[str]:
     """Apply the migrations the connection's schema has not recorded yet, in order, in one
     transaction under an advisory lock (all or none), and return the names applied (core's
-    runner, ``memtap.sdk.run_migrations``).
+    runner, ``memtap.sdk.storage.run_migrations``).
 
     With ``schema``, the schema is created first if it does not exist.
     """

@@ -7,22 +7,21 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memtap.sdk import (
+from memtap.sdk import Exchange, Fact
+from memtap.sdk.storage import (
     EXCHANGE_SELECT,
     FACT_SELECT,
     MESSAGE_SELECT,
-    Exchange,
-    Fact,
     exchange_messages,
     injected_to_json,
 )
-from memtap.sdk import sql_columns as columns
-from memtap.sdk import sql_exchange as exchange
-from memtap.sdk import sql_fact as fact
-from memtap.sdk import sql_message as message
-from memtap.sdk import sql_session_rows as session_rows
-from memtap.sdk import sql_unique as unique
-from memtap.sdk import sql_utc as utc
+from memtap.sdk.storage import sql_columns as columns
+from memtap.sdk.storage import sql_exchange as exchange
+from memtap.sdk.storage import sql_fact as fact
+from memtap.sdk.storage import sql_message as message
+from memtap.sdk.storage import sql_session_rows as session_rows
+from memtap.sdk.storage import sql_unique as unique
+from memtap.sdk.storage import sql_utc as utc
 
 __all__ = [
     "EXCHANGE_SELECT",

@@ -22,16 +22,8 @@ import psycopg.conninfo
 import psycopg.errors
 import psycopg_pool
 
-from memtap.sdk import (
-    ChangeCallback,
-    ChangeWatchers,
-    Exchange,
-    Fact,
-    Message,
-    SessionInfo,
-    StoreChange,
-    StoreError,
-)
+from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError
+from memtap.sdk.storage import ChangeCallback, ChangeWatchers, StoreChange
 
 from . import rows as R
 from .errors import RETRYABLE, store_error
@@ -105,7 +97,7 @@ WHERE facts.id = s.old_id AND facts.entity_id = s.entity_id AND facts.superseded
 
 
 class PostgresStore:
-    """A :class:`memtap.sdk.Store` in a PostgreSQL database.
+    """A :class:`memtap.sdk.storage.Store` in a PostgreSQL database.
 
     ``url`` is a libpq URI (``postgresql://user:password@host:port/dbname``), optionally with
     memtap's ``schema=NAME`` parameter. Opening connects once (so a wrong URL fails at once
@@ -206,13 +198,13 @@ class PostgresStore:
 
     def identity(self) -> str:
         """The cluster's system identifier, the database and the schema (see
-        :meth:`memtap.sdk.Store.identity`): the same for every URL reaching them."""
+        :meth:`memtap.sdk.storage.Store.identity`): the same for every URL reaching them."""
         return self._identity
 
     def watch_changes(self, fn: ChangeCallback) -> None:
         """Call ``fn(change)`` for every change another store object (another process)
         writes to this schema, within milliseconds of its commit, and with
-        :data:`memtap.sdk.EVERYTHING` each time the feed (re)connects (see
+        :data:`memtap.sdk.storage.EVERYTHING` each time the feed (re)connects (see
         :mod:`memtap.storage.changes`). The first call starts the listener: one connection and
         one thread."""
         with self._close_lock:
@@ -377,7 +369,7 @@ class PostgresStore:
 
     def update_fact_context(self, facts: Sequence[Fact]) -> list[str]:
         """Give stored facts the context of these (matched by id, entity and source
-        exchange: see :meth:`memtap.sdk.Store.update_fact_context`); return the ids updated.
+        exchange: see :meth:`memtap.sdk.storage.Store.update_fact_context`); return the ids updated.
         The other processes are told as of facts added: they read them again by id."""
         wanted = {f.id: f for f in facts}  # the last context given for an id wins
         self._check()

@@ -1,18 +1,32 @@
-"""The plugin SDK: everything a memtap plugin may import from core.
+"""The plugin SDK: what a provider, hook or embedder plugin imports from core.
 
-This module is the stable surface for plugin authors. Plugins (``plugins/*``), contrib
+This package is the stable surface for plugin authors. Plugins (``plugins/*``), contrib
 packages and third-party plugins import from core only ``memtap`` (the user-facing names:
-``Memory``, ``hookimpl``, the model types, the errors) and ``memtap.sdk`` (this module);
-their tests may also use ``memtap.testing``. Everything else in core is internal and may
-move between releases; the names in ``__all__`` below follow semantic versioning: removing
-or changing one is a major release, adding one is a minor release.
-``tests/core/test_plugin_imports.py`` holds every plugin and contrib package to this.
+``Memory``, ``hookimpl``, the model types, the errors) and ``memtap.sdk``, split by audience:
+
+- ``memtap.sdk`` (this module): what provider, hook and embedder plugins use;
+- :mod:`memtap.sdk.storage`: what storage backends use (the ``Store`` protocol, the change
+  feed, the SQL row helpers, the store's files);
+- :mod:`memtap.sdk.server`: what servers on top of memtap use (proxy, ui, mcp: tokens, hosts,
+  the store a server serves).
+
+Their tests may also use ``memtap.testing``. Everything else in core is internal and may
+move between releases; the names in each module's ``__all__`` follow semantic versioning:
+removing or changing one is a major release, adding one is a minor release.
+``tests/core/test_plugin_imports.py`` holds every plugin and contrib package to this, and
+``tests/docs/test_sdk_tables.py`` holds ``docs/plugin-authoring.md``'s tables to the
+``__all__`` lists.
+
+The names that moved to :mod:`memtap.sdk.storage` and :mod:`memtap.sdk.server` still import
+from ``memtap.sdk`` for one release, with a :class:`DeprecationWarning` naming their new home
+(they are not in ``__all__`` here).
 
 Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 
 - **hook marker**: :data:`hookimpl`.
 - **model**: the records memtap stores and hands to hooks (:class:`Message`, :class:`Exchange`,
-  :class:`Fact`, ...), :data:`Role`, :data:`ExchangeStatus` and :func:`utcnow`.
+  :class:`Fact`, ...), :data:`Role`, :data:`ExchangeStatus`, :func:`to_dict` and
+  :func:`utcnow`.
 - **wire contracts**: what the hooks take and return: what a wire protocol implements and
   receives (:class:`WireProtocol`, :class:`RequestView`, :class:`ResponseView`,
   :class:`InjectionPlan`, :class:`SystemBlock`, :class:`StreamAccumulator`), a client adapter
@@ -38,39 +52,27 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
   (:func:`arrange`, :func:`inject_blocks`, :func:`with_system`, ...); :func:`content_text`.
 - **agent scaffolding**: :class:`AgentProfile`, :class:`Segment`, :func:`detect_profile`,
   :class:`TaggedScaffolding`, :func:`own_view`, :func:`is_side_call`, :func:`looks_like_agent`.
-- **storage**: :class:`Store` (the protocol), :class:`SessionWatchers`, the change feed
-  (:class:`StoreChange`, :data:`EVERYTHING`, :class:`ChangeWatchers`, :data:`ChangeCallback`),
-  :func:`duckdb_path`,
-  :func:`exchange_messages`, :data:`STORE_ENV`, :func:`open_existing_memory`, and the
-  ``sql_*`` row helpers and ``*_SELECT`` column lists shared by SQL backends.
-- **redaction, files, background work**: :func:`redact_text`, :func:`redact_url`,
-  :func:`private_dir`, :func:`make_private`, :func:`create_private_file`,
+- **redaction, background work**: :func:`redact_text`, :func:`redact_url`,
   :func:`lower_priority`, :func:`wait_for_quiet`.
-- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`RecordRefusedError` (a write refused
-  for what its records hold), :class:`StoreLockedError` (with :data:`LOCKED_STORE_WAYS_OUT`),
-  :class:`UnsupportedClientError`.
+- **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`UnsupportedClientError`.
 
 A few core names would be ambiguous side by side (the chat and the Anthropic format both
-have a ``read_message``; ``sqlrows.message`` reads a row); here they carry a prefix, and a
-plugin that wants the short name imports it ``as`` that name.
+have a ``read_message``); here they carry a prefix, and a plugin that wants the short name
+imports it ``as`` that name.
 """
 
 from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
 
 from memtap.adapters.kwargs import tracked_kwargs
 from memtap.adapters.patches import Patches
 from memtap.adapters.stainless import StainlessInstaller, Target
 from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, early_end_subclass, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
-from memtap.capture.private import create_private_file, make_private, private_dir
-from memtap.errors import (
-    LOCKED_STORE_WAYS_OUT,
-    MemtapError,
-    RecordRefusedError,
-    StoreError,
-    StoreLockedError,
-    UnsupportedClientError,
-)
+from memtap.errors import MemtapError, StoreError, UnsupportedClientError
 from memtap.formats.anthropic_messages import (
     THINKING_TYPES,
     AnthropicFormatProtocol,
@@ -116,9 +118,6 @@ from memtap.formats.placement import (
     with_texts,
 )
 from memtap.hookspecs import hookimpl
-from memtap.hosts import host_name, is_loopback_host, is_loopback_name
-from memtap.longterm.text import term_counts
-from memtap.memory import STORE_ENV, open_existing_memory
 from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
 from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import (
@@ -135,8 +134,6 @@ from memtap.protocol.model import (
     SessionInfo,
     ToolCall,
     Usage,
-    injected_from_json,
-    injected_to_json,
     to_dict,
     utcnow,
 )
@@ -155,35 +152,36 @@ from memtap.protocol.wire import (
     TapPort,
     WireProtocol,
 )
-from memtap.redact import redact_id, redact_text, redact_url
+from memtap.redact import redact_text, redact_url
 from memtap.request.rejection import VALIDATION_STATUSES
 from memtap.request.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.request.tap import Call, Tap, active_call
-from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
-from memtap.storage.migrations import Migration, run_migrations
-from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
-from memtap.storage.sqlrows import columns as sql_columns
-from memtap.storage.sqlrows import exchange as sql_exchange
-from memtap.storage.sqlrows import fact as sql_fact
-from memtap.storage.sqlrows import injected_json as sql_injected_json
-from memtap.storage.sqlrows import message as sql_message
-from memtap.storage.sqlrows import session_rows as sql_session_rows
-from memtap.storage.sqlrows import unique as sql_unique
-from memtap.storage.sqlrows import utc as sql_utc
-from memtap.storage.store import DUCKDB_SCHEME, SessionWatchers, Store, duckdb_path, exchange_messages
-from memtap.tokens import (
-    EVERY_ENTITY,
-    Grant,
-    TokenRule,
-    TokensFileError,
-    TokenTable,
-    load_tokens,
-    parse_tokens,
-)
-from memtap.tokens import digest as token_digest
+from memtap.sdk import server as _server
+from memtap.sdk import storage as _storage
 from memtap.workers.background import lower_priority, wait_for_quiet
-from memtap.workers.deadline import BoundedWork, Overdue
-from memtap.workers.serving import ServerThread, StopOnSignal
+
+#: Where each name that left this module lives now (importable from here, with a
+#: DeprecationWarning, until the next minor release).
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(_storage.__all__, "memtap.sdk.storage"),
+    **dict.fromkeys(_server.__all__, "memtap.sdk.server"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved to :mod:`memtap.sdk.storage` or :mod:`memtap.sdk.server`, with a
+    DeprecationWarning naming its new home."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"memtap.sdk.{name} moved to {home}: import it from there "
+        "(the old name goes in the next minor release)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)
+
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
     # agent scaffolding
@@ -228,10 +226,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "trim_unpaired",
     # errors
     "MemtapError",
-    "RecordRefusedError",
     "StoreError",
-    "StoreLockedError",
-    "LOCKED_STORE_WAYS_OUT",
     "UnsupportedClientError",
     # hook marker
     "hookimpl",
@@ -249,24 +244,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "SessionInfo",
     "ToolCall",
     "Usage",
-    "injected_from_json",
-    "injected_to_json",
+    "to_dict",
     "utcnow",
-    # who may reach a memtap server (memtap proxy, ui, mcp)
-    "host_name",
-    "is_loopback_host",
-    "is_loopback_name",
-    "ServerThread",
-    "StopOnSignal",
-    # tokens bound to entities (memtap proxy, memtap mcp)
-    "EVERY_ENTITY",
-    "Grant",
-    "TokenRule",
-    "TokenTable",
-    "TokensFileError",
-    "load_tokens",
-    "parse_tokens",
-    "token_digest",
     # the patch kit
     "Attempt",
     "Begin",
@@ -294,44 +273,11 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "with_system",
     "with_tail",
     "with_texts",
-    # redaction, private files, background work
-    "create_private_file",
+    # redaction, background work
     "lower_priority",
-    "make_private",
-    "private_dir",
-    "redact_id",
     "redact_text",
     "redact_url",
     "wait_for_quiet",
-    "BoundedWork",
-    "Overdue",
-    "term_counts",
-    "to_dict",
-    # storage
-    "EXCHANGE_SELECT",
-    "FACT_SELECT",
-    "MESSAGE_SELECT",
-    "STORE_ENV",
-    "open_existing_memory",
-    "SessionWatchers",
-    "StoreChange",
-    "ChangeWatchers",
-    "ChangeCallback",
-    "EVERYTHING",
-    "DUCKDB_SCHEME",
-    "duckdb_path",
-    "Store",
-    "exchange_messages",
-    "sql_columns",
-    "sql_exchange",
-    "sql_fact",
-    "sql_injected_json",
-    "sql_message",
-    "sql_session_rows",
-    "sql_unique",
-    "sql_utc",
-    "Migration",
-    "run_migrations",
     # the request path
     "Call",
     "Tap",
