@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import os
 import queue
+import re
 import shutil
 import socket
 import subprocess
@@ -175,8 +176,29 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", *(arg for m in modules for arg in ("-p", m)))
 
 
-@nox.session(python=PYTHONS)
-@nox.parametrize("package", ["core", *PLUGINS, *CONTRIB])
+def _version(python: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in python.split("."))
+
+
+def _oldest_python(package: str) -> str:
+    """The oldest Python a package folder's ``requires-python`` (``>=X.Y``) admits: a
+    package that needs a newer one than :data:`PYTHONS`' first is not tested on it."""
+    folder = CORE if package == "core" else PLUGINS.get(package) or CONTRIB[package]
+    text = (ROOT / folder / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.search(r'^requires-python\s*=\s*">=\s*(\d+\.\d+)', text, re.MULTILINE)
+    return found.group(1) if found else PYTHONS[0]
+
+
+@nox.session
+@nox.parametrize(
+    "python,package",
+    [
+        (python, package)
+        for python in PYTHONS
+        for package in ["core", *PLUGINS, *CONTRIB]
+        if _version(python) >= _version(_oldest_python(package))
+    ],
+)
 def tests(session: nox.Session, package: str) -> None:
     """One package's tests, installed with core and nothing else of memtap's."""
     name = f"tests({package})"
