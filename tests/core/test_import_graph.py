@@ -173,6 +173,7 @@ CONTRACTS = {
     "memtap._version",
     "memtap.protocol.anchors",
     "memtap.protocol.embedder",
+    "memtap.protocol.markers",
     "memtap.errors",
     "memtap.hookspecs",
     "memtap.protocol.model",

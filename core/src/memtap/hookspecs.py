@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from memtap.protocol.markers import PROJECT_NAME, hookimpl, hookspec
 
 if TYPE_CHECKING:
     import click
@@ -42,11 +42,7 @@ if TYPE_CHECKING:
     )
     from memtap.storage.store import Store
 
-PROJECT_NAME = "memtap"
-
-hookspec = pluggy.HookspecMarker(PROJECT_NAME)
-#: Decorator marking a function as the implementation of a memtap hook.
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+__all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
 
 # ---------------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ from memtap.formats.placement import (
     with_tail,
     with_texts,
 )
+from memtap.formats.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.hookspecs import hookimpl
 from memtap.hosts import host_name, is_loopback_host, is_loopback_name
 from memtap.longterm.text import term_counts
@@ -155,7 +156,6 @@ from memtap.protocol.wire import (
 )
 from memtap.redact import redact_id, redact_text, redact_url
 from memtap.request.rejection import VALIDATION_STATUSES
-from memtap.request.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.request.tap import Call, Tap, active_call
 from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
 from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT

@@ -1,2 +1,3 @@
 """The contracts: the data model, the wire contracts between core and provider plugins,
-agent profiles (anchors) and the embedder port. Leaves: they import nothing else of memtap."""
+agent profiles (anchors), the embedder port and the markers of memtap's hooks. Leaves: they
+import nothing else of memtap."""

@@ -28,10 +28,11 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from memtap import telemetry
-from memtap.builtins import stream_accumulator
+from memtap.capture.accumulation import stream_accumulator
 from memtap.capture.explanation import with_injected
 from memtap.capture.spool import Answer, RequestJournal, Spool, journal_call, journal_request
 from memtap.capture.writer import CapturedCall, CaptureWriter
+from memtap.formats.scaffolding import own_view
 from memtap.history.injector import SessionHistories, without_waiting
 from memtap.metrics import count
 from memtap.plugins import agent_profiles
@@ -49,7 +50,6 @@ from memtap.protocol.wire import (
 )
 from memtap.redact import redact_text
 from memtap.request.rejection import Classifier, describe, is_validation_rejection
-from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes, in_internal_call
 from memtap.request.sessionblocks import SessionBlocks
 from memtap.storage.store import exchange_messages
@@ -304,7 +304,7 @@ class Call:
         """Given the body the SDK built from the app's arguments, return the body to send.
 
         ``view`` is the protocol's reading of ``body`` when the caller has made it already,
-        with the agent's scaffolding left out (:func:`memtap.request.scaffolding.own_view` with
+        with the agent's scaffolding left out (:func:`memtap.formats.scaffolding.own_view` with
         this call's profile). Called again with the same body on retries: the same result
         is returned. After the provider rejected what memtap sent (:meth:`send`), the app's
         body is returned as it is.
