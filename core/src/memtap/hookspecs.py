@@ -98,8 +98,9 @@ def memtap_stream_accumulator(protocol: WireProtocol) -> StreamAccumulator | Non
     """Return a fresh accumulator for one streamed response in ``protocol``.
 
     The accumulator is fed every event (as the wire's JSON object) in order and finalised
-    exactly once. The default answer is ``protocol.new_accumulator()``; implement this hook
-    only to replace a protocol's accumulator.
+    exactly once. The default answer is the protocol's own
+    (:func:`memtap.protocol.wire.default_accumulator`); implement this hook only to replace
+    a protocol's accumulator.
     """
 
 

@@ -1,20 +1,15 @@
 """A streamed call's accumulator: the ``memtap_stream_accumulator`` hook's answer, else the
-default (the protocol's own), which capture's ``accumulator`` plugin gives as the hook's
-last answer."""
+one default (:func:`memtap.protocol.wire.default_accumulator`, the protocol's own), which
+capture's ``accumulator`` plugin gives as the hook's last answer."""
 
 from __future__ import annotations
 
 import pluggy
 
 from memtap.protocol.markers import hookimpl
-from memtap.protocol.wire import StreamAccumulator, WireProtocol
+from memtap.protocol.wire import StreamAccumulator, WireProtocol, default_accumulator
 
-__all__ = ["AccumulatorPlugin", "default_accumulator", "stream_accumulator"]
-
-
-def default_accumulator(protocol: WireProtocol) -> StreamAccumulator:
-    """The default accumulator of a stream in ``protocol``: the protocol's own."""
-    return protocol.new_accumulator()
+__all__ = ["AccumulatorPlugin", "stream_accumulator"]
 
 
 def stream_accumulator(hook: pluggy.HookRelay, protocol: WireProtocol) -> StreamAccumulator:
@@ -26,7 +21,7 @@ def stream_accumulator(hook: pluggy.HookRelay, protocol: WireProtocol) -> Stream
 
 
 class AccumulatorPlugin:
-    """Default ``memtap_stream_accumulator``: the protocol's own."""
+    """Default ``memtap_stream_accumulator``: :func:`~memtap.protocol.wire.default_accumulator`."""
 
     @hookimpl(trylast=True)
     def memtap_stream_accumulator(self, protocol: WireProtocol) -> StreamAccumulator:

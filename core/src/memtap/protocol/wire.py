@@ -227,6 +227,12 @@ class WireProtocol(Protocol):
         """A fresh accumulator for one streamed response."""
 
 
+def default_accumulator(protocol: WireProtocol) -> StreamAccumulator:
+    """The default accumulator of a stream in ``protocol``, the only one: the protocol's own
+    (what ``memtap_stream_accumulator`` answers unless a plugin replaces it)."""
+    return protocol.new_accumulator()
+
+
 class TapPort(Protocol):
     """What a :class:`ClientAdapter` needs from the tap it installs into a client:
     :class:`memtap.request.tap.Tap` is the one memtap passes (the contract names this shape, not
