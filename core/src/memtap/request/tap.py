@@ -4,8 +4,10 @@ An adapter's patched method calls :meth:`Tap.begin` to get a :class:`Call`, runs
 own method inside :meth:`Call.active`, and has the SDK's body-building step call
 :meth:`Call.prepare` (which injects). Then it reports the outcome: :meth:`Call.succeeded`,
 :meth:`Call.failed`, or for streams :meth:`Call.stream_item` per event and
-:meth:`Call.stream_finished` once. Everything after the response is deferred to the
-capture writer. Every step fails open: a memtap error is logged and the call goes on.
+:meth:`Call.stream_finished` once. Then the call hands capture a plain record of itself
+(:class:`memtap.capture.finished.FinishedCall`): everything after the response is capture's,
+journaled at once and formatted by the writer. Every step fails open: a memtap error is
+logged and the call goes on.
 :func:`memtap.adapters.tracked.tracked` drives these steps for an adapter's patched method.
 """
 
