@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     )
     from memtap.storage.store import Store
 
+#: The markers are defined with the contracts (rooms mark their default plugins with them
+#: without importing these specifications) and re-exported here, where plugins find them.
 __all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
 
