@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from memtap import redact
+from memtap.protocol import json_encoder as encoder_module
 
 
 @pytest.fixture(params=["pydantic-core", "standard-library"])
@@ -17,5 +17,5 @@ def json_encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     import pydantic_core
 
     fast = None if request.param == "standard-library" else pydantic_core.to_json
-    monkeypatch.setattr(redact, "_fast_to_json", fast)
+    monkeypatch.setattr(encoder_module, "_fast_to_json", fast)
     yield request.param

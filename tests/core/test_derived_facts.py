@@ -115,3 +115,25 @@ def test_different_exchanges_still_learn_new_facts():
     stored(mem, exchange("I live in Tokyo"), exchange("I have a beagle called Mochi"))
     assert len(store.facts(entity_id="alice")) == 2
     mem.close()
+
+
+def test_stored_episode_ids_do_not_change():
+    """An episode's id is what a store already holds: text compared without case or spacing
+    must give the very ids it gave when they were written (literal ids, computed before the
+    normalisation moved to ``longterm/text.py``), short texts and long ones (uncached) alike."""
+    store = InMemoryStore()
+    mem = memory(store)
+    stored(mem, exchange("  Alice   MOVED to\n\tTokyo in June.  "))
+    assert [f.id for f in store.facts(entity_id="alice", include_superseded=True)] == [
+        "1ea23407c5f09a9bd1419881e2c2db7a"
+    ]
+    mem.close()
+    assert episodes_of(exchange("alice moved to tokyo in june."))[0].id == "1ea23407c5f09a9bd1419881e2c2db7a"
+    assert episodes_of(exchange("Word " * 600))[0].id == "f657217403026ff71af8d5c62814cd53"
+    assert episode_id("alice", "support-bot", "  Alice   MOVED to\n\tTokyo in June.  ") == (
+        "61094d61ad9140fff8470b633c351225"
+    )
+    assert episode_id("alice", "bot", "Word " * 600) == "29bb9ab617a57045c648adb627ee863e"
+    assert episode_id("alice", None, "Sure, noted: you  moved to Tokyo.", role="assistant") == (
+        "4db972c3efe6c44a4df0f25064ead93a"
+    )

@@ -1,4 +1,4 @@
-"""The JSON the spool writes: :func:`memtap.redact.encode_json` writes, with pydantic-core's
+"""The JSON the spool writes: :func:`memtap.protocol.json_encoder.encode_json` writes, with pydantic-core's
 encoder (installed with every provider SDK) as with the standard library's (the proxy
 alone), compact JSON that decodes to the same data, strings written byte for byte alike
 (numbers may be spelt otherwise: ``1.5e-7``, ``1.5e-07``); the kept encodings of long
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from memtap import redact
 from memtap.capture.spool import encode_record
 from memtap.protocol.model import Attribution
-from memtap.redact import REDACTED, compact_encoder, dumps_redacted, encode_json
+from memtap.redact import REDACTED, compact_encoder, dumps, dumps_redacted, encode_json, scanner
 
 
 def _stdlib(obj: Any) -> bytes:
@@ -124,10 +124,10 @@ def test_a_small_record_is_scanned_in_one_pass_and_encoded_once(
     parts a record has."""
     scans: list[str] = []
     encodes: list[Any] = []
-    spans, encode = redact._SCANNER.spans, redact.encode_json
-    monkeypatch.setattr(redact._SCANNER, "spans", lambda text: scans.append(text) or spans(text))
+    spans, encode = scanner._SCANNER.spans, dumps.encode_json
+    monkeypatch.setattr(scanner._SCANNER, "spans", lambda text: scans.append(text) or spans(text))
     monkeypatch.setattr(
-        redact, "encode_json", lambda obj, default=None: encodes.append(obj) or encode(obj, default)
+        dumps, "encode_json", lambda obj, default=None: encodes.append(obj) or encode(obj, default)
     )
     redact.clear_cache()
     line = encode_record(**_small_record(stream, content="a question never asked before, 42"))

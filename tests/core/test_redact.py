@@ -274,11 +274,12 @@ def test_short_texts_found_clean_are_not_scanned_again_and_short_secrets_always_
     """A body's keys and short values recur on every call: once found clean they are not
     scanned again. A short secret is never taken for clean, however often it comes."""
     from memtap import redact
+    from memtap.redact import caches, scanner
 
     redact.clear_cache()
     scanned: list[str] = []
-    spans = redact._SCANNER.spans
-    monkeypatch.setattr(redact._SCANNER, "spans", lambda text: scanned.append(text) or spans(text))
+    spans = scanner._SCANNER.spans
+    monkeypatch.setattr(scanner._SCANNER, "spans", lambda text: scanned.append(text) or spans(text))
     body = {"finish_reason": "assistant", "messages": [{"role": "user", "content": "tool_calls"}]}
     assert redact.redact_json(body) is body
     assert scanned
@@ -294,7 +295,7 @@ def test_short_texts_found_clean_are_not_scanned_again_and_short_secrets_always_
             "note": "assistant",
         }
         assert redact.redact_text(aws) == REDACTED
-        assert aws not in redact._CLEAN_SHORT
+        assert aws not in caches._CLEAN_SHORT
 
 
 @pytest.mark.parametrize("secret_key", ["aws", "github"])
@@ -303,12 +304,13 @@ def test_keys_found_clean_cost_a_lookup_and_secret_keys_are_redacted_every_time(
     (not scanned again, and a secret-named key still takes its value out); a key that is
     itself a secret is never remembered, and is redacted each time it comes."""
     from memtap import redact
+    from memtap.redact import caches, scanner
 
     redact.clear_cache()
     secret = SECRETS[secret_key]
     scanned: list[str] = []
-    spans = redact._SCANNER.spans
-    monkeypatch.setattr(redact._SCANNER, "spans", lambda text: scanned.append(text) or spans(text))
+    spans = scanner._SCANNER.spans
+    monkeypatch.setattr(scanner._SCANNER, "spans", lambda text: scanned.append(text) or spans(text))
     body = {"finish_reason_long_key_name": {"password": "Tr0ub4dor&3x", "system_fingerprint": 1}}
     expected = {"finish_reason_long_key_name": {"password": REDACTED, "system_fingerprint": 1}}
     assert redact.redact_json(body) == expected
@@ -317,34 +319,36 @@ def test_keys_found_clean_cost_a_lookup_and_secret_keys_are_redacted_every_time(
     for _ in range(2):
         assert redact.redact_json(body) == expected
         assert scanned == []  # every key known clean, no value to scan
-        assert {"finish_reason_long_key_name", "password", "system_fingerprint"} <= set(redact._CLEAN_KEYS)
+        assert {"finish_reason_long_key_name", "password", "system_fingerprint"} <= set(caches._CLEAN_KEYS)
     for _ in range(3):
         assert redact.redact_json({secret: "value"}) == {REDACTED: "value"}
-        assert secret not in redact._CLEAN_KEYS
+        assert secret not in caches._CLEAN_KEYS
     redact.clear_cache()
-    assert redact._CLEAN_KEYS == {}
+    assert caches._CLEAN_KEYS == {}
 
 
 def test_the_clean_keys_are_bounded(monkeypatch):
     from memtap import redact
+    from memtap.redact import caches, structures
 
     redact.clear_cache()
-    monkeypatch.setattr(redact, "_CLEAN_KEYS_MAX", 50)
+    monkeypatch.setattr(structures, "_CLEAN_KEYS_MAX", 50)
     for i in range(200):
         assert redact.redact_json({f"key number {i}": i}) == {f"key number {i}": i}
         redact.redact_json({f"key number {i}": i})  # known clean now: remembered if room
-    assert len(redact._CLEAN_KEYS) == 50
+    assert len(caches._CLEAN_KEYS) == 50
 
 
 def test_the_set_of_short_clean_texts_is_bounded(monkeypatch):
     from memtap import redact
+    from memtap.redact import caches
 
     redact.clear_cache()
-    monkeypatch.setattr(redact, "CLEAN_SHORT_MAX", 100)
+    monkeypatch.setattr(caches, "CLEAN_SHORT_MAX", 100)
     for i in range(1000):
         assert redact.redact_text(f"word number {i}") == f"word number {i}"
-        assert len(redact._CLEAN_SHORT) <= 100
-    assert "word number 999" in redact._CLEAN_SHORT
+        assert len(caches._CLEAN_SHORT) <= 100
+    assert "word number 999" in caches._CLEAN_SHORT
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ from __future__ import annotations
 from memtap.adapters.kwargs import tracked_kwargs
 from memtap.adapters.patches import Patches
 from memtap.adapters.stainless import StainlessInstaller, Target
-from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
+from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, early_end_subclass, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
 from memtap.capture.private import create_private_file, make_private, private_dir
 from memtap.errors import (
@@ -103,6 +103,7 @@ from memtap.formats.openai_chat import read_message as read_chat_message
 from memtap.formats.openai_chat import read_usage as read_chat_usage
 from memtap.formats.openai_chat import request_stream_usage as chat_request_stream_usage
 from memtap.formats.openai_chat import write_message as write_chat_message
+from memtap.formats.pairing import trim_unpaired
 from memtap.formats.placement import (
     arrange,
     content_texts,
@@ -141,6 +142,7 @@ from memtap.protocol.model import (
     utcnow,
 )
 from memtap.protocol.wire import (
+    BaseWireProtocol,
     ClientAdapter,
     HistoryInjection,
     Injection,
@@ -158,6 +160,7 @@ from memtap.redact import redact_id, redact_text, redact_url
 from memtap.request.rejection import VALIDATION_STATUSES
 from memtap.request.tap import Call, Tap, active_call
 from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
+from memtap.storage.migrations import Migration, run_migrations
 from memtap.storage.sqlrows import EXCHANGE_SELECT, FACT_SELECT, MESSAGE_SELECT
 from memtap.storage.sqlrows import columns as sql_columns
 from memtap.storage.sqlrows import exchange as sql_exchange
@@ -180,6 +183,7 @@ from memtap.tokens import (
 from memtap.tokens import digest as token_digest
 from memtap.workers.background import lower_priority, wait_for_quiet
 from memtap.workers.deadline import BoundedWork, Overdue
+from memtap.workers.serving import ServerThread, StopOnSignal
 
 __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical list)
     # agent scaffolding
@@ -221,6 +225,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "MessageCodec",
     "layout_messages",
     "leading_count",
+    "trim_unpaired",
     # errors
     "MemtapError",
     "RecordRefusedError",
@@ -251,6 +256,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "host_name",
     "is_loopback_host",
     "is_loopback_name",
+    "ServerThread",
+    "StopOnSignal",
     # tokens bound to entities (memtap proxy, memtap mcp)
     "EVERY_ENTITY",
     "Grant",
@@ -272,6 +279,7 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "Target",
     "retype",
     "subclass_of",
+    "early_end_subclass",
     "tracked",
     "tracked_kwargs",
     # placement
@@ -322,6 +330,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "sql_session_rows",
     "sql_unique",
     "sql_utc",
+    "Migration",
+    "run_migrations",
     # the request path
     "Call",
     "Tap",
@@ -341,4 +351,5 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "SystemBlock",
     "TapPort",
     "WireProtocol",
+    "BaseWireProtocol",
 ]

@@ -11,14 +11,12 @@ import os
 import signal
 import socket
 import sys
-import threading
-import time
-from types import FrameType
 from typing import Any
 
 import uvicorn
 
 from memtap import HistoryBudget, Memory
+from memtap.sdk import ServerThread, StopOnSignal
 
 from .app import Proxy
 from .config import UI_PREFIX, ProxyConfig, check_bind
@@ -54,14 +52,11 @@ def _uvicorn_config(app: Any, config: ProxyConfig, log_level: str) -> uvicorn.Co
     )
 
 
-class ProxyServer(uvicorn.Server):
-    """uvicorn's server, stopping the same way on SIGTERM and SIGINT: stop accepting, let
-    requests under way finish (``drain_timeout``), close the upstream connections, and
-    return from :meth:`run` so that the caller closes its Memory and the process exits 0.
-
-    uvicorn itself re-raises the signal once it has shut down: on SIGTERM (systemd, docker,
-    Kubernetes) the process then died by the signal before the Memory was closed. A second
-    signal forces an immediate stop.
+class ProxyServer(StopOnSignal, uvicorn.Server):
+    """uvicorn's server, stopping the same way on SIGTERM and SIGINT (``memtap.sdk.StopOnSignal``):
+    stop accepting, let requests under way finish (``drain_timeout``), close the upstream
+    connections, and return from :meth:`run` so that the caller closes its Memory and the
+    process exits 0. A second signal forces an immediate stop.
     """
 
     #: A worker's parent (``memtap proxy --workers``): when it is gone, the worker stops.
@@ -75,13 +70,9 @@ class ProxyServer(uvicorn.Server):
             self.should_exit = True
         return await super().on_tick(counter)
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Note a stop request (uvicorn calls this from its signal handler)."""
-        if self.should_exit:
-            self.force_exit = True
-        else:
-            log.info("memtap proxy stopping (%s): finishing requests under way", signal.Signals(sig).name)
-            self.should_exit = True
+    def stopping(self, sig: int) -> None:
+        """Log the first stop request."""
+        log.info("memtap proxy stopping (%s): finishing requests under way", signal.Signals(sig).name)
 
 
 def open_memory(store: str | None, history_messages: int | None = None) -> Memory:
@@ -141,46 +132,19 @@ def serve(
     server.run(sockets=[sock] if sock is not None else None)
 
 
-class ProxyThread:
-    """A proxy served by uvicorn in a daemon thread, on ``127.0.0.1`` and a free port.
+class ProxyThread(ServerThread):
+    """A proxy served by uvicorn in a daemon thread, on ``127.0.0.1`` and a free port
+    (``memtap.sdk.ServerThread``: :meth:`start`, :meth:`stop`).
 
     Use as a context manager; :attr:`url` is ``http://127.0.0.1:<port>``.
     """
 
     def __init__(self, proxy: Proxy, *, log_level: str = "warning") -> None:
         self.proxy = proxy
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port: int = self._sock.getsockname()[1]
-        self.server = ProxyServer(_uvicorn_config(proxy.app, proxy.config, log_level))
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._sock]}, name="memtap-proxy", daemon=True
-        )
+        server = ProxyServer(_uvicorn_config(proxy.app, proxy.config, log_level))
+        super().__init__(server, "127.0.0.1", 0, name="memtap-proxy", what="memtap proxy")
 
     @property
     def url(self) -> str:
         """The proxy's base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ProxyThread:
-        """Start serving; returns once the server accepts connections."""
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the memtap proxy did not start")
-            time.sleep(0.005)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and wait for the thread."""
-        self.server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
-
-    def __enter__(self) -> ProxyThread:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.base_url

@@ -3,14 +3,12 @@ ui`` does) or in a background thread of the app holding the store (:func:`start`
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterable
 
 import uvicorn
 
 from memtap import Memory
+from memtap.sdk import ServerThread
 
 from .app import create_app
 from .guard import check_bind
@@ -55,48 +53,17 @@ def serve(
     uvicorn.Server(_config(memory, host, port, token, allow_hosts, log_level)).run()
 
 
-class UIServer:
-    """The memory browser served in a daemon thread (see :func:`start`)."""
+class UIServer(ServerThread):
+    """The memory browser served in a daemon thread (see :func:`start`;
+    ``memtap.sdk.ServerThread``: :meth:`stop`, a context manager)."""
 
     def __init__(self, config: uvicorn.Config) -> None:
-        self._sock = socket.socket(socket.AF_INET6 if ":" in config.host else socket.AF_INET)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((config.host, config.port))
-        #: The port it listens on (a free one when 0 was asked for).
-        self.port: int = self._sock.getsockname()[1]
-        self.host = config.host
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._sock]}, name="memtap-ui", daemon=True
-        )
+        super().__init__(uvicorn.Server(config), config.host, config.port, name="memtap-ui", what="memtap UI")
 
     @property
     def url(self) -> str:
         """The browser's address, ``http://host:port/``."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
-
-    def start(self) -> UIServer:
-        """Start serving; returns once connections are accepted."""
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the memtap UI did not start")
-            time.sleep(0.005)
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and wait for the thread."""
-        self.server.should_exit = True
-        self._thread.join(10)
-        self._sock.close()
-
-    def __enter__(self) -> UIServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return self.base_url + "/"
 
 
 def start(

@@ -18,13 +18,13 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from memtap.adapters.patches import Patches
-from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, retype, subclass_of
+from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, early_end_subclass, retype
 from memtap.adapters.tracked import Begin, tracked
 from memtap.protocol.wire import WireProtocol
 from memtap.request.tap import Call, Tap, active_call
@@ -372,39 +372,8 @@ def _make_tapped_class(cls: Any) -> type:
     """A subclass of a Stainless stream class that reports an early ``break`` or
     ``close()`` (an abandoned stream is still captured, as partial)."""
     if hasattr(cls, "__aiter__"):
-
-        async def __aiter__(self: Any) -> AsyncIterator[Any]:
-            done = False
-            try:
-                async for item in cls.__aiter__(self):
-                    yield item
-                done = True
-            finally:
-                if not done:
-                    self._memtap_tap.finish(partial=True)
-
-        async def aclose(self: Any) -> None:
-            self._memtap_tap.finish(partial=True)
-            await cls.close(self)
-
-        namespace: dict[str, Any] = {"__aiter__": __aiter__, "close": aclose}
-    else:
-
-        def __iter__(self: Any) -> Iterator[Any]:
-            done = False
-            try:
-                yield from cls.__iter__(self)
-                done = True
-            finally:
-                if not done:
-                    self._memtap_tap.finish(partial=True)
-
-        def close(self: Any) -> None:
-            self._memtap_tap.finish(partial=True)
-            cls.close(self)
-
-        namespace = {"__iter__": __iter__, "close": close}
-    return subclass_of(cls, namespace)
+        return early_end_subclass(cls, aitems=cls.__aiter__)
+    return early_end_subclass(cls, items=cls.__iter__)
 
 
 # -- attribute helpers ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ How the items reach the tap depends on the SDK:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -154,3 +155,74 @@ def subclass_of(cls: Any, methods: Mapping[str, Any]) -> type:
         "__doc__": cls.__doc__,
     }
     return type(cls.__name__, (cls,), namespace)
+
+
+def early_end_subclass(
+    cls: Any,
+    *,
+    items: Callable[[Any], Iterable[Any]] | None = None,
+    aitems: Callable[[Any], AsyncIterable[Any]] | None = None,
+    methods: Mapping[str, Any] | None = None,
+) -> type:
+    """A subclass of the stream class ``cls`` (:func:`subclass_of`; a ``make_class`` for
+    :func:`retype`) that reports an early end as a partial answer at once, to
+    ``self._memtap_tap``: its ``__iter__`` (given ``items``) and ``__aiter__`` (given
+    ``aitems``) yield what ``items(self)`` / ``aitems(self)`` yield, and a loop that stops
+    before their end (a ``break``, an error) finishes the call; its ``close`` and ``aclose``
+    (those ``cls`` has, sync or async like them) finish it before closing, unless the stream
+    closes itself from its own next-item method (:attr:`StreamTap.reading`). ``methods``
+    adds the class's other methods (an observing ``__next__``...)."""
+    namespace: dict[str, Any] = dict(methods or {})
+    if items is not None:
+        each = items
+
+        def __iter__(self: Any) -> Iterator[Any]:
+            done = False
+            try:
+                yield from each(self)
+                done = True
+            finally:
+                if not done:
+                    self._memtap_tap.finish(partial=True)
+
+        namespace["__iter__"] = __iter__
+    if aitems is not None:
+        aeach = aitems
+
+        async def __aiter__(self: Any) -> AsyncIterator[Any]:
+            done = False
+            try:
+                async for item in aeach(self):
+                    yield item
+                done = True
+            finally:
+                if not done:
+                    self._memtap_tap.finish(partial=True)
+
+        namespace["__aiter__"] = __aiter__
+    for name in ("close", "aclose"):
+        original = getattr(cls, name, None)
+        if original is not None:
+            namespace[name] = _finishing_first(original)
+    return subclass_of(cls, namespace)
+
+
+def _finishing_first(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A stream's ``close``/``aclose`` that first reports the stream closed early."""
+    if inspect.iscoroutinefunction(original):
+
+        async def aclose(self: Any) -> Any:
+            tap: StreamTap = self._memtap_tap
+            if not tap.reading:
+                tap.finish(partial=True)
+            return await original(self)
+
+        return aclose
+
+    def close(self: Any) -> Any:
+        tap: StreamTap = self._memtap_tap
+        if not tap.reading:
+            tap.finish(partial=True)
+        return original(self)
+
+    return close

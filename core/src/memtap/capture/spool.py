@@ -43,12 +43,12 @@ from memtap.capture.filewrite import append_record
 from memtap.capture.private import make_private, private_dir
 from memtap.metrics import count
 from memtap.protocol.anchors import AgentProfile
+from memtap.protocol.json_encoder import encode_json
 from memtap.protocol.model import Attribution
 from memtap.protocol.wire import RawExchange, StreamAccumulator, WireProtocol
 from memtap.redact import (
     dumps_redacted,
     dumps_redacted_record,
-    encode_json,
     new_text,
     redact_stream,
     redact_stream_events,

@@ -34,9 +34,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from memtap.formats.pairing import trim_unpaired
 from memtap.formats.placement import inject_blocks, marks
 from memtap.protocol.model import Message, ToolCall, Usage
-from memtap.protocol.wire import InjectionPlan, RequestView, ResponseView
+from memtap.protocol.wire import BaseWireProtocol, InjectionPlan, RequestView, ResponseView
 
 __all__ = [
     "THINKING_TYPES",
@@ -199,21 +200,15 @@ def write_history(history: Sequence[Message], following: Any) -> list[dict[str, 
             }
         else:
             out.append(wire)
-    answered = _tool_result_ids(following)
-    while out and (out[0]["role"] != "user" or _tool_result_ids(out[0])):
-        if len(out) == 1 and _tool_use_ids(out[0]) & answered:
-            break  # the app's own tool results answer it: the request needs this tool_use
-        out.pop(0)  # the first turn is the user's, and no result precedes its tool_use
-    next_role = following.get("role") if isinstance(following, Mapping) else None
-    while out:
-        last = out[-1]
-        if last["role"] == next_role or (_tool_use_ids(last) - answered):
-            out.pop()
-            if _tool_result_ids(last) and out:
-                out.pop()  # the results' tool_use would be left unanswered
-            continue
-        break
-    return out
+    # A lone tool_use the app's own tool results answer stays: the request needs it.
+    return trim_unpaired(
+        out,
+        following,
+        next_role=following.get("role") if isinstance(following, Mapping) else None,
+        call_ids=_tool_use_ids,
+        result_ids=_tool_result_ids,
+        keep_answered_lead=True,
+    )
 
 
 def read_usage(u: Any) -> Usage:
@@ -305,12 +300,11 @@ def inject_messages(body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, A
     return out
 
 
-class AnthropicFormatProtocol:
+class AnthropicFormatProtocol(BaseWireProtocol):
     """The Anthropic Messages format as a wire protocol: reading, injection, stream
     accumulation. A subclass adds ``name`` and ``provider`` (and reads what its transport
-    adds, e.g. Bedrock's ``modelId``)."""
-
-    operation = "chat"
+    adds, e.g. Bedrock's ``modelId``). Anthropic streams always report usage
+    (``message_start``, ``message_delta``): the base's stream-usage defaults hold."""
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """See :func:`read_messages_request`."""
@@ -319,14 +313,6 @@ class AnthropicFormatProtocol:
     def inject(self, body: Mapping[str, Any], plan: InjectionPlan) -> dict[str, Any]:
         """See :func:`inject_messages`."""
         return inject_messages(body, plan)
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Anthropic streams always report usage (``message_start``, ``message_delta``)."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """No event is ever added by memtap."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """See :func:`read_messages_response`."""

@@ -13,14 +13,14 @@ nothing read is modified.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memtap.formats.blocks import render_blocks
 from memtap.formats.content import content_text
 from memtap.formats.layout import MessageCodec, layout_messages
 from memtap.protocol.model import Message, ToolCall, Usage
-from memtap.protocol.wire import InjectionPlan, RequestView, ResponseView, SystemBlock
+from memtap.protocol.wire import BaseWireProtocol, InjectionPlan, RequestView, ResponseView, SystemBlock
 
 __all__ = [
     "CHAT_CODEC",
@@ -216,13 +216,36 @@ def read_chat_response(data: Mapping[str, Any]) -> ResponseView:
 
 
 class ChatStreamAccumulator:
-    """Rebuilds a completion from its ``chat.completion.chunk`` events (the first choice's
-    text and tool calls, every choice's finish reason, usage, model)."""
+    """Rebuilds an answer from its streamed deltas: the first choice's text and tool calls,
+    every choice's finish reason, usage, model.
 
-    def __init__(self) -> None:
+    :meth:`feed` reads OpenAI-style chunks (``chat.completion.chunk`` by default); what
+    differs between the formats that stream so is a parameter: ``read_usage`` (the usage
+    object as :class:`Usage`), ``choices`` (the key of a chunk's list of choices: xAI's
+    ``outputs``), ``whole_tool_calls`` (each tool call arrives whole, without an ``index``:
+    every one is a new call) and ``empty_arguments`` (the arguments of a call that streamed
+    none). A format whose events look otherwise (Bedrock's ``contentBlockDelta``...)
+    overrides :meth:`feed` and hands over what each event holds with :meth:`add_text`,
+    :meth:`add_call`, :meth:`set_finish_reason` and :attr:`usage`; :meth:`result` is the
+    same for all.
+    """
+
+    def __init__(
+        self,
+        read_usage: Callable[[Any], Usage] = read_usage,
+        *,
+        choices: str = "choices",
+        whole_tool_calls: bool = False,
+        empty_arguments: str = "",
+    ) -> None:
+        self.read_usage = read_usage
+        self.choices = choices
+        self.whole_tool_calls = whole_tool_calls
+        self.empty_arguments = empty_arguments
         self.text: list[str] = []
         self.calls: dict[int, dict[str, str]] = {}
         self.finish: dict[int, str] = {}
+        #: The latest usage object the stream carried (read by ``read_usage`` at the end).
         self.usage: Any = None
         self.model: str | None = None
 
@@ -231,49 +254,65 @@ class ChatStreamAccumulator:
         self.model = event.get("model") or self.model
         if event.get("usage"):
             self.usage = event["usage"]
-        for choice in event.get("choices") or ():
+        for choice in event.get(self.choices) or ():
             index = choice.get("index", 0)
             if choice.get("finish_reason"):
-                self.finish[index] = choice["finish_reason"]
+                self.set_finish_reason(index, choice["finish_reason"])
             if index != 0:
                 continue
             delta = choice.get("delta") or {}
             if delta.get("content"):
-                self.text.append(delta["content"])
+                self.add_text(str(delta["content"]))
             for tc in delta.get("tool_calls") or ():
-                slot = self.calls.setdefault(tc.get("index") or 0, {"id": "", "name": "", "arguments": ""})
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
                 fn = tc.get("function") or {}
-                if fn.get("name"):
-                    slot["name"] += fn["name"]
-                if fn.get("arguments"):
-                    slot["arguments"] += fn["arguments"]
+                self.add_call(
+                    None if self.whole_tool_calls else tc.get("index") or 0,
+                    id=str(tc.get("id") or ""),
+                    name=str(fn.get("name") or ""),
+                    arguments=str(fn.get("arguments") or ""),
+                )
+
+    def add_text(self, text: str) -> None:
+        """Append to the answer's text."""
+        self.text.append(text)
+
+    def add_call(self, index: int | None, *, id: str = "", name: str = "", arguments: str = "") -> None:
+        """A tool call's delta: at ``index`` (``None``: a new call after the others) its id
+        is set (when given), its name and arguments extended."""
+        if index is None:
+            index = max(self.calls, default=-1) + 1
+        slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        if id:
+            slot["id"] = id
+        slot["name"] += name
+        slot["arguments"] += arguments
+
+    def set_finish_reason(self, index: int, reason: str) -> None:
+        """Choice ``index`` finished for ``reason``."""
+        self.finish[index] = reason
 
     def result(self) -> ResponseView:
-        """The message so far."""
+        """The answer so far."""
         calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"] or self.empty_arguments)
             for _, c in sorted(self.calls.items())
         )
         text = "".join(self.text)
         messages = [Message(role="assistant", content=text, tool_calls=calls)] if text or calls else []
         return ResponseView(
             messages=messages,
-            usage=read_usage(self.usage),
+            usage=self.read_usage(self.usage),
             finish_reasons=[r for _, r in sorted(self.finish.items())],
             model=self.model,
         )
 
 
-class ChatFormatProtocol:
+class ChatFormatProtocol(BaseWireProtocol):
     """A wire protocol that speaks the chat format, with the usual defaults: requests,
     responses, the usage chunk, stream accumulation, and injection as
     :func:`~memtap.formats.layout.layout_messages` lays out a chat message list. A subclass
     adds ``name`` and ``provider``, and overrides ``inject`` where its provider places
     blocks otherwise (behind a prompt cache, as OpenAI's ``prompt_cache_key`` says)."""
-
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Conversation messages, system/developer text, model and stream flag."""

@@ -14,8 +14,8 @@ from memtap.errors import RecordRefusedError
 from memtap.longterm.index import HIDDEN_KINDS
 from memtap.longterm.memorize import LLM, AsyncLLM, Memorizer, store_facts
 from memtap.longterm.recall import RecallEngine
-from memtap.longterm.recall_injector import _norm
 from memtap.longterm.remember_tool import MemoryToolError, ToolFormat, memory_tool, parse_tool_args
+from memtap.longterm.text import normalise
 from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import Exchange, Fact, ScoredFact
 from memtap.redact import redact_fact, redact_text
@@ -120,11 +120,11 @@ class LongTermMemory:
         stored twice)."""
         parsed = parse_tool_args(args)
         text = redact_text(parsed.fact)
-        current = {_norm(f.text): f for f in self.facts(entity_id=entity_id)}
-        same = current.get(_norm(text))
+        current = {normalise(f.text): f for f in self.facts(entity_id=entity_id)}
+        same = current.get(normalise(text))
         if same is not None:
             return same
-        old = current.get(_norm(redact_text(parsed.replaces))) if parsed.replaces else None
+        old = current.get(normalise(redact_text(parsed.replaces))) if parsed.replaces else None
         if parsed.replaces and old is None:
             log.info("memtap remember tool: %r replaces no current fact; storing it as new", text)
         fact = Fact(

@@ -46,8 +46,8 @@ from memtap.capture.isolation import write_isolating
 from memtap.capture.quarantine import Quarantine
 from memtap.errors import MemtapError
 from memtap.longterm.recall import RecallEngine
-from memtap.longterm.recall_injector import _norm
 from memtap.longterm.smalltalk import is_small_talk
+from memtap.longterm.text import normalise
 from memtap.metrics import count
 from memtap.protocol.model import AGENT_KEY, Exchange, Fact, Message, derived_id
 from memtap.redact import redact_fact, redact_text
@@ -289,8 +289,8 @@ def episode_id(entity_id: str, process_id: str | None, text: str, role: str = "u
     case or spacing), so a turn said again, or an exchange replayed from the spool, stores
     nothing new."""
     if role == "user":  # the ids user turns always had
-        return derived_id("episode", entity_id, process_id or "", _norm(text))
-    return derived_id("episode", entity_id, process_id or "", _norm(text), role)
+        return derived_id("episode", entity_id, process_id or "", normalise(text))
+    return derived_id("episode", entity_id, process_id or "", normalise(text), role)
 
 
 #: Turns on either side of an episode indexed as its context (so that "Yes, in June!" is

@@ -8,7 +8,6 @@ call. Facts the injected history already carries are not repeated.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 
@@ -22,6 +21,7 @@ from memtap.longterm.answerable import can_answer
 from memtap.longterm.index import ScoreParts
 from memtap.longterm.recall import RecallEngine
 from memtap.longterm.temporal import resolved_note
+from memtap.longterm.text import normalise
 from memtap.protocol.model import Fact, Message, ScoredFact
 from memtap.protocol.wire import InjectionRequest, SystemBlock
 
@@ -69,19 +69,6 @@ class RecallBudget:
     def __attrs_post_init__(self) -> None:
         if self.k < 0 or self.max_tokens < 0 or self.deadline < 0 or self.model_wait < 0:
             raise ValueError("RecallBudget limits must be zero or positive")
-
-
-def _norm(text: str) -> str:
-    # A session's history messages are compared again on every call: short texts are
-    # cached (long ones, such as tool outputs, are not kept alive by the cache).
-    return _norm_short(text) if len(text) <= 2048 else _normalise(text)
-
-
-def _normalise(text: str) -> str:
-    return _SPACES.sub(" ", text).strip().lower()
-
-
-_norm_short = functools.lru_cache(maxsize=8192)(_normalise)
 
 
 def latest_user_text(messages: tuple[Message, ...]) -> str:
@@ -136,7 +123,7 @@ class RecallPlugin:
         history = self.histories.get(request.attribution)
         plan = cached_plan(history, request.request.messages, request_budget(request, self.history_budget))
         ids = {m.exchange_id for m in plan.messages if m.exchange_id} | plan.resent_exchange_ids
-        texts = {_norm(m.content) for m in plan.messages if m.content}
+        texts = {normalise(m.content) for m in plan.messages if m.content}
         return ids, texts
 
     @hookimpl
@@ -174,10 +161,10 @@ class RecallPlugin:
                 return []
             # What the request itself says first: the history's plan only when a hit
             # is not that (a tool loop's recall finds the question it repeats).
-            own = {_norm(m.content) for m in request.request.messages if m.content}
+            own = {normalise(m.content) for m in request.request.messages if m.content}
             ids: set[str] = set()
             texts: set[str] = set()
-            if any(_norm(hit.fact.text) not in own for hit in hits):
+            if any(normalise(hit.fact.text) not in own for hit in hits):
                 ids, texts = self._carried(request)
         except Exception:
             log.warning("memtap recall failed; the call goes on without recalled facts", exc_info=True)
@@ -197,7 +184,7 @@ class RecallPlugin:
             if len(lines) >= budget.k:
                 considered.append(Considered(fact, hit.score, parts.get(fact.id), "limit"))
                 continue
-            norm = _norm(fact.text)
+            norm = normalise(fact.text)
             if norm in own or norm in texts or (fact.source_exchange_id and fact.source_exchange_id in ids):
                 considered.append(Considered(fact, hit.score, parts.get(fact.id), "duplicate"))
                 continue

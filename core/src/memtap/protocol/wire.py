@@ -227,6 +227,25 @@ class WireProtocol(Protocol):
         """A fresh accumulator for one streamed response."""
 
 
+class BaseWireProtocol:
+    """A base for a :class:`WireProtocol` with the usual defaults: a ``"chat"`` operation,
+    and streams that report usage on their own (memtap asks for nothing more and hides no
+    event). A subclass adds ``name``, ``provider``, ``read_request``, ``inject``,
+    ``read_response`` and ``new_accumulator``; a provider whose streams report usage only
+    when asked overrides :meth:`request_stream_usage` and :meth:`is_hidden_usage_event`
+    (as :class:`memtap.formats.openai_chat.ChatFormatProtocol` does)."""
+
+    operation = "chat"
+
+    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Nothing to ask for: the provider's streams always report usage."""
+        return None
+
+    def is_hidden_usage_event(self, event: Any) -> bool:
+        """No event is ever added by memtap."""
+        return False
+
+
 def default_accumulator(protocol: WireProtocol) -> StreamAccumulator:
     """The default accumulator of a stream in ``protocol``, the only one: the protocol's own
     (what ``memtap_stream_accumulator`` answers unless a plugin replaces it)."""

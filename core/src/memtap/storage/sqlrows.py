@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from memtap.memo import IdentityMemo
+from memtap.protocol.json_encoder import compact_encoder
 from memtap.protocol.model import (
     Attribution,
     Exchange,
@@ -29,7 +30,6 @@ from memtap.protocol.model import (
     injected_from_json,
     injected_to_json,
 )
-from memtap.redact import compact_encoder
 
 log = logging.getLogger("memtap.storage.store")
 

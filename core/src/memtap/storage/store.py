@@ -22,7 +22,7 @@ import attrs
 from memtap.errors import StoreError as StoreError
 from memtap.errors import UnknownStoreURLError as UnknownStoreURLError
 from memtap.protocol.model import Exchange, Fact, Message, SessionInfo
-from memtap.redact import redact_url
+from memtap.protocol.secret_names import redact_url
 
 logger = logging.getLogger(__name__)
 

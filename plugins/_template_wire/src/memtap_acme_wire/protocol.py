@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    ChatStreamAccumulator,
     InjectionPlan,
     Message,
     MessageCodec,
@@ -138,43 +139,9 @@ class AcmeChatProtocol:
             model=data.get("model"),
         )
 
-    def new_accumulator(self) -> AcmeStreamAccumulator:
-        """A fresh accumulator for one streamed answer."""
-        return AcmeStreamAccumulator()
-
-
-class AcmeStreamAccumulator:
-    """Rebuilds the answer from stream events (text and tool-call deltas, usage)."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
-        self.finish: list[str] = []
-        self.usage: Mapping[str, Any] | None = None
-        self.model: str | None = None
-
-    def feed(self, event: Mapping[str, Any]) -> None:
-        """Take one event."""
-        self.model = event.get("model") or self.model
-        self.usage = event.get("usage") or self.usage
-        for choice in event.get("choices") or ():
-            if choice.get("finish_reason"):
-                self.finish.append(choice["finish_reason"])
-            delta = choice.get("delta") or {}
-            self.text.append(delta.get("content") or "")
-            for tc in delta.get("tool_calls") or ():
-                call = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "arguments": ""})
-                call["id"] = tc.get("id") or call["id"]
-                call["name"] += (tc.get("function") or {}).get("name") or ""
-                call["arguments"] += (tc.get("function") or {}).get("arguments") or ""
-
-    def result(self) -> ResponseView:
-        """The answer so far (also after an early stop)."""
-        calls = [ToolCall(**c) for _, c in sorted(self.calls.items())]
-        text = "".join(self.text)
-        return ResponseView(
-            messages=[Message(role="assistant", content=text, tool_calls=calls)] if text or calls else [],
-            usage=read_usage(self.usage),
-            finish_reasons=self.finish,
-            model=self.model,
-        )
+    def new_accumulator(self) -> ChatStreamAccumulator:
+        """A fresh accumulator for one streamed answer: Acme streams OpenAI-style deltas
+        (text and tool-call deltas by index, usage, finish reasons), which
+        ``memtap.sdk.ChatStreamAccumulator`` rebuilds, given how to read Acme's usage (its
+        other parameters say where a format streams its choices and tool calls otherwise)."""
+        return ChatStreamAccumulator(read_usage)

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    BaseWireProtocol,
+    ChatStreamAccumulator,
     InjectionPlan,
     Message,
     RequestView,
@@ -136,12 +138,12 @@ def read_usage(u: Any) -> Usage:
     )
 
 
-class ConverseProtocol:
-    """Bedrock Converse / ConverseStream."""
+class ConverseProtocol(BaseWireProtocol):
+    """Bedrock Converse / ConverseStream (a stream always ends with a ``metadata`` event
+    carrying usage: the base's stream-usage defaults hold)."""
 
     name = "bedrock.converse"
     provider = PROVIDER
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Messages, ``system`` text blocks, ``modelId``; ``stream`` is set by the adapter."""
@@ -173,14 +175,6 @@ class ConverseProtocol:
             inject_blocks(out, body, plan, cached=cached, part=_text_block, system_as_list=True)
         return out
 
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """ConverseStream always ends with a ``metadata`` event carrying usage."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """memtap adds no event."""
-        return False
-
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """``output.message``, ``usage`` and ``stopReason``."""
         message = (data.get("output") or {}).get("message")
@@ -197,15 +191,12 @@ class ConverseProtocol:
         return ConverseStreamAccumulator()
 
 
-class ConverseStreamAccumulator:
+class ConverseStreamAccumulator(ChatStreamAccumulator):
     """Rebuilds a Converse answer from ``contentBlockStart``/``Delta``, ``messageStop`` and
-    ``metadata`` events."""
+    ``metadata`` events (core's delta accumulator, fed what each event holds)."""
 
     def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, str]] = {}
-        self.reason: str | None = None
-        self.usage: Any = None
+        super().__init__(read_usage, empty_arguments="{}")
 
     def feed(self, event: Mapping[str, Any]) -> None:
         """Take one event (``{"contentBlockDelta": {...}}`` etc.)."""
@@ -213,38 +204,23 @@ class ConverseStreamAccumulator:
         if isinstance(start, Mapping):
             tool = (start.get("start") or {}).get("toolUse")
             if isinstance(tool, Mapping):
-                self.calls[start.get("contentBlockIndex", 0)] = {
-                    "id": str(tool.get("toolUseId") or ""),
-                    "name": str(tool.get("name") or ""),
-                    "arguments": "",
-                }
+                self.add_call(
+                    start.get("contentBlockIndex", 0),
+                    id=str(tool.get("toolUseId") or ""),
+                    name=str(tool.get("name") or ""),
+                )
         delta_event = event.get("contentBlockDelta")
         if isinstance(delta_event, Mapping):
             delta = delta_event.get("delta") or {}
             if isinstance(delta.get("text"), str):
-                self.text.append(delta["text"])
+                self.add_text(delta["text"])
             tool_delta = delta.get("toolUse")
             if isinstance(tool_delta, Mapping):
                 index = delta_event.get("contentBlockIndex", 0)
-                slot = self.calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
-                slot["arguments"] += str(tool_delta.get("input") or "")
+                self.add_call(index, arguments=str(tool_delta.get("input") or ""))
         stop = event.get("messageStop")
         if isinstance(stop, Mapping) and stop.get("stopReason"):
-            self.reason = stop["stopReason"]
+            self.set_finish_reason(0, stop["stopReason"])
         metadata = event.get("metadata")
         if isinstance(metadata, Mapping) and metadata.get("usage"):
             self.usage = metadata["usage"]
-
-    def result(self) -> ResponseView:
-        """The answer so far."""
-        calls = tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"] or "{}")
-            for _, c in sorted(self.calls.items())
-        )
-        text = "".join(self.text)
-        messages = [Message(role="assistant", content=text, tool_calls=calls)] if text or calls else []
-        return ResponseView(
-            messages=messages,
-            usage=read_usage(self.usage),
-            finish_reasons=[self.reason] if self.reason else [],
-        )

@@ -9,10 +9,9 @@ The call is finalised exactly once, whatever comes first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from memtap.sdk import Call, JsonFn, StreamTap, retype, subclass_of
+from memtap.sdk import Call, JsonFn, StreamTap, early_end_subclass, retype
 
 
 def tap_event_stream(stream: Any, call: Call, to_json: JsonFn) -> None:
@@ -21,24 +20,4 @@ def tap_event_stream(stream: Any, call: Call, to_json: JsonFn) -> None:
 
 
 def _make_tapped_class(cls: Any) -> type:
-    def __iter__(self: Any) -> Iterator[Any]:
-        tap: StreamTap = self._memtap_tap
-        done = False
-        try:
-            for event in cls.__iter__(self):
-                tap.observe(event)
-                yield event
-            done = True
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            tap.finish(error=exc)
-            raise
-        finally:
-            tap.finish(partial=not done)
-
-    def close(self: Any) -> Any:
-        self._memtap_tap.finish(partial=True)
-        return cls.close(self)
-
-    return subclass_of(cls, {"__iter__": __iter__, "close": close})
+    return early_end_subclass(cls, items=lambda self: self._memtap_tap.iterate(cls.__iter__(self)))

@@ -7,20 +7,14 @@ an existing file applies only the migrations it has not seen yet. Append new mig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
-import attrs
 import duckdb
 
-from memtap.sdk import utcnow
+from memtap.sdk import Migration, run_migrations
 
-
-@attrs.frozen
-class Migration:
-    """A named, ordered schema change: SQL statements run in one transaction."""
-
-    name: str
-    statements: tuple[str, ...]
+__all__ = ["MIGRATIONS", "Migration", "apply_migrations"]
 
 
 _INITIAL = Migration(
@@ -123,36 +117,22 @@ _INJECTED = Migration("0003_exchange_injected", ("ALTER TABLE exchanges ADD COLU
 #: Every migration, in the order it must be applied.
 MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS, _INJECTED)
 
-_LEDGER = """
-CREATE TABLE IF NOT EXISTS memtap_migrations (
-    name       VARCHAR PRIMARY KEY,
-    applied_at TIMESTAMPTZ NOT NULL
-)
-"""
+
+@contextlib.contextmanager
+def _transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    conn.begin()
+    try:
+        yield
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
 
 
 def apply_migrations(
     conn: duckdb.DuckDBPyConnection, migrations: Sequence[Migration] = MIGRATIONS
 ) -> list[str]:
     """Apply the migrations ``conn``'s database has not recorded yet, in order, in one
-    transaction (all or none), and return the names applied."""
-    conn.begin()
-    try:
-        conn.execute(_LEDGER)
-        done = {name for (name,) in conn.execute("SELECT name FROM memtap_migrations").fetchall()}
-        applied: list[str] = []
-        for migration in migrations:
-            if migration.name in done:
-                continue
-            for statement in migration.statements:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO memtap_migrations (name, applied_at) VALUES (?, ?)",
-                [migration.name, utcnow()],
-            )
-            applied.append(migration.name)
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    return applied
+    transaction (all or none), and return the names applied (core's runner,
+    ``memtap.sdk.run_migrations``)."""
+    return run_migrations(conn, migrations, transaction=lambda: _transaction(conn))

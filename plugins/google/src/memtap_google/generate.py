@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    BaseWireProtocol,
     InjectionPlan,
     Message,
     RequestView,
@@ -22,6 +23,7 @@ from memtap.sdk import (
     arrange,
     content_texts,
     last_index,
+    trim_unpaired,
     with_system,
 )
 
@@ -227,19 +229,13 @@ def write_history(history: Sequence[Message], following: Any) -> list[dict[str, 
             out[-1] = {"role": role, "parts": [*out[-1]["parts"], *parts]}
         else:
             out.append({"role": role, "parts": parts})
-    while out and (out[0]["role"] != "user" or _response_ids(out[0])):
-        out.pop(0)
-    next_role = following.get("role", "user") if isinstance(following, Mapping) else None
-    answered = _response_ids(following)
-    while out:
-        last = out[-1]
-        if last["role"] == next_role or (_call_ids(last) - answered):
-            out.pop()
-            if _response_ids(last) and out:
-                out.pop()  # the responses' call would be left unanswered
-            continue
-        break
-    return out
+    return trim_unpaired(
+        out,
+        following,
+        next_role=following.get("role", "user") if isinstance(following, Mapping) else None,
+        call_ids=_call_ids,
+        result_ids=_response_ids,
+    )
 
 
 def read_usage(u: Mapping[str, Any] | None) -> Usage:
@@ -264,12 +260,12 @@ def _system_text(value: Any) -> str | None:
     return "\n\n".join(texts) or None
 
 
-class GenerateContentProtocol:
-    """Gemini ``generateContent`` / ``streamGenerateContent``."""
+class GenerateContentProtocol(BaseWireProtocol):
+    """Gemini ``generateContent`` / ``streamGenerateContent`` (streams always report
+    ``usageMetadata``: the base's stream-usage defaults hold)."""
 
     name = "google.generate_content"
     provider = "gcp.gemini"
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """``contents`` as messages, the system instruction, and the model (when recorded)."""
@@ -314,14 +310,6 @@ class GenerateContentProtocol:
         if contents is not None:
             out["contents"] = contents
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Gemini streams always report ``usageMetadata``: nothing to ask for."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """No event is ever added by memtap."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """The first candidate's content, every candidate's finish reason, usage, model."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from memtap.sdk import Call, JsonFn, StreamTap, retype, subclass_of
+from memtap.sdk import Call, JsonFn, StreamTap, early_end_subclass, retype
 
 
 def tap_stream(stream: Any, call: Call, to_json: JsonFn) -> None:
@@ -60,55 +60,28 @@ def _make_tapped_class(cls: Any) -> type:
             if shown is not None:
                 return shown
 
-    def __iter__(self: Any) -> Iterator[Any]:
-        done = False
-        try:
-            while True:
-                try:
-                    chunk = self.__next__()
-                except StopIteration:
-                    done = True
-                    return
-                yield chunk
-        finally:
-            if not done:
-                self._memtap_tap.finish(partial=True)
+    def chunks(self: Any) -> Iterator[Any]:
+        while True:
+            try:
+                chunk = self.__next__()
+            except StopIteration:
+                return
+            yield chunk
 
-    async def __aiter__(self: Any) -> AsyncIterator[Any]:
-        done = False
-        try:
-            while True:
-                try:
-                    chunk = await self.__anext__()
-                except StopAsyncIteration:
-                    done = True
-                    return
-                yield chunk
-        finally:
-            if not done:
-                self._memtap_tap.finish(partial=True)
+    async def achunks(self: Any) -> AsyncIterator[Any]:
+        while True:
+            try:
+                chunk = await self.__anext__()
+            except StopAsyncIteration:
+                return
+            yield chunk
 
-    def close(self: Any) -> Any:
-        tap: StreamTap = self._memtap_tap
-        if not tap.reading:
-            tap.finish(partial=True)
-        return cls.close(self)
-
-    async def aclose(self: Any) -> Any:
-        tap: StreamTap = self._memtap_tap
-        if not tap.reading:
-            tap.finish(partial=True)
-        return await cls.aclose(self)
-
+    sync, is_async = hasattr(cls, "__next__"), hasattr(cls, "__anext__")
     methods: dict[str, Any] = {}
-    if hasattr(cls, "__next__"):
+    if sync:
         methods["__next__"] = __next__
-        methods["__iter__"] = __iter__
-    if hasattr(cls, "__anext__"):
+    if is_async:
         methods["__anext__"] = __anext__
-        methods["__aiter__"] = __aiter__
-    if hasattr(cls, "close"):
-        methods["close"] = close
-    if hasattr(cls, "aclose"):
-        methods["aclose"] = aclose
-    return subclass_of(cls, methods)
+    return early_end_subclass(
+        cls, items=chunks if sync else None, aitems=achunks if is_async else None, methods=methods
+    )

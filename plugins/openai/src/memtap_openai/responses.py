@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from memtap.sdk import (
+    BaseWireProtocol,
     InjectionPlan,
     Message,
     RequestView,
@@ -109,12 +110,11 @@ def read_usage(u: Mapping[str, Any] | None) -> Usage:
     )
 
 
-class ResponsesProtocol:
-    """OpenAI Responses."""
+class ResponsesProtocol(BaseWireProtocol):
+    """OpenAI Responses (streams always end with usage: the base's stream-usage defaults hold)."""
 
     name = "openai.responses"
     provider = "openai"
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """``input`` items as messages; ``instructions`` and system items as system text."""
@@ -176,14 +176,6 @@ class ResponsesProtocol:
         if history or before or after or tail or edited_head:
             out["input"] = [*head, *before, *history, *after, *own[lead:], *tail]
         return out
-
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """Responses streams always end with usage: nothing to ask for."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """No event is ever added by memtap."""
-        return False
 
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """Output text and function calls as one assistant message; status as finish reason."""

@@ -12,12 +12,10 @@ never edit or reorder one that has shipped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import attrs
-
-from memtap.sdk import utcnow
+from memtap.sdk import Migration, run_migrations
 
 if TYPE_CHECKING:
     import psycopg
@@ -26,16 +24,6 @@ log = logging.getLogger("memtap.postgres")
 
 #: Text-search configuration of the ``tsv`` columns (English stemming: "dogs" finds "dog").
 TS_CONFIG = "english"
-
-
-@attrs.frozen
-class Migration:
-    """A named, ordered schema change: SQL statements run in the migrating transaction,
-    then ``run`` (if given) for changes that depend on the server (e.g. an extension)."""
-
-    name: str
-    statements: tuple[str, ...] = ()
-    run: Callable[[psycopg.Connection], None] | None = None
 
 
 _INITIAL = Migration(
@@ -180,12 +168,6 @@ _INJECTED = Migration("0004_exchange_injected", ("ALTER TABLE exchanges ADD COLU
 #: Every migration, in the order it must be applied.
 MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _EMBEDDINGS, _PGVECTOR, _INJECTED)
 
-_LEDGER = """
-CREATE TABLE IF NOT EXISTS memtap_migrations (
-    name       TEXT PRIMARY KEY,
-    applied_at TIMESTAMPTZ NOT NULL
-)
-"""
 #: Advisory-lock namespace: the lock key is this plus the schema, hashed by the server.
 LOCK_NAMESPACE = "memtap.migrations:"
 
@@ -197,28 +179,23 @@ def apply_migrations(
     schema: str | None = None,
 ) -> list[str]:
     """Apply the migrations the connection's schema has not recorded yet, in order, in one
-    transaction under an advisory lock (all or none), and return the names applied.
+    transaction under an advisory lock (all or none), and return the names applied (core's
+    runner, ``memtap.sdk.run_migrations``).
 
     With ``schema``, the schema is created first if it does not exist.
     """
-    with conn.transaction():
+
+    def lock_and_create_schema() -> None:
         key = LOCK_NAMESPACE + (schema or "")
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [key])
         if schema is not None:
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-        conn.execute(_LEDGER)
-        done = {name for (name,) in conn.execute("SELECT name FROM memtap_migrations").fetchall()}
-        applied: list[str] = []
-        for migration in migrations:
-            if migration.name in done:
-                continue
-            for statement in migration.statements:
-                conn.execute(statement)  # type: ignore[arg-type]  # our own literal SQL
-            if migration.run is not None:
-                migration.run(conn)
-            conn.execute(
-                "INSERT INTO memtap_migrations (name, applied_at) VALUES (%s, %s)",
-                [migration.name, utcnow()],
-            )
-            applied.append(migration.name)
-    return applied
+
+    return run_migrations(
+        conn,
+        migrations,
+        transaction=conn.transaction,
+        placeholder="%s",
+        text_type="TEXT",
+        prepare=lock_and_create_schema,
+    )

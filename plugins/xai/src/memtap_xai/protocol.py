@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from memtap.sdk import (
+    BaseWireProtocol,
+    ChatStreamAccumulator,
     InjectionPlan,
     Message,
     MessageCodec,
@@ -121,12 +123,12 @@ class XaiCodec(MessageCodec):
 CODEC = XaiCodec()
 
 
-class XaiChatProtocol:
-    """xAI Chat over gRPC (``xai_sdk`` ``chat.create(...).sample()`` / ``.stream()``)."""
+class XaiChatProtocol(BaseWireProtocol):
+    """xAI Chat over gRPC (``xai_sdk`` ``chat.create(...).sample()`` / ``.stream()``); its
+    streams always report usage (the base's stream-usage defaults hold)."""
 
     name = "xai.chat"
     provider = "xai"
-    operation = "chat"
 
     def read_request(self, body: Mapping[str, Any]) -> RequestView:
         """Messages, system/developer text, model; ``stream`` is set by the adapter."""
@@ -156,14 +158,6 @@ class XaiChatProtocol:
         )
         return out
 
-    def request_stream_usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """xAI streams always report usage."""
-        return None
-
-    def is_hidden_usage_event(self, event: Any) -> bool:
-        """memtap adds no event."""
-        return False
-
     def read_response(self, data: Mapping[str, Any]) -> ResponseView:
         """The first output's message, every output's finish reason, usage and model."""
         outputs = sorted(data.get("outputs") or (), key=lambda o: o.get("index", 0))
@@ -184,46 +178,7 @@ class XaiChatProtocol:
             model=data.get("model"),
         )
 
-    def new_accumulator(self) -> XaiStreamAccumulator:
-        """A fresh accumulator for ``GetChatCompletionChunk`` messages."""
-        return XaiStreamAccumulator()
-
-
-class XaiStreamAccumulator:
-    """Rebuilds a completion from its chunks (first output's text and tool calls)."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: list[ToolCall] = []
-        self.finish: dict[int, str] = {}
-        self.usage: Any = None
-        self.model: str | None = None
-
-    def feed(self, event: Mapping[str, Any]) -> None:
-        """Take one chunk."""
-        self.model = event.get("model") or self.model
-        if event.get("usage"):
-            self.usage = event["usage"]
-        for output in event.get("outputs") or ():
-            index = output.get("index", 0)
-            if output.get("finish_reason"):
-                self.finish[index] = output["finish_reason"]
-            if index != 0:
-                continue
-            delta = output.get("delta") or {}
-            if delta.get("content"):
-                self.text.append(str(delta["content"]))
-            self.calls.extend(read_tool_calls(delta.get("tool_calls")))
-
-    def result(self) -> ResponseView:
-        """The completion so far."""
-        text = "".join(self.text)
-        messages = (
-            [Message(role="assistant", content=text, tool_calls=self.calls)] if text or self.calls else []
-        )
-        return ResponseView(
-            messages=messages,
-            usage=read_usage(self.usage),
-            finish_reasons=[r for _, r in sorted(self.finish.items())],
-            model=self.model,
-        )
+    def new_accumulator(self) -> ChatStreamAccumulator:
+        """A fresh accumulator for ``GetChatCompletionChunk`` messages: chat deltas under
+        ``outputs``, each tool call whole (the first output's text and tool calls)."""
+        return ChatStreamAccumulator(read_usage, choices="outputs", whole_tool_calls=True)
