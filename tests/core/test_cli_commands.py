@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from memtap import hookimpl
 from memtap.cli.main import MemtapGroup, main
-from memtap.plugins import PluginLoadWarning, make_plugin_manager
+from memtap.memory import plugin_manager
+from memtap.plugins import PluginLoadWarning
 
 NEEDS_PROXY = (
     "memtap proxy needs the memtap-proxy package: `pip install memtap-proxy` "
@@ -23,7 +24,7 @@ def fresh_cli(*plugins: object) -> MemtapGroup:
     """A ``memtap`` group with core's own commands and the plugins given (no entry points)."""
     own = {name: command for name, command in main.commands.items() if name != "proxy"}
     group = MemtapGroup(name="memtap", commands=own)
-    group.add_plugin_commands(make_plugin_manager(entry_points=False, extra=plugins))
+    group.add_plugin_commands(plugin_manager(entry_points=False, extra=plugins))
     return group
 
 

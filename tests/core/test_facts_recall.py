@@ -14,17 +14,17 @@ import attrs
 import pytest
 
 import memtap
-from memtap.builtins import LiteLLMEmbedderPlugin
 from memtap.formats.blocks import CLOSE_TAG, OPEN_TAG, render_blocks
 from memtap.hookspecs import hookimpl
 from memtap.longterm.embedding import resolve_embedder
 from memtap.longterm.index import EntityIndex, Fusion
+from memtap.longterm.litellm_embedder import LiteLLMEmbedderPlugin
 from memtap.longterm.memorize import SCHEMA, MalformedOutputError, episodes_of, parse_operations
 from memtap.longterm.recall import COLD_INDEX_WAIT
 from memtap.longterm.recall_injector import RecallBudget
 from memtap.longterm.remember_tool import MemoryToolError, memory_tool
 from memtap.longterm.text import stem, terms
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap.protocol.model import Attribution, Exchange, Fact, Message
 from memtap.protocol.wire import InjectionRequest, RequestView
 from memtap.storage.store import InMemoryStore
@@ -292,7 +292,7 @@ def test_forget_removes_facts_from_recall(store):
 
 
 def test_embedder_resolution():
-    pm = make_plugin_manager(entry_points=False, extra=[LiteLLMEmbedderPlugin()])
+    pm = plugin_manager(entry_points=False, extra=[LiteLLMEmbedderPlugin()])
     assert resolve_embedder(False, pm) is None
     assert resolve_embedder("off", pm) is None
     assert resolve_embedder(None, pm) is None  # no local default installed here

@@ -1,13 +1,19 @@
-"""Core's module graph has no import cycle, counting every import statement wherever it stands.
+"""Core's module graph has no import cycle and no import up a floor, counting every import
+statement wherever it stands.
 
 A ``TYPE_CHECKING`` block or a function-level import hides a cycle at run time, not in the
 design: the graph below counts every ``import`` / ``from ... import`` node in each file.
+Every room (``storage/``...) and every top-level module (``memory.py``...) has a floor
+(:data:`FLOORS`); imports are followed transitively, so a chain that climbs through a
+top-level module (``adapters -> request -> a module above longterm -> longterm``) fails
+like a direct import would.
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -193,6 +199,7 @@ CONTRACTS = {
     "memtap._version",
     "memtap.protocol.anchors",
     "memtap.protocol.embedder",
+    "memtap.protocol.markers",
     "memtap.protocol.json_encoder",
     "memtap.protocol.secret_names",
     "memtap.errors",
@@ -218,45 +225,125 @@ def test_contracts_are_leaves() -> None:
         assert reached <= CONTRACTS, f"{contract} imports {sorted(reached - CONTRACTS)}"
 
 
-#: Core's rooms, bottom first: each may import the rooms before it, never one after it.
-ROOMS = [
-    "protocol",
-    "storage",
-    "redact",
-    "formats",
-    "workers",
-    "history",
-    "capture",
-    "request",
-    "adapters",
-    "longterm",
-    "cli",
+#: Core's floors, bottom first. A unit is a room (a subpackage, ``storage`` for
+#: ``memtap.storage.*``) or a top-level module (``memory`` for ``memtap.memory``;
+#: ``__init__`` is the package itself, ``import memtap``). A unit imports only units on
+#: floors below its own (never a unit beside it on its floor), counting every import
+#: statement and following imports through every module on the way.
+FLOORS: list[tuple[str, ...]] = [
+    # The leaves: the contracts (protocol/: data model, wire, anchors, embedder port, hook
+    # markers) and plain values; they import nothing of memtap.
+    ("protocol", "_version", "errors", "memo", "hosts"),
+    ("storage", "tokens"),
+    # Above storage, which needs none of it (stores take records already redacted), and
+    # below everything that redacts.
+    ("redact",),
+    ("telemetry",),
+    ("metrics",),
+    # The hook specifications name storage's Store; the plugin manager loads them.
+    ("hookspecs",),
+    ("plugins",),
+    ("formats",),
+    ("workers",),
+    ("history",),
+    ("capture",),
+    ("request",),
+    ("adapters",),
+    ("longterm",),
+    # The composition root: core's defaults, each from its room, handed to the plugin manager.
+    ("memory",),
+    ("__init__",),
+    ("testing",),
+    # What plugin authors import, and the command line.
+    ("sdk", "cli"),
 ]
 
 
-def _room(module: str) -> str | None:
+def _unit(module: str) -> str:
+    """The room or top-level module ``module`` belongs to (``__init__``: ``memtap`` itself)."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 and parts[1] in ROOMS else None
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_every_subpackage_is_a_known_room() -> None:
-    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
-    # testing: for tests only; sdk: the plugin SDK, a facade over the rooms (re-exports only),
-    # placed with the top-level modules such as ``memory``.
-    assert packages - {"testing", "sdk"} == set(ROOMS)
+def _room(module: str) -> str | None:
+    """The room (subpackage) of ``module``, ``None`` for a top-level module."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else None
 
 
-def test_rooms_import_only_rooms_below_them() -> None:
-    """The folders are layers: a room imports only rooms listed before it in ``ROOMS``
-    (top-level modules such as ``memory`` and ``builtins`` are not rooms)."""
-    upward = []
-    for module, targets in import_graph().items():
-        source = _room(module)
-        for target in targets:
-            room = _room(target)
-            if source and room and source != room and ROOMS.index(room) > ROOMS.index(source):
-                upward.append(f"{module} imports {target}")
-    assert not upward, "\n".join(sorted(upward))
+def upward_imports(graph: dict[str, set[str]], floors: list[tuple[str, ...]]) -> list[str]:
+    """Every import chain in ``graph`` that leaves its module's unit for one on the same floor
+    or higher, followed transitively from each module (a chain is reported where it first
+    steps up, as ``a imports b imports c``). A unit with no floor is reported too."""
+    level = {unit: i for i, floor in enumerate(floors) for unit in floor}
+    found = [f"{module} is on no floor" for module in sorted(graph) if _unit(module) not in level]
+    for start in sorted(graph):
+        home = _unit(start)
+        if home not in level:
+            continue
+        parent: dict[str, str | None] = {start: None}
+        todo = deque([start])
+        while todo:
+            module = todo.popleft()
+            for target in sorted(graph.get(module, ())):
+                if target in parent:
+                    continue
+                parent[target] = module
+                unit = _unit(target)
+                if unit == home or level.get(unit, -1) < level[home]:
+                    todo.append(target)
+                    continue
+                chain: list[str] = [target]
+                while (step := parent[chain[-1]]) is not None:
+                    chain.append(step)
+                found.append(" imports ".join(reversed(chain)))
+    return found
+
+
+def test_every_unit_has_a_floor_and_every_floor_names_a_unit() -> None:
+    units = {_unit(m) for m in import_graph()}
+    placed = [unit for floor in FLOORS for unit in floor]
+    assert len(placed) == len(set(placed)), "a unit on two floors"
+    assert units <= set(placed), f"on no floor: {sorted(units - set(placed))}"
+    assert set(placed) <= units, f"no such room or module: {sorted(set(placed) - units)}"
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    """Read from every import statement of every module, followed transitively: no room or
+    top-level module reaches one on its own floor or above."""
+    upward = upward_imports(import_graph(), FLOORS)
+    assert not upward, "\n".join(upward)
+
+
+def test_the_floor_check_sees_an_upward_import_through_a_top_level_module() -> None:
+    """Planted: ``plugins.py`` (a top-level module low in the house) imports the composition
+    root, as it once imported the built-ins. The check reports the planted arrow, and the
+    chains through it from the rooms below (capture reaches memory through plugins)."""
+    graph = {module: set(targets) for module, targets in import_graph().items()}
+    assert upward_imports(graph, FLOORS) == []
+    source = "from memtap.memory import plugin_manager\nfrom memtap import hookspecs\n"
+    graph["memtap.plugins"] |= module_imports(source, "memtap.plugins", False, graph)
+    upward = upward_imports(graph, FLOORS)
+    assert "memtap.plugins imports memtap.memory" in upward
+    assert "memtap.capture.durability imports memtap.plugins imports memtap.memory" in upward
+    # A chain that climbs only past a top-level module: each step down but the last.
+    synthetic = {
+        "memtap.adapters.tracked": {"memtap.request.tap"},
+        "memtap.request.tap": {"memtap.telemetry"},
+        "memtap.telemetry": {"memtap.longterm.recall"},
+        "memtap.longterm.recall": set(),
+    }
+    assert upward_imports(synthetic, FLOORS) == [
+        "memtap.adapters.tracked imports memtap.request.tap imports memtap.telemetry"
+        " imports memtap.longterm.recall",
+        "memtap.request.tap imports memtap.telemetry imports memtap.longterm.recall",
+        "memtap.telemetry imports memtap.longterm.recall",
+    ]
+    # A module beside another on its floor is not below it; a unit with no floor is reported.
+    assert upward_imports({"memtap.sdk": {"memtap.cli.main"}, "memtap.cli.main": set()}, FLOORS) == [
+        "memtap.sdk imports memtap.cli.main"
+    ]
+    assert upward_imports({"memtap.newcomer": set()}, FLOORS) == ["memtap.newcomer is on no floor"]
 
 
 def test_contracts_import_nothing_of_memtap_but_contracts() -> None:

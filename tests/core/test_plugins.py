@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 import memtap
-from memtap.builtins import RedactPlugin, builtin_plugins, memory_plugins, stream_accumulator
+from memtap.capture.accumulation import stream_accumulator
+from memtap.capture.formatting import RedactPlugin
 from memtap.formats.openai_chat import ChatFormatProtocol, ChatStreamAccumulator
 from memtap.hookspecs import hookimpl
+from memtap.memory import default_plugins, memory_plugins, plugin_manager
 from memtap.plugins import ENTRY_POINT_GROUP, PluginInfo, PluginLoadWarning, make_plugin_manager
 from memtap.protocol.model import Attribution, Exchange, Message, utcnow
 from memtap.protocol.wire import RawExchange
@@ -48,7 +50,7 @@ def test_distribution(tmp_path: Path, monkeypatch) -> Path:
 
 
 def test_builtins_are_registered_by_name():
-    pm = make_plugin_manager(entry_points=False)
+    pm = plugin_manager(entry_points=False)
     for name in BUILTINS:
         assert pm.has_plugin(name)
     assert isinstance(pm.get_plugin("redact"), RedactPlugin)
@@ -62,11 +64,35 @@ def test_every_builtin_of_a_memory_is_built_in_one_place():
         stateful = memory_plugins(
             memory.histories, memory.history_budget, memory.longterm.engine, memtap.RecallBudget()
         )
-        assert registered == memory.pm.builtin_names == set(builtin_plugins()) | set(stateful)
+        assert registered == memory.pm.builtin_names == set(default_plugins()) | set(stateful)
         for name, plugin in stateful.items():
             assert type(memory.pm.get_plugin(name)) is type(plugin)
     finally:
         memory.close()
+
+
+def test_a_memory_registers_core_defaults_first_and_its_injectors_last_in_order():
+    memory = memtap.Memory("memory://", entry_points=False, spool=False, embedder=False)
+    try:
+        names = [name for name, plugin in memory.pm.list_name_plugin() if plugin is not None]
+        assert names == [
+            "payload",
+            "redact",
+            "accumulator",
+            "memory-store",
+            "litellm-embedder",
+            "history",
+            "recall",
+        ]
+    finally:
+        memory.close()
+
+
+def test_the_plugin_manager_registers_only_the_defaults_it_is_handed():
+    assert not make_plugin_manager(defaults={}, entry_points=False).builtin_names
+    pm = make_plugin_manager(defaults={"redact": RedactPlugin()}, entry_points=False)
+    assert pm.builtin_names == {"redact"}
+    assert [name for name, _ in pm.list_name_plugin()] == ["redact"]
 
 
 class _Chat(ChatFormatProtocol):
@@ -76,17 +102,17 @@ class _Chat(ChatFormatProtocol):
 
 def test_a_stream_has_the_one_default_accumulator_even_with_the_builtin_disabled(monkeypatch):
     assert isinstance(
-        stream_accumulator(make_plugin_manager(entry_points=False).hook, _Chat()), ChatStreamAccumulator
+        stream_accumulator(plugin_manager(entry_points=False).hook, _Chat()), ChatStreamAccumulator
     )
     monkeypatch.setenv("MEMTAP_DISABLE_PLUGINS", "accumulator")
-    pm = make_plugin_manager(entry_points=False)
+    pm = plugin_manager(entry_points=False)
     assert pm.hook.memtap_stream_accumulator(protocol=_Chat()) is None
     assert isinstance(stream_accumulator(pm.hook, _Chat()), ChatStreamAccumulator)
 
 
 def test_disabling_a_builtin_blocks_it(monkeypatch):
     monkeypatch.setenv("MEMTAP_DISABLE_PLUGINS", " redact , memory-store")
-    pm = make_plugin_manager(entry_points=False)
+    pm = plugin_manager(entry_points=False)
     assert not pm.has_plugin("redact")
     assert not pm.has_plugin("memory-store")
     assert pm.is_blocked("redact")
@@ -124,16 +150,16 @@ def format_with(pm) -> Exchange:
 
 
 def test_redact_builtin_wraps_formatters_unless_disabled(monkeypatch):
-    redacting = make_plugin_manager(entry_points=False, extra=[SecretFormatter()])
+    redacting = plugin_manager(entry_points=False, extra=[SecretFormatter()])
     assert format_with(redacting).input[0].content == "key [REDACTED]"
     monkeypatch.setenv("MEMTAP_DISABLE_PLUGINS", "redact")
-    plain = make_plugin_manager(entry_points=False, extra=[SecretFormatter()])
+    plain = plugin_manager(entry_points=False, extra=[SecretFormatter()])
     assert format_with(plain).input[0].content == f"key {SECRET}"
 
 
 def test_broken_plugin_warns_by_name_and_others_still_load(test_distribution):
     with pytest.warns(PluginLoadWarning) as record:
-        pm = make_plugin_manager()
+        pm = plugin_manager()
     messages = [str(w.message) for w in record if issubclass(w.category, PluginLoadWarning)]
     assert len(messages) == 1
     assert "'broken'" in messages[0]
@@ -151,7 +177,7 @@ def test_disabling_an_entry_point_skips_importing_it(test_distribution, monkeypa
     monkeypatch.setenv("MEMTAP_DISABLE_PLUGINS", "good,broken")
     with warnings.catch_warnings():
         warnings.simplefilter("error", PluginLoadWarning)
-        pm = make_plugin_manager()
+        pm = plugin_manager()
     assert not pm.has_plugin("good")
     assert not pm.has_plugin("broken")
     assert GOOD_MODULE not in sys.modules
@@ -160,7 +186,7 @@ def test_disabling_an_entry_point_skips_importing_it(test_distribution, monkeypa
 
 def test_describe_lists_hooks_per_plugin(test_distribution):
     with pytest.warns(PluginLoadWarning):
-        pm = make_plugin_manager()
+        pm = plugin_manager()
     info = {p.name: p for p in pm.describe()}
 
     assert info["good"] == PluginInfo(
@@ -185,7 +211,7 @@ def test_describe_lists_hooks_per_plugin(test_distribution):
 
 def test_trace_env_logs_hook_calls(monkeypatch, caplog):
     monkeypatch.setenv("MEMTAP_TRACE_PLUGINS", "1")
-    pm = make_plugin_manager(entry_points=False)
+    pm = plugin_manager(entry_points=False)
     with caplog.at_level(logging.INFO, logger="memtap.plugins.trace"):
         pm.hook.memtap_store_schemes()
     traced = [r.getMessage() for r in caplog.records if r.name == "memtap.plugins.trace"]
@@ -196,7 +222,7 @@ def test_trace_env_logs_hook_calls(monkeypatch, caplog):
 @pytest.mark.parametrize("value", ["", "0", "false"])
 def test_trace_is_off_unless_asked(monkeypatch, caplog, value):
     monkeypatch.setenv("MEMTAP_TRACE_PLUGINS", value)
-    pm = make_plugin_manager(entry_points=False)
+    pm = plugin_manager(entry_points=False)
     with caplog.at_level(logging.DEBUG, logger="memtap.plugins.trace"):
         pm.hook.memtap_store_schemes()
     assert [r for r in caplog.records if r.name == "memtap.plugins.trace"] == []

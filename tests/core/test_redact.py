@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from memtap.builtins import REDACTED, redact_exchange, redact_text
 from memtap.hookspecs import hookimpl
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap.protocol.model import Attribution, Exchange, Message, ToolCall, utcnow
 from memtap.protocol.wire import RawExchange
+from memtap.redact import REDACTED, redact_exchange, redact_text
 
 SECRETS = {
     "openai": "sk-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0",
@@ -176,7 +176,7 @@ def raw_exchange() -> RawExchange:
 
 def test_redact_plugin_wraps_whatever_a_formatter_returns(monkeypatch):
     monkeypatch.delenv("MEMTAP_DISABLE_PLUGINS", raising=False)
-    pm = make_plugin_manager(entry_points=False, extra=[LeakyFormatter()])
+    pm = plugin_manager(entry_points=False, extra=[LeakyFormatter()])
     exchange = pm.hook.memtap_format_exchange(raw=raw_exchange())
     assert exchange == redact_exchange(exchange_with_secrets())
     assert exchange.input[0].content == f"use {REDACTED} please"

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 import memtap
 from memtap.cli.main import MemtapGroup, main
 from memtap.errors import install_hint
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap.protocol.model import Attribution, Exchange, Message
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_install_hints_name_folders_that_exist(distribution):
 @pytest.mark.parametrize(("command", "folder"), [("ui", "./contrib/ui"), ("mcp", "./contrib/mcp")])
 def test_a_missing_plugin_command_says_how_to_get_it(command, folder):
     cli = MemtapGroup(name="memtap")
-    cli.add_plugin_commands(make_plugin_manager(entry_points=False))
+    cli.add_plugin_commands(plugin_manager(entry_points=False))
     result = CliRunner().invoke(cli, [command])
     assert result.exit_code == 1, result.output
     assert "No such command" not in result.output

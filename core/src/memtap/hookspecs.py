@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from memtap.protocol.markers import PROJECT_NAME, hookimpl, hookspec
 
 if TYPE_CHECKING:
     import click
@@ -42,11 +42,9 @@ if TYPE_CHECKING:
     )
     from memtap.storage.store import Store
 
-PROJECT_NAME = "memtap"
-
-hookspec = pluggy.HookspecMarker(PROJECT_NAME)
-#: Decorator marking a function as the implementation of a memtap hook.
-hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+#: The markers are defined with the contracts (rooms mark their default plugins with them
+#: without importing these specifications) and re-exported here, where plugins find them.
+__all__ = ["PROJECT_NAME", "hookimpl", "hookspec"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -102,8 +100,9 @@ def memtap_stream_accumulator(protocol: WireProtocol) -> StreamAccumulator | Non
     """Return a fresh accumulator for one streamed response in ``protocol``.
 
     The accumulator is fed every event (as the wire's JSON object) in order and finalised
-    exactly once. The default answer is ``protocol.new_accumulator()``; implement this hook
-    only to replace a protocol's accumulator.
+    exactly once. The default answer is the protocol's own
+    (:func:`memtap.protocol.wire.default_accumulator`); implement this hook only to replace
+    a protocol's accumulator.
     """
 
 

@@ -1,4 +1,6 @@
-"""The public facade: :class:`Memory`."""
+"""The public facade, :class:`Memory`, and the composition root: core's default plugins, each
+from the room that owns its job, are put together here (:func:`default_plugins`,
+:func:`memory_plugins`) and handed to the plugin manager (:func:`plugin_manager`)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from typing import Any, TypeVar
 
 import attrs
 
-from memtap.builtins import memory_plugins
+from memtap.capture.accumulation import AccumulatorPlugin
 from memtap.capture.durability import SpoolOption, open_spool, replay_orphans
 from memtap.capture.explanation import explain as explain_exchange
+from memtap.capture.formatting import PayloadPlugin, RedactPlugin
 from memtap.capture.private import make_private
 from memtap.capture.quarantine import open_quarantine
 from memtap.capture.writer import CapturedCall, CaptureWriter
@@ -29,15 +32,18 @@ from memtap.errors import (
     install_hint,
 )
 from memtap.formats.content import given_messages
+from memtap.formats.scaffolding import own_view
 from memtap.history.conversation import resent_count
 from memtap.history.injector import HistoryBudget, SessionHistories
 from memtap.history.known_sessions import KnownSessions
+from memtap.history.plugin import HistoryPlugin
 from memtap.longterm.embedding import Embedder, EmbedderOption, resolve_embedder
 from memtap.longterm.facts import LongTermMemory
 from memtap.longterm.index import TOMBSTONE
+from memtap.longterm.litellm_embedder import LiteLLMEmbedderPlugin
 from memtap.longterm.memorize import LLMOption, resolve_llm
-from memtap.longterm.recall import RecallStats
-from memtap.longterm.recall_injector import RecallBudget
+from memtap.longterm.recall import RecallEngine, RecallStats
+from memtap.longterm.recall_injector import RecallBudget, RecallPlugin
 from memtap.longterm.remember_tool import ToolFormat
 from memtap.plugins import PluginManager, make_plugin_manager, wire_protocols
 from memtap.protocol.anchors import AgentProfile
@@ -57,10 +63,10 @@ from memtap.protocol.model import (
 )
 from memtap.protocol.wire import RawExchange, WireProtocol
 from memtap.redact import guard_loggers, redact_exchange, redact_id, redact_optional_id, redact_url
-from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes
 from memtap.request.tap import Tap
 from memtap.storage.changes import CacheFollower
+from memtap.storage.plugin import MemoryStorePlugin
 from memtap.storage.storable import storable, unstorable_characters
 from memtap.storage.store import Store, as_store_url, exchange_messages, require_existing_store
 from memtap.storage.waiting import WaitingStore
@@ -74,6 +80,39 @@ REGISTRATION_ATTR = "_memtap_registration"
 _RESTORE_ATTR = "_memtap_restore"
 
 C = TypeVar("C")
+
+
+def default_plugins() -> dict[str, object]:
+    """Core's stateless default plugins by name, fresh instances in registration order
+    (every plugin manager registers them: :func:`plugin_manager`). Each lives in the room
+    whose job it does."""
+    return {
+        "payload": PayloadPlugin(),
+        "redact": RedactPlugin(),
+        "accumulator": AccumulatorPlugin(),
+        "memory-store": MemoryStorePlugin(),
+        "litellm-embedder": LiteLLMEmbedderPlugin(),
+    }
+
+
+def memory_plugins(
+    histories: SessionHistories,
+    history_budget: HistoryBudget,
+    recall_engine: RecallEngine,
+    recall_budget: RecallBudget,
+) -> dict[str, object]:
+    """The default injectors of one :class:`Memory` by name, bound to its session
+    histories and recall engine (it registers them once those exist)."""
+    return {
+        "history": HistoryPlugin(histories, history_budget),
+        "recall": RecallPlugin(recall_engine, histories, history_budget, recall_budget),
+    }
+
+
+def plugin_manager(*, entry_points: bool = True, extra: Iterable[object] = ()) -> PluginManager:
+    """A plugin manager with core's defaults (:func:`default_plugins`), the installed
+    plugins (unless ``entry_points`` is false, as in tests) and ``extra`` plugin objects."""
+    return make_plugin_manager(defaults=default_plugins(), entry_points=entry_points, extra=extra)
 
 
 def memtap_home() -> Path:
@@ -116,7 +155,7 @@ def open_existing_memory(store: str | None = None) -> Memory:
     ways out) rather than being waited for."""
     url = as_store_url(store) if store else default_store_url()
     require_existing_store(url)
-    return Memory(open_store(url, make_plugin_manager()))
+    return Memory(open_store(url, plugin_manager()))
 
 
 def open_or_wait(url: str, pm: PluginManager) -> Store:
@@ -206,7 +245,7 @@ class Memory:
         agent: str | None = None,
         format_in_caller: bool = False,
     ) -> None:
-        self.pm = make_plugin_manager(entry_points=entry_points, extra=plugins)
+        self.pm = plugin_manager(entry_points=entry_points, extra=plugins)
         home = memtap_home()
         guard_loggers()  # the plugins just loaded have their loggers now
         if store is None:

@@ -1,4 +1,5 @@
-"""Finding and loading plugins: entry points in group ``memtap``, plus core's built-ins.
+"""Finding and loading plugins: entry points in group ``memtap``, plus the built-ins the
+composition root hands over (core's defaults: :func:`memtap.memory.default_plugins`).
 
 ``MEMTAP_DISABLE_PLUGINS=a,b`` blocks plugins by name (built-ins too);
 ``MEMTAP_TRACE_PLUGINS=1`` logs every hook call (logger ``memtap.plugins.trace``). A plugin
@@ -12,7 +13,7 @@ import importlib.metadata
 import logging
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -20,7 +21,6 @@ import pluggy
 
 from memtap import hookspecs
 from memtap._version import __version__
-from memtap.builtins import builtin_plugins
 
 if TYPE_CHECKING:
     from memtap.protocol.anchors import AgentProfile
@@ -68,7 +68,7 @@ class PluginManager(pluggy.PluginManager):
         self.distributions: dict[str, tuple[str | None, str | None]] = {}
         self.builtin_names: set[str] = set()
 
-    def register_builtins(self, plugins: dict[str, object], blocked: Iterable[str] = ()) -> None:
+    def register_builtins(self, plugins: Mapping[str, object], blocked: Iterable[str] = ()) -> None:
         """Register core's built-in plugins (except blocked names)."""
         for name, plugin in plugins.items():
             if name in blocked:
@@ -136,14 +136,18 @@ def agent_profiles(hook: pluggy.HookRelay) -> list[AgentProfile]:
     return [p for group in hook.memtap_agent_profiles() for p in group or ()]
 
 
-def make_plugin_manager(*, entry_points: bool = True, extra: Iterable[object] = ()) -> PluginManager:
-    """A plugin manager with core's built-ins, the installed plugins (unless
-    ``entry_points`` is false, as in tests) and ``extra`` plugin objects."""
+def make_plugin_manager(
+    *, defaults: Mapping[str, object], entry_points: bool = True, extra: Iterable[object] = ()
+) -> PluginManager:
+    """A plugin manager with the built-ins ``defaults`` (by name, registered first, in
+    order), the installed plugins (unless ``entry_points`` is false, as in tests) and
+    ``extra`` plugin objects. :func:`memtap.memory.plugin_manager` hands it core's
+    defaults."""
     pm = PluginManager()
     blocked = disabled_plugins()
     for name in blocked:
         pm.set_blocked(name)
-    pm.register_builtins(builtin_plugins(), blocked)
+    pm.register_builtins(defaults, blocked)
     if entry_points:
         pm.load_entry_points(blocked)
     for plugin in extra:

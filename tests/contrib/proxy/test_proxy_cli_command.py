@@ -12,13 +12,13 @@ from click.testing import CliRunner
 import memtap
 import memtap_proxy.plugin
 from memtap.cli.main import MemtapGroup, main
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap_proxy.cli import proxy
 
 
 def test_the_plugin_adds_the_proxy_command():
     cli = MemtapGroup(name="memtap")
-    cli.add_plugin_commands(make_plugin_manager(entry_points=False, extra=[memtap_proxy.plugin]))
+    cli.add_plugin_commands(plugin_manager(entry_points=False, extra=[memtap_proxy.plugin]))
     assert cli.commands["proxy"] is proxy
 
 

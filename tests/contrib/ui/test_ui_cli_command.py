@@ -15,13 +15,13 @@ from click.testing import CliRunner
 
 import memtap_ui.plugin
 from memtap.cli.main import MemtapGroup, main
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap_ui.cli import ui
 
 
 def test_the_plugin_adds_the_ui_command():
     cli = MemtapGroup(name="memtap")
-    cli.add_plugin_commands(make_plugin_manager(entry_points=False, extra=[memtap_ui.plugin]))
+    cli.add_plugin_commands(plugin_manager(entry_points=False, extra=[memtap_ui.plugin]))
     assert cli.commands["ui"] is ui
 
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import memtap_agents
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap.protocol.anchors import INJECTION_POINTS, Anchor, detect_profile, place, place_texts, rebuild
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GENERIC
 
@@ -28,7 +28,7 @@ PROFILES = [CLAUDE_CODE, CODEX, CODEBUDDY, GENERIC]
 
 
 def test_the_hook_lists_every_profile() -> None:
-    pm = make_plugin_manager(entry_points=False, extra=[memtap_agents])
+    pm = plugin_manager(entry_points=False, extra=[memtap_agents])
     names = [p.name for group in pm.hook.memtap_agent_profiles() for p in group]
     assert names == [
         "claude-code",

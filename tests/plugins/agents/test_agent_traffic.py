@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from memtap.formats.scaffolding import TaggedScaffolding, is_side_call, own_messages
 from memtap.protocol.model import Message
 from memtap.protocol.wire import RequestView
-from memtap.request.scaffolding import TaggedScaffolding, is_side_call, own_messages
 from memtap_agents import CLAUDE_CODE, CODEBUDDY, CODEX, GEMINI_CLI, GENERIC
 from memtap_agents.profiles import CUT_MEMO_CHARS
 from memtap_agents.traffic import claude_code_session, codex_session, gemini_cli_side_call

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 import memtap_agents
+from memtap.formats.scaffolding import is_side_call, looks_like_agent, own_view
 from memtap.protocol.model import Message
 from memtap.protocol.wire import RequestView
-from memtap.request.scaffolding import is_side_call, looks_like_agent, own_view
 from memtap.sdk import detect_profile
 from memtap_agents import AIDER, OPENCODE, QWEN_CODE
 from memtap_agents.profiles import QuotedPrompt

@@ -13,9 +13,9 @@ import memtap
 import memtap_anthropic
 from memtap import hookimpl
 from memtap.formats.blocks import OPEN_TAG
+from memtap.formats.scaffolding import TaggedScaffolding
 from memtap.protocol.anchors import Segment
 from memtap.protocol.wire import SystemBlock
-from memtap.request.scaffolding import TaggedScaffolding
 
 API_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 ENVIRONMENT = {

@@ -13,7 +13,7 @@ import pytest
 import memtap
 import memtap_minilm
 from memtap.longterm.embedding import resolve_embedder
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap.storage.store import InMemoryStore
 from memtap_minilm.embedder import DIM, MODEL_NAME, MiniLMEmbedder, model_path, tokenizer_path
 
@@ -42,7 +42,7 @@ def test_vectors_are_unit_length_and_semantic(embedder):
 
 
 def test_hook_answers_default_and_minilm_only():
-    pm = make_plugin_manager(entry_points=False, extra=[memtap_minilm])
+    pm = plugin_manager(entry_points=False, extra=[memtap_minilm])
     assert resolve_embedder(None, pm).name == MODEL_NAME
     assert resolve_embedder("minilm", pm).name == MODEL_NAME
     assert memtap_minilm.memtap_embedder(spec="litellm:x") is None

@@ -13,9 +13,9 @@ import memtap
 import memtap_openai
 from memtap import hookimpl
 from memtap.capture.spool import Spool, encode_record
+from memtap.formats.scaffolding import TaggedScaffolding
 from memtap.protocol.anchors import Segment
 from memtap.protocol.model import Attribution
-from memtap.request.scaffolding import TaggedScaffolding
 from memtap.storage.store import InMemoryStore
 
 ENVIRONMENT = "<environment_context>\n  <cwd>/p</cwd>\n</environment_context>"

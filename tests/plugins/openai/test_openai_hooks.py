@@ -11,12 +11,12 @@ from openai_support import API_KEY, user
 import memtap
 import memtap_openai
 from memtap import hookimpl
-from memtap.plugins import make_plugin_manager
+from memtap.memory import plugin_manager
 from memtap.protocol.wire import ClientAdapter, WireProtocol
 
 
 def test_memtap_match_client_recognises_sync_and_async_clients_only():
-    pm = make_plugin_manager(entry_points=False, extra=[memtap_openai])
+    pm = plugin_manager(entry_points=False, extra=[memtap_openai])
     for client in (openai.OpenAI(api_key=API_KEY), openai.AsyncOpenAI(api_key=API_KEY)):
         adapter = pm.hook.memtap_match_client(client=client)
         assert isinstance(adapter, ClientAdapter) and adapter.provider == "openai"
@@ -27,8 +27,8 @@ def test_memtap_match_client_recognises_sync_and_async_clients_only():
 def test_matching_never_imports_the_sdk():
     code = (
         "import sys, memtap_openai\n"
-        "from memtap.plugins import make_plugin_manager\n"
-        "pm = make_plugin_manager(entry_points=False, extra=[memtap_openai])\n"
+        "from memtap.memory import plugin_manager\n"
+        "pm = plugin_manager(entry_points=False, extra=[memtap_openai])\n"
         "assert pm.hook.memtap_match_client(client=object()) is None\n"
         "assert 'openai' not in sys.modules, 'matching imported openai'\n"
     )
@@ -36,7 +36,7 @@ def test_matching_never_imports_the_sdk():
 
 
 def test_memtap_wire_protocols_lists_chat_and_responses():
-    pm = make_plugin_manager(entry_points=False, extra=[memtap_openai])
+    pm = plugin_manager(entry_points=False, extra=[memtap_openai])
     protocols = [p for group in pm.hook.memtap_wire_protocols() for p in group]
     assert sorted(p.name for p in protocols) == ["openai.chat", "openai.responses"]
     assert all(isinstance(p, WireProtocol) and p.provider == "openai" for p in protocols)

@@ -1,2 +1,4 @@
-"""After the call: the durable spool, the background writer that formats and stores each
-exchange, and files only their owner can read."""
+"""After the call: a finished call's record turned into an exchange (formatted through the
+payload hooks, with core's default formatter, redaction and stream accumulator), the
+durable spool, the background writer that stores each exchange, and files only their owner
+can read."""

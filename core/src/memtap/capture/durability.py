@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from memtap.builtins import stream_accumulator
+from memtap.capture.accumulation import stream_accumulator
 from memtap.capture.spool import SPOOL_ENV, Spool, decode_record, spool_dir_for
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.plugins import agent_profiles, wire_protocols

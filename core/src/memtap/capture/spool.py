@@ -394,7 +394,8 @@ def journal_call(
     partial: bool,
     stream: bool,
 ) -> Segment | None:
-    """Journal one finished :class:`memtap.request.tap.Call` (request path; never raises): the
+    """Journal one finished call (request path; never raises; ``call`` is a
+    :class:`memtap.capture.finished.FinishedCall`, or anything with its fields): the
     request half made ahead (:func:`journal_request`) joined to the response half
     (``payload``: the response or the stream's events, decoded or as JSON text), redacted,
     in one write. Returns the segment, or ``None`` if the call could not be journaled

@@ -15,8 +15,8 @@ from rich.table import Table
 
 from memtap import __version__
 from memtap.errors import MemtapError, StoreError, install_hint
-from memtap.memory import STORE_ENV, Memory, default_store_url
-from memtap.plugins import PluginLoadWarning, PluginManager, make_plugin_manager
+from memtap.memory import STORE_ENV, Memory, default_store_url, plugin_manager
+from memtap.plugins import PluginLoadWarning, PluginManager
 from memtap.protocol.model import to_dict
 from memtap.storage.store import StoreNotFoundError, as_store_url, require_existing_store
 
@@ -58,7 +58,7 @@ def open_memory(store_url: str | None) -> Memory:
 
     # The store is opened here, not by Memory: a command on a store another process holds
     # ends with one line naming the ways out, where an app's Memory would wait for it.
-    return Memory(open_store(store_url_for(store_url, create=False), make_plugin_manager()))
+    return Memory(open_store(store_url_for(store_url, create=False), plugin_manager()))
 
 
 def require_entity(mem: Memory, entity: str | None) -> None:
@@ -96,7 +96,7 @@ class MemtapGroup(click.Group):
         self._plugin_commands_added = True
         own = dict(self.commands)
         try:
-            (pm or make_plugin_manager()).hook.memtap_cli_commands(cli=self)
+            (pm or plugin_manager()).hook.memtap_cli_commands(cli=self)
         except Exception as exc:
             warnings.warn(
                 f"a memtap plugin failed to add its commands: {type(exc).__name__}: {exc}",
@@ -154,7 +154,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plugins(as_json: bool) -> None:
     """List loaded plugins: distribution, version and the hooks each implements."""
-    pm = make_plugin_manager()
+    pm = plugin_manager()
     infos = pm.describe()
     if as_json:
         click.echo(json.dumps([to_dict(i) for i in infos], indent=2))
@@ -471,7 +471,7 @@ def _open_store(store_url: str | None, *, create: bool = False) -> Any:
     """The store a CLI command names, opened without a Memory (no capture machinery)."""
     from memtap.memory import open_store
 
-    return open_store(store_url_for(store_url, create=create), make_plugin_manager())
+    return open_store(store_url_for(store_url, create=create), plugin_manager())
 
 
 def _progress() -> Any:

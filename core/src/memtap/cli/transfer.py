@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from memtap.builtins import redact_exchange, redact_fact
 from memtap.errors import MemtapError
 from memtap.protocol.model import Exchange, Fact, from_dict, to_dict
+from memtap.redact import redact_exchange, redact_fact
 from memtap.storage.store import Store
 
 FORMAT = "memtap-export"

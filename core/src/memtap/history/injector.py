@@ -8,7 +8,7 @@ session's read a bounded time (none for a session the store does not have), so a
 frozen store never holds a call up for longer. :mod:`memtap.history.conversation` decides what of
 it a request resends and what may be injected (:class:`HistoryBudget` picks what fits,
 never separating a tool call from its results). Core's built-in injector of it is
-:class:`memtap.builtins.HistoryPlugin`.
+:class:`memtap.history.plugin.HistoryPlugin`.
 """
 
 from __future__ import annotations

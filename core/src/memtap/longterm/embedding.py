@@ -7,7 +7,7 @@ through the ``memtap_embedder`` hook; core answers ``litellm:<model>`` itself wi
 :class:`LiteLLMEmbedder` (litellm is imported on first use only).
 
 The port is :mod:`memtap.protocol.embedder`, the litellm adapter :mod:`memtap.longterm.litellm_embedder`, its
-plugin one of core's built-ins (:mod:`memtap.builtins`); this module chooses the embedder.
+default plugin beside it (``litellm-embedder``); this module chooses the embedder.
 """
 
 from __future__ import annotations

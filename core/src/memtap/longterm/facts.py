@@ -1,6 +1,6 @@
 """Long-term memory behind :class:`memtap.Memory`'s fact methods: remember, recall, the
 memorize worker and the ``remember`` agent tool, wired together (the recall injector over
-its engine is one of core's built-ins: :func:`memtap.builtins.memory_plugins`)."""
+its engine is one of core's defaults: :func:`memtap.memory.memory_plugins`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A remote embedder through litellm (core's answer to ``litellm:<model>`` embedder specs;
-litellm is imported on first use only)."""
+"""A remote embedder through litellm, and core's default plugin answering ``litellm:<model>``
+embedder specs with it (litellm is imported on first use only)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["LITELLM_PREFIX", "LiteLLMEmbedder"]
+from memtap.protocol.embedder import Embedder
+from memtap.protocol.markers import hookimpl
+
+__all__ = ["LITELLM_PREFIX", "LiteLLMEmbedder", "LiteLLMEmbedderPlugin"]
 
 #: Embedder specs with this prefix name a litellm embedding model.
 LITELLM_PREFIX = "litellm:"
@@ -36,3 +39,14 @@ class LiteLLMEmbedder:
         response = litellm.embedding(model=self.model, input=list(texts), **self.kwargs)
         rows = sorted(response.data, key=lambda d: d["index"] if isinstance(d, dict) else d.index)
         return [list(r["embedding"] if isinstance(r, dict) else r.embedding) for r in rows]
+
+
+class LiteLLMEmbedderPlugin:
+    """Core's default answer to ``memtap_embedder`` for ``litellm:<model>`` specs."""
+
+    @hookimpl(trylast=True)
+    def memtap_embedder(self, spec: str) -> Embedder | None:
+        """A :class:`LiteLLMEmbedder` for ``litellm:<model>``."""
+        if spec.startswith(LITELLM_PREFIX) and len(spec) > len(LITELLM_PREFIX):
+            return LiteLLMEmbedder(spec[len(LITELLM_PREFIX) :])
+        return None

@@ -78,7 +78,7 @@ class AgentProfile(Protocol):
     Optional, read with ``getattr`` (a profile without them keeps working):
 
     - ``user_text(message) -> str``: a user or tool message's text without the agent's
-      scaffolding (:mod:`memtap.request.scaffolding`), for the recall query, capture and ``mem:``
+      scaffolding (:mod:`memtap.formats.scaffolding`), for the recall query, capture and ``mem:``
       commands;
     - ``own_messages(messages) -> messages``: instead of ``user_text``, for an agent whose
       scaffolding is whole turns (aider's few-shot examples): the messages as their authors
@@ -86,7 +86,7 @@ class AgentProfile(Protocol):
     - ``side_call(view, headers, body) -> bool``: whether a request (its view, its headers
       with lower-case names, its parsed body) is one of the agent's side calls (titles,
       summaries, memory extraction, model routing, checks): the proxy passes it through,
-      neither injected into nor stored (:func:`memtap.request.scaffolding.is_side_call`);
+      neither injected into nor stored (:func:`memtap.formats.scaffolding.is_side_call`);
     - ``session_id(headers, body) -> str | None``: the conversation id the agent sends in
       its own traffic (``headers``: lower-case names to their first value; ``body``: the
       parsed request), read by the proxy when no ``x-memtap-session`` header names one;

@@ -140,7 +140,7 @@ class InjectionRequest:
     caller holds its whole conversation, or the session is only derived from it); what
     the request repeats of the session is still to be reported (``already_present``).
     ``request.messages`` never hold the agent's scaffolding
-    (:func:`memtap.request.scaffolding.own_view`).
+    (:func:`memtap.formats.scaffolding.own_view`).
     """
 
     attribution: Attribution
@@ -246,6 +246,12 @@ class BaseWireProtocol:
         return False
 
 
+def default_accumulator(protocol: WireProtocol) -> StreamAccumulator:
+    """The default accumulator of a stream in ``protocol``, the only one: the protocol's own
+    (what ``memtap_stream_accumulator`` answers unless a plugin replaces it)."""
+    return protocol.new_accumulator()
+
+
 class TapPort(Protocol):
     """What a :class:`ClientAdapter` needs from the tap it installs into a client:
     :class:`memtap.request.tap.Tap` is the one memtap passes (the contract names this shape, not
@@ -281,7 +287,7 @@ class RawExchange:
     ``request_body`` is the body as the application built it (before injection);
     ``response`` the complete response JSON, or ``None`` when ``stream_result`` holds
     what a stream delivered. ``profile`` is the call's agent profile, if one is known:
-    its scaffolding is not the user's (:func:`memtap.request.scaffolding.own_view`).
+    its scaffolding is not the user's (:func:`memtap.formats.scaffolding.own_view`).
     ``request_view`` is the request as injection read it (scaffolding left out), when it
     was: formatting need not read the body again.
     """

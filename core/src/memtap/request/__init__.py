@@ -1,3 +1,3 @@
 """The request path of one intercepted call: attribution (scope), the tap, session-stable
-blocks, what an agent adds that is not the user, and telling a provider's validation rejection
+blocks, and telling a provider's validation rejection
 of memtap's addition from its other errors."""

@@ -4,8 +4,10 @@ An adapter's patched method calls :meth:`Tap.begin` to get a :class:`Call`, runs
 own method inside :meth:`Call.active`, and has the SDK's body-building step call
 :meth:`Call.prepare` (which injects). Then it reports the outcome: :meth:`Call.succeeded`,
 :meth:`Call.failed`, or for streams :meth:`Call.stream_item` per event and
-:meth:`Call.stream_finished` once. Everything after the response is deferred to the
-capture writer. Every step fails open: a memtap error is logged and the call goes on.
+:meth:`Call.stream_finished` once. Then the call hands capture a plain record of itself
+(:class:`memtap.capture.finished.FinishedCall`): everything after the response is capture's,
+journaled at once and formatted by the writer. Every step fails open: a memtap error is
+logged and the call goes on.
 :func:`memtap.adapters.tracked.tracked` drives these steps for an adapter's patched method.
 """
 
@@ -28,28 +30,25 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from memtap import telemetry
-from memtap.builtins import stream_accumulator
-from memtap.capture.explanation import with_injected
-from memtap.capture.spool import Answer, RequestJournal, Spool, journal_call, journal_request
+from memtap.capture.finished import FinishedCall, captured
+from memtap.capture.spool import RequestJournal, Spool, journal_request
 from memtap.capture.writer import CapturedCall, CaptureWriter
+from memtap.formats.scaffolding import own_view
 from memtap.history.injector import SessionHistories, without_waiting
 from memtap.metrics import count
 from memtap.plugins import agent_profiles
 from memtap.protocol.anchors import AgentProfile, detect_profile
-from memtap.protocol.model import Attribution, Exchange, Message, new_id, utcnow
+from memtap.protocol.model import Attribution, Message, new_id, utcnow
 from memtap.protocol.wire import (
     HistoryInjection,
     InjectionPlan,
     InjectionRequest,
-    RawExchange,
     RequestView,
-    ResponseView,
     SystemBlock,
     WireProtocol,
 )
 from memtap.redact import redact_text
 from memtap.request.rejection import Classifier, describe, is_validation_rejection
-from memtap.request.scaffolding import own_view
 from memtap.request.scope import AttributionScopes, in_internal_call
 from memtap.request.sessionblocks import SessionBlocks
 from memtap.storage.store import exchange_messages
@@ -304,7 +303,7 @@ class Call:
         """Given the body the SDK built from the app's arguments, return the body to send.
 
         ``view`` is the protocol's reading of ``body`` when the caller has made it already,
-        with the agent's scaffolding left out (:func:`memtap.request.scaffolding.own_view` with
+        with the agent's scaffolding left out (:func:`memtap.formats.scaffolding.own_view` with
         this call's profile). Called again with the same body on retries: the same result
         is returned. After the provider rejected what memtap sent (:meth:`send`), the app's
         body is returned as it is.
@@ -490,8 +489,7 @@ class Call:
         """A non-streamed call returned ``response``; capture it (converted later)."""
         # Converted once: by the journal on the request path when there is a spool (the
         # writer then reads what it made; neither changes it), else by the writer.
-        data = functools.cache(lambda: to_json(response))
-        self._capture(lambda: (data(), None), error=None, partial=False, journal=lambda: (data(), None))
+        self._capture(functools.cache(lambda: to_json(response)), None, error=None, partial=False)
 
     def failed(self, exc: BaseException) -> None:
         """The call raised before a response: nothing is stored, the span records it."""
@@ -541,121 +539,57 @@ class Call:
         (``error``). Only the first report counts."""
         items = self._stream_items
         events = functools.cache(lambda: [to_json(item) for item in items])  # once, as in succeeded()
-
-        def accumulate() -> tuple[None, ResponseView]:
-            acc = stream_accumulator(self.tap.hook, self.protocol)
-            for event in events():
-                if event is not None:
-                    acc.feed(event)
-            return None, acc.result()
-
         message = redact_text(f"{type(error).__name__}: {error}") if error is not None else None
-        self._capture(
-            accumulate,
-            error=message,
-            partial=partial,
-            stream=True,
-            journal=lambda: (None, [event for event in events() if event is not None]),
-        )
-
-    def _capture_profile(self, body: Mapping[str, Any]) -> AgentProfile | None:
-        """The profile whose scaffolding the capture leaves out: the one injection used,
-        else (a call that never reached :meth:`prepare`) found as it would have been."""
-        if not self._profile_known and self.tap.profiles:
-            self.profile = self.tap.profile(self.agent, self.protocol.read_request(body).system)
-        self._profile_known = True
-        return self.profile
-
-    def _settle_resent(self) -> None:
-        """Make the resend counts left for the call's formatting (fail open: a count that
-        cannot be made counts nothing, and the request's messages are captured)."""
-        present = self.already_present
-        for count_resent in self.resent_later:
-            try:
-                present = max(present, count_resent())
-            except Exception:
-                log.warning("memtap could not tell what a request resends; capturing it whole", exc_info=True)
-        self.already_present = present
-        self.resent_later = ()
+        self._capture(None, events, error=message, partial=partial)
 
     def _capture(
         self,
-        read: Callable[[], tuple[Mapping[str, Any] | None, ResponseView | None]],
+        response: Callable[[], Mapping[str, Any] | None] | None,
+        events: Callable[[], Sequence[Mapping[str, Any] | None]] | None,
         *,
         error: str | None,
         partial: bool,
-        stream: bool = False,
-        journal: Callable[[], tuple[Answer, Sequence[Answer] | None]] | None = None,
     ) -> None:
+        """Hand the finished call to capture (:mod:`memtap.capture.finished`): journaled
+        now, formatted and stored by the writer; its messages join the session's history."""
         if not self._finished.acquire(blocking=False):
             return
         call_ended()
         if self.internal:
             self.span.end()
             return
-        ended_at = utcnow()
-        ended_ns = time.time_ns()
-        body = self.app_body
-
-        def build() -> Exchange | None:
-            if body is None:
-                return None
-            if self.resent_later:
-                # Counted where the call is formatted (the capture writer), off the
-                # request path: the calls it compares with are formatted by then.
-                self._settle_resent()
-            response, stream_result = read()
-            raw = RawExchange(
-                protocol=self.protocol,
-                attribution=self.attribution,
-                request_body=body,
-                response=response,
-                stream_result=stream_result,
-                already_present=self.already_present,
-                started_at=self.started_at,
-                ended_at=ended_at,
-                stream=stream,
-                error=error,
-                partial=partial,
-                id=self.id,
-                profile=self._capture_profile(body),
-                request_view=self.request_view if body is self.app_body else None,
-            )
-            exchange: Exchange | None
-            if not self.span.is_recording():
-                exchange = self.tap.hook.memtap_format_exchange(raw=raw)
-                return exchange
-            parent = trace.set_span_in_context(self.span)
-            with telemetry.tracer().start_as_current_span("memtap.capture.writer", context=parent):
-                exchange = self.tap.hook.memtap_format_exchange(raw=raw)
-            return exchange
-
-        def finish(exchange: Exchange | None) -> Exchange | None:
-            # What only the stored record needs: done by the writer, never on the path of
-            # a later call that reads this one's messages for its history.
-            try:
-                if exchange is not None:
-                    exchange = with_injected(exchange, self.injection)
-                    if self.span.is_recording():
-                        self.span.set_attributes(telemetry.exchange_attributes(exchange))
-                if error is not None:
-                    self.span.set_status(Status(StatusCode.ERROR, error))
-                return exchange
-            finally:
-                self.span.end(end_time=ended_ns)
-
-        item = CapturedCall(build, self.attribution, finish=finish)
-        if self.tap.spool is not None and journal is not None and body is not None:
-            # Durable before the call returns (a kill -9 right after loses nothing).
-            item.segment = journal_call(
-                self.tap.spool, self, body, ended_at, journal, error=error, partial=partial, stream=stream
-            )
-        if self.tap.writer.format_in_caller:
+        tap = self.tap
+        finished = FinishedCall(
+            protocol=self.protocol,
+            attribution=self.attribution,
+            id=self.id,
+            request_body=self.app_body,
+            request_view=self.request_view,
+            started_at=self.started_at,
+            ended_at=utcnow(),
+            ended_ns=time.time_ns(),
+            span=self.span,
+            response=response,
+            events=events,
+            error=error,
+            partial=partial,
+            already_present=self.already_present,
+            resent_later=self.resent_later,
+            injection=self.injection,
+            profile=self.profile,
+            profile_known=self._profile_known,
+            # Looked for when the call is formatted (a call that never reached prepare).
+            profiles=() if self._profile_known else tap.profiles,
+            agent=self.agent or tap.agent,
+            journal=self.journal,
+        )
+        item = captured(finished, tap.hook, tap.spool)
+        if tap.writer.format_in_caller:
             item.exchange()
         self.captured = item
         try:
-            self.tap.histories.append(self.attribution, lambda: _messages(item), self.id)
-            self.tap.writer.submit(item)
+            tap.histories.append(self.attribution, lambda: _messages(item), self.id)
+            tap.writer.submit(item)
         except Exception:
             log.exception("memtap could not queue a captured call")
 

@@ -117,6 +117,7 @@ from memtap.formats.placement import (
     with_tail,
     with_texts,
 )
+from memtap.formats.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.hookspecs import hookimpl
 from memtap.protocol.anchors import AgentProfile, Segment, detect_profile
 from memtap.protocol.embedder import Embedder
@@ -154,7 +155,6 @@ from memtap.protocol.wire import (
 )
 from memtap.redact import redact_text, redact_url
 from memtap.request.rejection import VALIDATION_STATUSES
-from memtap.request.scaffolding import TaggedScaffolding, is_side_call, looks_like_agent, own_view
 from memtap.request.tap import Call, Tap, active_call
 from memtap.sdk import server as _server
 from memtap.sdk import storage as _storage

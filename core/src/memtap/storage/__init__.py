@@ -1,2 +1,2 @@
 """Storage: the contract every backend implements with the built-in in-memory backend,
-what the SQL backends share, and the change feed between processes."""
+the ``memory://`` default plugin, what the SQL backends share, and the change feed between processes."""

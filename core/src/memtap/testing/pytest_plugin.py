@@ -22,7 +22,8 @@ import pytest
 # The shared suites' plain asserts report their operands only when pytest rewrites them.
 pytest.register_assert_rewrite("memtap.testing.storage_suite", "memtap.testing.conformance")
 
-from memtap.plugins import PluginManager, make_plugin_manager  # noqa: E402
+from memtap.memory import plugin_manager  # noqa: E402
+from memtap.plugins import PluginManager  # noqa: E402
 from memtap.storage.store import InMemoryStore  # noqa: E402
 from memtap.testing.server import ScriptedModelServer  # noqa: E402
 
@@ -43,7 +44,7 @@ def memtap_server(_memtap_server_session: ScriptedModelServer) -> ScriptedModelS
 @pytest.fixture
 def memtap_plugin_manager() -> PluginManager:
     """A plugin manager with core's built-in plugins and no entry points loaded."""
-    return make_plugin_manager(entry_points=False)
+    return plugin_manager(entry_points=False)
 
 
 @pytest.fixture
