@@ -21,7 +21,7 @@ from memtap.longterm.index import EntityIndex
 from memtap.longterm.memorize import conversation_turns, episodes_of
 from memtap.protocol.model import Fact, Message
 from memtap.storage.store import InMemoryStore
-from memtap.testing.storage_suite import eventually
+from memtap.testing.timing import eventually
 
 #: How long a turn may take to become recallable (bounded polling, no flush).
 AT_ONCE = 2.0
