@@ -10,7 +10,6 @@ gets from ``memtap.Memory()``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,14 +17,6 @@ import memtap
 
 NOW = dt.datetime(2026, 3, 18, 12, 0, tzinfo=dt.timezone.utc)
 DAY = dt.timedelta(days=1)
-
-
-@pytest.fixture
-def mem() -> Iterator[memtap.Memory]:
-    # Words only: no embedder plugin is loaded (tests/core needs none), every weight as shipped.
-    memory = memtap.Memory("memory://", entry_points=False, spool=False)
-    yield memory
-    memory.close()
 
 
 def ranked(mem: memtap.Memory, question: str, *, k: int = 5) -> list[str]:

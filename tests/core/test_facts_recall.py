@@ -72,11 +72,6 @@ def fact(text: str, n: int = 0, entity: str = "alice", **kw) -> Fact:
     return Fact(entity_id=entity, text=text, created_at=T0 + _dt.timedelta(minutes=n), **kw)
 
 
-@pytest.fixture
-def store():
-    return InMemoryStore()
-
-
 def memory(store, **kw) -> memtap.Memory:
     kw.setdefault("entry_points", False)
     kw.setdefault("embedder", GroupEmbedder())

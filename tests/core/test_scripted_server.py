@@ -16,12 +16,6 @@ WEATHER = ToolCallSpec("get_weather", '{"city": "Tokyo", "unit": "c"}')
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as running:
-        yield running
-
-
-@pytest.fixture
 def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=10) as http:
         yield http

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import openai
@@ -62,12 +62,6 @@ class NoSessionKeys:
         if name == "session_keys":
             raise AttributeError(name)
         return getattr(self.inner, name)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as srv:
-        yield srv
 
 
 def _memory(store: Any, server: ScriptedModelServer) -> tuple[memtap.Memory, openai.OpenAI]:
