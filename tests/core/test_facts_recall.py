@@ -164,6 +164,7 @@ def clustered_vectors(np, n, dim=384, clusters=200, seed=3):
     return (0.8 * common + centres[topic] + 0.9 * rng.normal(size=(n, dim))).astype("float32")
 
 
+@pytest.mark.slow
 def test_sketch_scan_finds_what_the_exact_scan_finds(monkeypatch):
     np = pytest.importorskip("numpy")
     n = 20_000
