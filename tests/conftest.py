@@ -1,6 +1,11 @@
 """Tests never write outside their temporary homes: the whole run gets its own
 ``$MEMTAP_HOME`` (a test that opens a store or a spool without one of its own writes there),
-and the run fails if the real memtap home gained a file meanwhile."""
+and the run fails if the real memtap home gained a file meanwhile.
+
+The short fixture names the tests use are memtap's pytest plugin's
+(:mod:`memtap.testing.pytest_plugin`): ``server``, ``store`` and ``mem`` are
+``memtap_server``, ``memtap_store`` and ``memtap_memory`` (a folder's conftest sets
+``memtap_plugins`` to the plugin it tests)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import memtap
+from memtap.storage.store import InMemoryStore
+from memtap.testing.server import ScriptedModelServer
 
 #: The memtap home of whoever runs the tests (what ``memtap.memory.memtap_home`` would be).
 REAL_HOME = Path(os.environ.get("MEMTAP_HOME") or Path.home() / ".local" / "share" / "memtap").expanduser()
@@ -46,3 +55,21 @@ def _the_real_home_gains_no_file() -> Iterator[None]:
         f"({len(gained)} in all); give the test its own MEMTAP_HOME (tmp_path). (Other memtap "
         f"processes writing there meanwhile count too: where they share it, set {SHARED_HOME_ENV}=1.)"
     )
+
+
+@pytest.fixture
+def server(memtap_server: ScriptedModelServer) -> ScriptedModelServer:
+    """The scripted model server (shared by the run, emptied for each test)."""
+    return memtap_server
+
+
+@pytest.fixture
+def store(memtap_store: InMemoryStore) -> InMemoryStore:
+    """A fresh in-process store."""
+    return memtap_store
+
+
+@pytest.fixture
+def mem(memtap_memory: memtap.Memory) -> memtap.Memory:
+    """A Memory on ``store`` with the folder's ``memtap_plugins``, no entry points loaded."""
+    return memtap_memory

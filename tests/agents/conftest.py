@@ -29,6 +29,7 @@ def upstream() -> Iterator[ScriptedModelServer]:
         yield server
 
 
+# Own mem: on a DuckDB file, with the agent profiles and every provider.
 @pytest.fixture
 def mem(tmp_path: Path) -> Iterator[memtap.Memory]:
     memory = memtap.Memory(

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from memtap.protocol import json_encoder as encoder_module
+
+
+@pytest.fixture
+def memtap_memory_options() -> dict[str, Any]:
+    """Core's ``mem`` recalls by words (no embedder: tests/core needs no plugin) and writes
+    no journal (the spool has tests of its own)."""
+    return {"spool": False, "embedder": False}
 
 
 @pytest.fixture(params=["pydantic-core", "standard-library"])

@@ -12,6 +12,7 @@ from memtap.protocol.model import Message
 from memtap.storage.store import InMemoryStore
 
 
+# Own mem: the spool on (captured turns go through the journal as shipped).
 @pytest.fixture
 def mem():
     m = memtap.Memory(InMemoryStore(), entry_points=False, embedder=None)

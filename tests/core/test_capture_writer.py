@@ -8,6 +8,7 @@ import pytest
 
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.protocol.model import Attribution, Exchange, Message
+from memtap.testing.timing import eventually, slack
 
 
 def make_exchange(i: int) -> Exchange:
@@ -144,7 +145,7 @@ def test_flush_times_out_while_store_is_down_then_succeeds():
 
     started = time.monotonic()
     assert writer.flush(0.2) is False
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < slack(2)
     assert store.written == []
     assert store.attempts >= 1
 
@@ -308,7 +309,8 @@ def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
     """Calls that arrive formatted (the proxy formats in the caller) do not wake the writer
     one by one: it lingers, then writes what came in one batch; a flush cuts the linger."""
     store = FlakyStore()
-    writer = fast_writer(store, linger=0.5)
+    linger = slack(2.0)  # far longer than the test takes to submit: it is still lingering below
+    writer = fast_writer(store, linger=linger)
     writer.format_in_caller = True
     formatted: list[int] = []
 
@@ -324,7 +326,7 @@ def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
     assert formatted == []  # and nothing was formatted ahead of the write
     started = time.monotonic()
     assert writer.flush(5)
-    assert time.monotonic() - started < 0.4  # the flush did not wait out the linger
+    assert time.monotonic() - started < linger / 4  # the flush did not wait out the linger
     assert store.batches == [[f"ex{i:03d}" for i in range(5)]]
     writer.close()
 
@@ -332,16 +334,22 @@ def test_without_formatting_ahead_calls_are_taken_in_one_batch_per_linger():
 def test_without_formatting_ahead_a_backlog_is_written_without_lingering():
     gate = threading.Event()
     store = FlakyStore()
-    writer = fast_writer(gated(store, gate), linger=0.3, batch_size=10)
+    writing = threading.Event()
+    linger = slack(0.3)
+
+    def write(exchanges: list[Exchange]) -> None:
+        writing.set()
+        gated(store, gate)(exchanges)
+
+    writer = fast_writer(write, linger=linger, batch_size=10)
     writer.format_in_caller = True
     writer.submit(captured(0))
-    time.sleep(0.4)  # lingered, now writing the first batch (held at the gate)
+    assert writing.wait(slack(5))  # lingered, now writing the first batch (held at the gate)
     for i in range(1, 31):
         writer.submit(captured(i))
     started = time.monotonic()
     gate.set()
-    while writer.stats.written < 31 and time.monotonic() - started < 5:
-        time.sleep(0.005)
-    assert time.monotonic() - started < 0.25  # not 3 lingers of 0.3 s
+    eventually(lambda: writer.stats.written >= 31)
+    assert time.monotonic() - started < linger * 0.8  # not 3 lingers (not even one)
     assert [len(batch) for batch in store.batches] == [1, 10, 10, 10]
     writer.close()

@@ -15,7 +15,7 @@ from memtap.history.injector import SessionHistories
 from memtap.protocol.model import Attribution, Exchange, Fact, Message, utcnow
 from memtap.storage.changes import EVERYTHING, ChangeCallback, ChangeWatchers, StoreChange
 from memtap.storage.store import InMemoryStore
-from memtap.testing.storage_suite import eventually
+from memtap.testing.timing import eventually, slack
 
 
 class Handle:
@@ -29,6 +29,8 @@ class Handle:
         self.watchers = ChangeWatchers()
         #: Set to make the next index loads wait (a slow reload).
         self.gate: threading.Event | None = None
+        #: Set when a load reaches :attr:`gate`.
+        self.held = threading.Event()
         self.read_by_id = 0
         handles.append(self)
 
@@ -80,6 +82,7 @@ class Handle:
     def indexable_facts(self, *, entity_id: str, model: str | None = None) -> list[Any]:
         rows = self.data.indexable_facts(entity_id=entity_id, model=model)
         if self.gate is not None:
+            self.held.set()
             self.gate.wait(10)
         return rows
 
@@ -136,7 +139,7 @@ def test_a_change_during_a_load_is_loaded_too() -> None:
         b.recall("what does bob like", entity_id="bob")
         hb.gate = threading.Event()
         a.remember("Bob likes coffee", entity_id="bob")  # b starts reloading (held)
-        time.sleep(0.05)
+        assert hb.held.wait(slack(5))
         a.remember("Bob likes cocoa", entity_id="bob")  # while that load waits
         hb.gate.set()
         assert eventually(lambda: len(texts(b, "what does bob like", "bob") or []) == 3)

@@ -99,6 +99,7 @@ def test_a_failing_hook_is_a_warning_and_the_cli_still_works():
     assert "pip install memtap-proxy" in result.output
 
 
+@pytest.mark.slow
 def test_core_commands_do_not_load_plugins():
     cli = MemtapGroup(name="memtap", commands={"stats": main.commands["stats"]})
     with warnings.catch_warnings():

@@ -32,7 +32,8 @@ from memtap.history.conversation import (
     tool_units,
 )
 from memtap.protocol.model import Message
-from memtap.redact import REDACTED
+from memtap.redact import REDACTED, redact_text
+from memtap.testing.secrets import SECRETS
 from memtap.testing.sessions import Round, SessionScript
 from memtap.testing.validation import check_openai_chat
 
@@ -221,10 +222,13 @@ def test_history_off_still_recognises_resent_turns():
 
 _rounds = st.lists(st.builds(Round, st.integers(1, 3), st.booleans(), st.booleans()), max_size=2)
 _turns = st.lists(st.tuples(_rounds, st.booleans()), min_size=1, max_size=8)
+#: Which texts say a credential, and which (real formats from the redaction corpus: memtap
+#: stores them redacted while the app resends them as said).
+_secrets = st.lists(st.one_of(st.none(), st.sampled_from([s.text for s in SECRETS if s.inline])), max_size=6)
 
 
-def _session(turns: list[tuple[list[Round], bool]]) -> SessionScript:
-    s = SessionScript()
+def _session(turns: list[tuple[list[Round], bool]], secrets: Sequence[str | None] = ()) -> SessionScript:
+    s = SessionScript(secrets)
     for rounds, closing in turns:
         s.turn(rounds, closing)
     return s
@@ -238,7 +242,8 @@ def _check(history: Sequence[Message], request: Sequence[Message], new: Sequence
     calls = [c.id for m in body for c in m.tool_calls]
     results = [m.tool_call_id for m in body if m.role == "tool"]
     assert len(calls) == len(set(calls)) and len(results) == len(set(results))
-    keys = [(m.role, m.content) for m in body if m.content]
+    # As memtap stores them: a stored turn is redacted, the app's resent copy is not.
+    keys = [(m.role, redact_text(m.content)) for m in body if m.content]
     assert len(keys) == len(set(keys)), "a message is carried twice"
     assert list(request[plan.present :]) == list(new), "captured messages are not the new ones"
 
@@ -251,15 +256,32 @@ def _in_cache(history: Sequence[Message], request: Sequence[Message]) -> bool:
 
 # The cache holds at least one whole turn (memtap's holds the latest 200 messages).
 @settings(max_examples=300, deadline=None)
-@given(turns=_turns, cache=st.integers(12, 60), window=st.integers(0, 40))
-def test_every_app_style_gets_a_valid_body_without_repeats(turns, cache, window):
-    s = _session(turns)
+@given(turns=_turns, cache=st.integers(12, 60), window=st.integers(0, 40), secrets=_secrets)
+def test_every_app_style_gets_a_valid_body_without_repeats(turns, cache, window, secrets):
+    s = _session(turns, secrets)
     history = s.stored[-cache:]
     styles = ["everything", "window", "results" if s.pending_calls() else "new"]
     for style in styles:
         request, new = s.next_request(style, window=window)
         if _in_cache(history, request):
             _check(history, request, new)
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=_turns, secrets=_secrets, cut=st.integers(0, 100))
+def test_a_fork_injects_no_turn_the_request_carries(turns, secrets, cut):
+    """The app resends an earlier branch (up to a user turn, then a rephrased question) that
+    does not line up with the stored end: no stored turn it carries is injected beside it,
+    said with a secret or not."""
+    s = _session(turns, secrets)
+    starts = [i for i, m in enumerate(s.app) if m.role == "user"]
+    request = [*s.app[: starts[cut % len(starts)]], user(s.text("rephrased question"))]
+    plan = plan_history(s.stored, request, WIDE)
+    body = [*plan.messages, *request]
+    keys = [(m.role, redact_text(m.content)) for m in body if m.content]
+    assert len(keys) == len(set(keys)), "a message is carried twice"
+    calls = [c.id for m in body for c in m.tool_calls]
+    assert len(calls) == len(set(calls))
 
 
 @settings(max_examples=300, deadline=None)

@@ -7,21 +7,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 
-import pytest
-
 import memtap
 from memtap.longterm.recall_injector import fact_line
 from memtap.protocol.model import Message
 from memtap.storage.store import InMemoryStore
 
 MAY_8 = _dt.datetime(2023, 5, 8, 13, 56, tzinfo=_dt.timezone.utc)
-
-
-@pytest.fixture
-def mem():
-    m = memtap.Memory(InMemoryStore(), entry_points=False, embedder=False, spool=False)
-    yield m
-    m.close()
 
 
 def user(text: str) -> Message:

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import memtap
 from memtap import Fact, StoreError
-
-
-@pytest.fixture
-def mem():
-    m = memtap.Memory("memory://", entry_points=False, spool=False, embedder=False)
-    yield m
-    m.close()
 
 
 def test_forgets_the_fact_and_its_history_only(mem):

@@ -7,6 +7,7 @@ from conversation_support import assistant, conversation, user
 
 from memtap.history.injector import SessionHistories
 from memtap.protocol.model import Attribution, Message
+from memtap.testing.timing import slack
 
 # -- SessionHistories ---------------------------------------------------------------------
 
@@ -164,6 +165,9 @@ def test_histories_call_appended_while_another_resolves_is_kept():
 
 
 def test_histories_concurrently_resolved_calls_keep_their_order():
+    """A call appended while another thread resolves the session's earlier call, and read
+    by a third while that resolution is still under way: the read waits for it and gets
+    both calls, in the order they were made."""
     histories = SessionHistories(CountingLoader({("alice", "s1"): [user("loaded")]}))
     histories.get(ALICE_S1)
     first = [user("first"), assistant("reply 1")]
@@ -173,18 +177,24 @@ def test_histories_concurrently_resolved_calls_keep_their_order():
 
     def slow_first() -> list[Message]:
         resolving.set()
-        release.wait(5)
+        assert release.wait(slack(10)), "the test never released the first call"
         return first
 
     histories.append(ALICE_S1, slow_first)
     reader = threading.Thread(target=histories.get, args=(ALICE_S1,))
     reader.start()
-    assert resolving.wait(5)
+    assert resolving.wait(slack(10))  # the reader is resolving the first call now
     histories.append(ALICE_S1, lambda: second)
-    histories.get(ALICE_S1)
+    late: list[list[Message]] = []
+    late_reader = threading.Thread(target=lambda: late.append(list(histories.get(ALICE_S1))))
+    late_reader.start()
+    late_reader.join(0.05)
+    assert not late, "a read returned while an earlier call was still being resolved"
     release.set()
-    reader.join(5)
+    reader.join(slack(10))
+    late_reader.join(slack(10))
 
+    assert late == [[user("loaded"), *first, *second]]
     assert histories.get(ALICE_S1) == [user("loaded"), *first, *second]
 
 

@@ -42,6 +42,7 @@ _JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_JSON)
 def test_either_encoder_writes_json_that_decodes_to_the_same_data(value: Any) -> None:
@@ -53,6 +54,7 @@ def test_either_encoder_writes_json_that_decodes_to_the_same_data(value: Any) ->
     assert _decoded(compact_encoder().encode(value).encode()) == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_STRINGS)
 def test_strings_structures_and_constants_are_written_byte_for_byte_alike(value: Any) -> None:

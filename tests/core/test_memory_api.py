@@ -15,6 +15,7 @@ def clean_env(monkeypatch):
     monkeypatch.delenv("MEMTAP_STORE", raising=False)
 
 
+# Own mem: Memory("memory://") with the spool on, the public API as a user gets it.
 @pytest.fixture
 def mem():
     m = memtap.Memory("memory://", entry_points=False)

@@ -6,7 +6,7 @@ its own attribution and agent."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -70,10 +70,9 @@ def recorder() -> Recorder:
 
 
 @pytest.fixture
-def mem(recorder: Recorder) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory("memory://", entry_points=False, plugins=[recorder], spool=False, embedder=False)
-    yield memory
-    memory.close()
+def memtap_plugins(recorder: Recorder) -> list[object]:
+    """``mem`` registers the recorder."""
+    return [recorder]
 
 
 def body(text: str, system: str | None = None) -> dict[str, Any]:

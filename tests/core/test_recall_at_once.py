@@ -7,7 +7,6 @@ what indexing the new context from scratch gives, over generated facts and conte
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -21,19 +20,12 @@ from memtap.longterm.index import EntityIndex
 from memtap.longterm.memorize import conversation_turns, episodes_of
 from memtap.protocol.model import Fact, Message
 from memtap.storage.store import InMemoryStore
-from memtap.testing.storage_suite import eventually
+from memtap.testing.timing import eventually
 
 #: How long a turn may take to become recallable (bounded polling, no flush).
 AT_ONCE = 2.0
 TURN = "My favourite colour is teal."
 QUESTION = "What is my favourite colour?"
-
-
-@pytest.fixture
-def mem() -> Iterator[memtap.Memory]:
-    m = memtap.Memory(InMemoryStore(), entry_points=False, embedder=False, spool=False)
-    yield m
-    m.close()
 
 
 def user(text: str) -> Message:

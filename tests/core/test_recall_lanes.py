@@ -16,6 +16,7 @@ from memtap.longterm.recall_injector import RecallBudget
 from memtap.protocol.model import Attribution, Fact, Message
 from memtap.protocol.wire import InjectionRequest, RequestView
 from memtap.storage.store import InMemoryStore
+from memtap.testing.timing import eventually, slack, wait_for
 
 # A tiny meaning space: words of one group share a dimension.
 GROUPS = [
@@ -72,9 +73,13 @@ def inject(mem: memtap.Memory, text: str) -> list:
 
 def wait_cached(lane: QueryVectors, question: str, timeout: float = 5.0) -> None:
     """Until the lane has made ``question``'s vector (the assertions after it say whether)."""
-    deadline = time.monotonic() + timeout
-    while lane.cached(question) is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(lambda: lane.cached(question) is not None, timeout)
+
+
+def lane_idle(lane: QueryVectors) -> None:
+    """Until every query the lane had queued has run or been dropped (its one worker takes
+    them in order: a job queued now runs after them)."""
+    lane._pool.submit(lambda: None).result(slack(10))
 
 
 def memory(embedder, **kw) -> memtap.Memory:
@@ -86,13 +91,13 @@ def test_a_call_that_may_not_wait_for_the_full_model_does_not_and_the_next_one_u
     mem = memory(embedder, recall=RecallBudget(model_wait=0.0))
     mem.remember("Alice adopted a beagle", entity_id="alice")
     mem.recall("warm", entity_id="alice")  # index loaded, fact embedded (no deadline)
-    embedder.delay = 0.3
+    embedder.delay = slack(0.3)
     stats = mem.longterm.engine.stats
     escalations = stats.escalations
     started = time.perf_counter()
     # No word shared, a quick vector that knows nothing: only the full model finds it.
     assert inject(mem, "which pet do I own?") == []
-    assert time.perf_counter() - started < 0.2, "the call waited for the full model"
+    assert time.perf_counter() - started < slack(0.2), "the call waited for the full model"
     assert stats.escalations == escalations + 1 and stats.model_deferred == 1
     # The lane made the vector meanwhile: the same question, asked again, has it.
     assert mem.longterm.engine.queries is not None
@@ -144,7 +149,7 @@ def test_a_caller_waiting_for_a_query_that_a_newer_one_replaced_gets_a_timeout()
 
     waiter = threading.Thread(target=wait_for_second)
     waiter.start()
-    time.sleep(0.05)
+    wait_for(lane.busy, what="the second call waiting for the lane")
     with pytest.raises(TimeoutError):
         lane.vector("third", 0.0)  # takes the place of "second"
     waiter.join(5)
@@ -162,10 +167,7 @@ def test_the_lane_is_busy_only_while_a_call_waits_for_it():
     assert not lane.busy()  # embedding, but for the next time: documents need not wait
     waiter = threading.Thread(target=lambda: lane.vector("a call waits", 5.0))
     waiter.start()
-    deadline = time.monotonic() + 5
-    while not lane.busy() and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert lane.busy()
+    wait_for(lane.busy, what="the lane busy")
     embedder.gate.set()
     waiter.join(5)
     assert not lane.busy()
@@ -176,18 +178,26 @@ def test_documents_wait_while_a_call_waits_for_a_query():
     embedder = LaneEmbedder()
     busy = threading.Event()
     busy.set()
+    asked = threading.Event()  # the worker has a document and asked whether the lane is busy
+
+    def lane_busy() -> bool:
+        asked.set()
+        return busy.is_set()
+
     delivered: list[tuple[str, bool]] = []
     worker = EmbeddingWorker(
         embedder,
         InMemoryStore(),
         lambda entity, vectors, quick: delivered.extend((fid, quick) for fid in vectors),
         RecallStats(),
-        lane_busy=busy.is_set,
+        lane_busy=lane_busy,
     )
     worker.YIELD_AT_MOST = 10.0  # type: ignore[misc]  (the bound is not what is tested)
     fact = Fact(entity_id="alice", text="Alice adopted a beagle")
     worker.submit([fact])
-    time.sleep(0.2)
+    assert asked.wait(slack(5))
+    asked.clear()
+    assert asked.wait(slack(5))  # asked again: it waits for the lane, not embedding meanwhile
     assert embedder.texts == [] and worker.pending == 1
     busy.clear()
     assert worker.flush(5)
@@ -220,14 +230,15 @@ def test_by_default_a_call_waits_a_little_for_the_full_model_never_its_whole_dea
     budget = RecallBudget()
     assert 0 < budget.model_wait < budget.deadline
     embedder = LaneEmbedder(quick="blind")
-    mem = memory(embedder, recall=attrs.evolve(budget, deadline=5.0))
+    mem = memory(embedder, recall=attrs.evolve(budget, deadline=slack(5.0)))
     mem.remember("Alice adopted a beagle", entity_id="alice")
     mem.recall("warm", entity_id="alice")
-    embedder.delay = 1.0
+    embedder.gate = threading.Event()  # the full model answers only when the test says so
     started = time.perf_counter()
     assert inject(mem, "which animal lives with me?") == []
-    assert time.perf_counter() - started < 0.5, "the call waited past model_wait"
+    assert time.perf_counter() - started < slack(0.5), "the call waited past model_wait"
     assert mem.longterm.engine.stats.model_deferred == 1
+    embedder.gate.set()
     mem.close()
 
 
@@ -276,7 +287,7 @@ def _overload(mem: memtap.Memory, questions: int = 12) -> None:
 
 def test_under_sustained_load_a_call_does_not_wait_for_the_full_model_and_a_repeat_gets_it():
     embedder = LaneEmbedder(quick="blind")
-    mem = memory(embedder, recall=RecallBudget(deadline=5.0, model_wait=1.0))
+    mem = memory(embedder, recall=RecallBudget(deadline=slack(5.0), model_wait=slack(1.0)))
     mem.remember("Alice adopted a beagle", entity_id="alice")
     mem.recall("warm", entity_id="alice")
     embedder.delay = 0.05
@@ -284,10 +295,10 @@ def test_under_sustained_load_a_call_does_not_wait_for_the_full_model_and_a_repe
     stats = mem.longterm.engine.stats
     assert stats.model_shed > 0
     shed = stats.model_shed
-    embedder.delay = 0.5  # a call that waited would take half a second: far from any noise
+    embedder.delay = slack(0.5)  # a call that waited would take that long: far from any noise
     started = time.perf_counter()
     assert inject(mem, "which pet do I own?") == []  # only the full model finds it
-    assert time.perf_counter() - started < 0.4, "a call under load waited for the full model"
+    assert time.perf_counter() - started < slack(0.4), "a call under load waited for the full model"
     assert stats.model_shed == shed + 1
     # Asked again (a tool loop's next request): not waited for either, but embedded meanwhile.
     assert inject(mem, "which pet do I own?") == []
@@ -308,7 +319,8 @@ def test_a_question_asked_once_under_load_costs_the_full_model_nothing():
     _overload(mem)
     embedded = len(embedder.texts)
     inject(mem, "which pet do I own?")
-    time.sleep(0.1)
+    assert mem.longterm.engine.queries is not None
+    lane_idle(mem.longterm.engine.queries)  # had the question been queued, it has run now
     assert "which pet do I own?" not in embedder.texts[embedded:]
     mem.close()
 

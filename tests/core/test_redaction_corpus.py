@@ -169,6 +169,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(value=json_values, which=st.sampled_from(SECRETS), where=st.sampled_from(CONTEXTS))
 def test_any_json_with_a_secret_stays_valid_and_loses_it(value: Any, which: FakeSecret, where: Any):

@@ -12,6 +12,7 @@ from memtap.protocol.model import Attribution
 from memtap.request.scope import AttributionScopes
 
 
+# Own mem: a default entity and session set on the Memory itself (what these tests scope over).
 @pytest.fixture
 def mem():
     m = memtap.Memory("memory://", entity_id="anon", session_id="main", entry_points=False)

@@ -16,12 +16,6 @@ WEATHER = ToolCallSpec("get_weather", '{"city": "Tokyo", "unit": "c"}')
 
 
 @pytest.fixture
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as running:
-        yield running
-
-
-@pytest.fixture
 def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=10) as http:
         yield http
@@ -598,3 +592,22 @@ def test_lifecycle() -> None:
         server.stop()
         with pytest.raises(httpx.TransportError):
             http.post(f"{url}/chat/completions", json=chat_body())
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("status", [200, 429])
+def test_reply_headers_are_sent_as_scripted(
+    server: ScriptedModelServer, client: httpx.Client, stream: bool, status: int
+) -> None:
+    headers = (("x-request-id", "req_1 A"), ("anthropic-ratelimit-requests-remaining", "4"))
+    server.script(Reply(text="hi", status=status, headers=headers))
+    response = client.post(server.openai_base_url + "/chat/completions", json=chat_body(stream=stream))
+    assert response.status_code == status
+    assert [
+        (k, v)
+        for k, v in response.headers.raw
+        if k.lower() in {b"x-request-id", b"anthropic-ratelimit-requests-remaining"}
+    ] == [
+        (b"x-request-id", b"req_1 A"),
+        (b"anthropic-ratelimit-requests-remaining", b"4"),
+    ]

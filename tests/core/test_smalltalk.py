@@ -204,13 +204,6 @@ def test_the_words_that_say_something_are_what_is_kept_for() -> None:
     assert worth_keeping("ok so I moved to Berlin")
 
 
-@pytest.fixture
-def mem():
-    m = memtap.Memory(InMemoryStore(), entry_points=False, embedder=False, spool=False)
-    yield m
-    m.close()
-
-
 def episodes(mem: memtap.Memory, entity: str = "alice") -> set[str]:
     return {f.text for f in mem.facts(entity_id=entity) if f.kind == "episode"}
 

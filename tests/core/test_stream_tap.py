@@ -32,6 +32,7 @@ USAGE = {"model": "kit-1", "choices": [], "usage": {"prompt_tokens": 3, "complet
 EVENTS = [chunk("Hel"), chunk("lo"), USAGE]
 
 
+# Own mem: the kit plugin, and the spool on (a captured stream goes through the journal as shipped).
 @pytest.fixture
 def mem() -> Iterator[memtap.Memory]:
     memory = memtap.Memory("memory://", plugins=[KitPlugin()], entry_points=False)

@@ -133,6 +133,7 @@ def test_resolved_note_says_what_relative_words_meant():
 # -- recall ------------------------------------------------------------------------------
 
 
+# Own mem: parametrised over the embedder (words alone, and with vectors).
 @pytest.fixture(params=["words", "vectors"])
 def mem(request):
     embedder = False if request.param == "words" else WordsEmbedder()

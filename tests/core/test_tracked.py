@@ -28,6 +28,7 @@ IS_ASYNC = {"sync": False, "async": True, "stream": False, "astream": True}
 STREAMED = {"sync": False, "async": False, "stream": True, "astream": True}
 
 
+# Own mem: the kit plugin, and the spool on (captured calls go through the journal as shipped).
 @pytest.fixture
 def mem() -> Iterator[memtap.Memory]:
     memory = memtap.Memory("memory://", plugins=[KitPlugin()], entry_points=False)

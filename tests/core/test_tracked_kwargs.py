@@ -118,6 +118,7 @@ class Plugin:
         return [PROTOCOL]
 
 
+# Own mem: this module's plugin, and the spool on (captured calls go through the journal as shipped).
 @pytest.fixture
 def mem() -> Iterator[memtap.Memory]:
     memory = memtap.Memory("memory://", plugins=[Plugin()], entry_points=False)

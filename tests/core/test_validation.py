@@ -3,7 +3,6 @@ pair up (memtap.testing.validation), with their status, error body and message."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -186,12 +185,6 @@ def test_anthropic_rejects_what_anthropic_rejects(body, message):
 
 
 # -- the server ----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as srv:
-        yield srv
 
 
 def test_the_server_refuses_without_consuming_a_reply(server: ScriptedModelServer):

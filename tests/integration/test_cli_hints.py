@@ -26,6 +26,7 @@ from memtap.protocol.model import Attribution, Exchange, Message
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Own store: a DuckDB file with sessions (the CLI under test opens it).
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     path = tmp_path / "app.duckdb"

@@ -49,6 +49,7 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+# Own store: a DuckDB URL (the CLI under test opens it).
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     return f"duckdb:///{tmp_path / 'memory.duckdb'}"

@@ -13,12 +13,6 @@ from reliability_support import pg_base_url, read_counters, with_schema
 from memtap.testing.server import ScriptedModelServer
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as srv:
-        yield srv
-
-
 @pytest.fixture(autouse=True)
 def _clean(server: ScriptedModelServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server.clear()

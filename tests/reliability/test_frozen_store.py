@@ -30,10 +30,12 @@ import memtap_postgres
 from memtap.protocol.model import Message
 from memtap.testing.server import ScriptedModelServer
 from memtap.testing.tcpfaults import TcpForwarder
+from memtap.testing.timing import slack
 
 FAULTS = ["refused", "frozen", "frozen_mid_query", "slow", "reset"]
-#: What a call may take beyond the upstream's own time while the store fails.
-SLACK = 1.0
+#: What a call may take beyond the upstream's own time while the store fails (a call that
+#: waited for the store would hang until the test heals the fault).
+SLACK = slack(1.0)
 ENTITY = "frozen-e"
 
 
@@ -216,8 +218,9 @@ def test_proxy_serves_other_sessions_while_the_store_fails(
             waiting.join(30)
             if "error" in stuck:
                 raise stuck["error"]
-            assert max(others) < usual + 0.5, f"other sessions waited: {others}"
-            assert statistics.median(others) < usual + 0.05, f"other sessions slowed: {others}"
+            # Below the stuck session's 3 s wait, which they would share were it on the loop.
+            assert max(others) < usual + slack(0.5), f"other sessions waited: {others}"
+            assert statistics.median(others) < usual + slack(0.05), f"other sessions slowed: {others}"
         assert mem.flush(60)
         _eventually_carries_history(ask("known", "what is my locker code?"), server)
     finally:

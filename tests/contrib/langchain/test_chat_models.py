@@ -16,6 +16,7 @@ from memtap.storage.store import InMemoryStore
 from memtap_langchain import MemoryMiddleware
 
 
+# Own mem: entry points loaded (the installed plugins, as an app gets them).
 @pytest.fixture
 def mem():
     memory = memtap.Memory(InMemoryStore())

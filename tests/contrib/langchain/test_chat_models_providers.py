@@ -21,22 +21,18 @@ from langchain_google_genai import ChatGoogleGenerativeAI
 from langchain_litellm import ChatLiteLLM
 from langchain_openai import ChatOpenAI
 
-import memtap
 import memtap_anthropic
 import memtap_google
 import memtap_langchain.plugin
 import memtap_litellm
 import memtap_openai
-from memtap.storage.store import InMemoryStore
 
 PLUGINS = [memtap_openai, memtap_anthropic, memtap_google, memtap_litellm, memtap_langchain.plugin]
 
 
 @pytest.fixture
-def mem():
-    memory = memtap.Memory(InMemoryStore(), plugins=PLUGINS, entry_points=False)
-    yield memory
-    memory.close(timeout=2)
+def memtap_plugins() -> list[object]:
+    return PLUGINS
 
 
 def chat_openai(server, **options):

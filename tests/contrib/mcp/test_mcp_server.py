@@ -28,6 +28,7 @@ ALICE_TOKEN = "tok-alice-4b1d0c7e9a"
 ADMIN_TOKEN = "tok-admin-99f0e1d2c3"
 
 
+# Own store: a DuckDB URL with two sessions (the MCP server under test opens it).
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     """A DuckDB store holding one session of alice's and one of bob's."""

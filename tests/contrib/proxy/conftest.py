@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from proxy_support import make_memory
+from proxy_support import provider_plugins
 
 import memtap
 from memtap.testing.server import ScriptedModelServer
@@ -23,10 +23,9 @@ def _clean_upstream(upstream: ScriptedModelServer) -> None:
 
 
 @pytest.fixture
-def mem() -> Iterator[memtap.Memory]:
-    memory = make_memory()
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers the provider plugins, as make_memory does."""
+    return provider_plugins()
 
 
 @pytest.fixture

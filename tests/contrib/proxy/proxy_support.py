@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import time
 
 import pytest
 
 import memtap
 import memtap_openai
 from memtap.storage.store import InMemoryStore
+from memtap.testing.timing import wait_for
 
 HAS_ANTHROPIC = (
     importlib.util.find_spec("memtap_anthropic") is not None
@@ -40,8 +40,9 @@ def make_memory(store: object | None = None, **kwargs: object) -> memtap.Memory:
 def settle(mem: memtap.Memory, calls: int) -> None:
     """Wait until ``calls`` model calls are stored (a streamed call is captured once its
     last byte is sent: the client may have read it, and gone on, before)."""
-    deadline = time.monotonic() + 10
-    while sum(s.exchange_count for s in mem.sessions(entity_id=None)) < calls:
-        assert time.monotonic() < deadline, f"fewer than {calls} calls were stored"
-        time.sleep(0.02)
+    wait_for(
+        lambda: sum(s.exchange_count for s in mem.sessions(entity_id=None)) >= calls,
+        10,
+        what=f"{calls} calls stored",
+    )
     mem.flush()

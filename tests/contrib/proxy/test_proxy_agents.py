@@ -18,7 +18,7 @@ import httpx
 import pytest
 from lossless_support import ordered, strip
 from proxy_raw_upstream import RawUpstream, json_answer
-from proxy_support import make_memory, needs_anthropic, settle
+from proxy_support import needs_anthropic, provider_plugins, settle
 
 import memtap
 import memtap_agents
@@ -60,10 +60,8 @@ class Recall:
 
 
 @pytest.fixture
-def mem() -> Iterator[memtap.Memory]:
-    memory = make_memory(plugins=[memtap_agents, Recall()])
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    return [*provider_plugins(), memtap_agents, Recall()]
 
 
 @pytest.fixture

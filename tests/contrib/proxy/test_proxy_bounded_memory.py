@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import time
 from pathlib import Path
 
 import httpx
@@ -19,12 +18,17 @@ from proxy_support import API_KEY, needs_anthropic, settle
 import memtap
 from memtap.request.tap import Call
 from memtap.testing.server import ScriptedModelServer
+from memtap.testing.timing import eventually
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
 CALLS = 120
 MAX_ALIVE = 30
 GOLDEN = Path(__file__).parent / "golden"
 PROMPT = "Read notes.txt and tell me what it says."
+
+
+def _stored(mem: memtap.Memory) -> int:
+    return sum(s.exchange_count for s in mem.sessions(entity_id=None, limit=10 * CALLS))
 
 
 def _alive_calls() -> int:
@@ -42,9 +46,9 @@ def test_claude_code_turns_are_not_kept(upstream: ScriptedModelServer, mem: memt
             body = raw.replace(PROMPT.encode(), f"{PROMPT} Turn {turn}.".encode())
             r = httpx.post(proxy.url + "/v1/messages", content=body, headers=headers, timeout=10)
             assert r.status_code == 200, r.text
-        time.sleep(0.5)  # the last stream is captured once its last byte is sent
-        assert mem.flush(60)
-        stored = sum(s.exchange_count for s in mem.sessions(entity_id=None, limit=10 * CALLS))
+        # The last stream is captured once its last byte is sent (the client may be done first).
+        eventually(lambda: mem.flush(60) and _stored(mem) >= CALLS, 10)
+        stored = _stored(mem)
         alive = _alive_calls()
     assert stored == CALLS
     assert alive <= MAX_ALIVE, f"{alive} of {CALLS} finished calls are still in memory"

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from proxy_support import make_memory, settle
+from proxy_support import provider_plugins, settle
 
 import memtap
 import memtap_agents
@@ -62,10 +62,8 @@ def with_prompt(raw: bytes, old: str, new: str) -> bytes:
 
 
 @pytest.fixture
-def mem() -> Iterator[memtap.Memory]:
-    memory = make_memory(plugins=[memtap_agents])
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    return [*provider_plugins(), memtap_agents]
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from memtap_proxy import ProxyThread
 TURNS = 150
 
 
+# Own mem: on a DuckDB file, not the in-process store.
 @pytest.fixture
 def mem(tmp_path: Path) -> Iterator[memtap.Memory]:
     """The proxy's Memory (the conftest's `proxy` fixture uses it) on a DuckDB file."""

@@ -14,8 +14,9 @@ import httpx
 import openai
 import pytest
 from proxy_raw_upstream import END, RawUpstream, Seen, chunk, head
-from proxy_support import make_memory
+from proxy_support import make_memory, needs_anthropic
 
+from memtap.testing.server import Reply, ScriptedModelServer
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
 #: What providers send beside the body (values as an upstream would, mixed case kept).
@@ -131,3 +132,94 @@ def test_anthropic_answer_keeps_the_upstream_headers(proxied: ProxyThread) -> No
     )
     _assert_passed(raw.headers)
     assert raw.parse().content[0].text == "pong"  # type: ignore[union-attr]
+
+
+# -------------------------------------------------- through the scripted server (memtap.testing)
+
+#: Provider headers with values a re-encoding proxy would change (spaces, commas, case, a
+#: timestamp, a long id): each must reach the client as these exact bytes.
+PROVIDER_HEADERS = (
+    ("x-request-id", "req_01HZ9ab, Trace=XyZ 42"),
+    ("x-ratelimit-limit-requests", "10000"),
+    ("x-ratelimit-remaining-tokens", "149984"),
+    ("x-ratelimit-reset-requests", "1m0.5s"),
+    ("request-id", "req_011CSHoEeqs5C35K2UUqR7Fy"),
+    ("anthropic-ratelimit-requests-remaining", "49"),
+    ("anthropic-ratelimit-tokens-reset", "2026-12-06T01:20:00Z"),
+    ("x-Custom-Mixed", "  keep  spacing;a=1 "),
+)
+
+
+def _exactly_passed(raw: list[tuple[bytes, bytes]]) -> None:
+    """Each provider header arrived once, its value byte for byte (names compare without case,
+    as HTTP defines them)."""
+    got: dict[bytes, list[bytes]] = {}
+    for name, value in raw:
+        got.setdefault(name.lower(), []).append(value)
+    for name, value in PROVIDER_HEADERS:
+        # A header value's outer whitespace is not part of it (RFC 9110 §5.5).
+        assert got.get(name.lower().encode()) == [value.strip().encode()], (
+            f"{name}: client got {got.get(name.lower().encode())!r}, upstream sent {value!r}"
+        )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_openai_sdk_gets_the_upstream_headers_unchanged(
+    upstream: ScriptedModelServer, proxy: ProxyThread, stream: bool
+) -> None:
+    upstream.script(Reply(text="pong", headers=PROVIDER_HEADERS))
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    messages: Any = [{"role": "user", "content": "ping"}]
+    with client.chat.completions.with_streaming_response.create(
+        model="m", messages=messages, stream=stream
+    ) as response:
+        _exactly_passed(response.http_response.headers.raw)
+        assert response.request_id == "req_01HZ9ab, Trace=XyZ 42"  # what the SDK tells the app
+        if stream:
+            text = "".join(c.choices[0].delta.content or "" for c in response.parse() if c.choices)
+        else:
+            text = response.parse().choices[0].message.content or ""
+    assert text == "pong"
+
+
+@needs_anthropic
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_anthropic_sdk_gets_the_upstream_headers_unchanged(
+    upstream: ScriptedModelServer, proxy: ProxyThread, stream: bool
+) -> None:
+    upstream.script(Reply(text="pong", headers=PROVIDER_HEADERS))
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-test", max_retries=0)
+    messages: Any = [{"role": "user", "content": "ping"}]
+    with client.messages.with_streaming_response.create(
+        model="m", max_tokens=10, messages=messages, stream=stream
+    ) as response:
+        _exactly_passed(response.http_response.headers.raw)
+        assert response.request_id == "req_011CSHoEeqs5C35K2UUqR7Fy"
+        if stream:
+            text = "".join(
+                e.delta.text
+                for e in response.parse()
+                if e.type == "content_block_delta" and e.delta.type == "text_delta"
+            )
+        else:
+            text = response.parse().content[0].text  # type: ignore[union-attr]
+    assert text == "pong"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_raw_client_gets_the_upstream_header_bytes(
+    upstream: ScriptedModelServer, http: httpx.Client, path: str, stream: bool
+) -> None:
+    """Below any SDK: the header lines as the wire carries them."""
+    upstream.script(Reply(text="pong", headers=PROVIDER_HEADERS))
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "ping"}],
+        "stream": stream,
+    }
+    with http.stream("POST", path, json=body, headers={"x-api-key": "sk-ant-test"}) as response:
+        response.read()
+    assert response.status_code == 200
+    _exactly_passed(response.headers.raw)

@@ -20,6 +20,7 @@ from proxy_support import API_KEY
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer
+from memtap.testing.timing import wait_for
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 
 TIMEOUT = 0.5  # header, body and idle timeouts of the proxy under test
@@ -89,13 +90,6 @@ def until_closed(sock: socket.socket, limit: float) -> tuple[bytes, float]:
 
 def open_connections(proxy: ProxyThread) -> int:
     return len(proxy.server.server_state.connections)
-
-
-def wait_for(predicate: Callable[[], bool], limit: float = 5.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.02)
 
 
 # -- one slow client at a time ---------------------------------------------------------------

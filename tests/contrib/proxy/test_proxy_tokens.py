@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import memtap
 from memtap.protocol.model import Message
 from memtap.sdk.server import TokensFileError, load_tokens, parse_tokens
 from memtap.testing.server import ScriptedModelServer
+from memtap.testing.timing import wait_for
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
 from memtap_proxy.config import check_bind
 
@@ -81,10 +81,7 @@ def say(oai: openai.OpenAI, text: str, *, stream: bool = False) -> str:
 def wait_stored(mem: memtap.Memory, entity: str, text: str, limit: float = 10.0) -> None:
     """Wait until ``text`` is stored for ``entity`` (the proxy captures a call after its
     answer is written: the client may read the answer first)."""
-    deadline = time.monotonic() + limit
-    while text not in stored_texts(mem, entity):
-        assert time.monotonic() < deadline, f"{text!r} not stored for {entity!r}"
-        time.sleep(0.02)
+    wait_for(lambda: text in stored_texts(mem, entity), limit, what=f"{text!r} stored for {entity!r}")
 
 
 def stored_texts(mem: memtap.Memory, entity: str) -> str:

@@ -45,6 +45,7 @@ async def fetch(pool: UpstreamPool, url: str, body: bytes = b"{}", method: str =
         response.close()
 
 
+# Own server: a raw upstream (exact bytes and connections), not the scripted model.
 @pytest.fixture
 def server():
     with RawUpstream() as server:

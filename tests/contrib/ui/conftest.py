@@ -26,6 +26,7 @@ def store_url(filled_file: Path, tmp_path: Path) -> str:
     return f"duckdb:///{path}"
 
 
+# Own mem: on the DuckDB file the UI under test reads.
 @pytest.fixture
 def mem(store_url: str) -> Iterator[memtap.Memory]:
     memory = memtap.Memory(store_url, spool=False, embedder=False)

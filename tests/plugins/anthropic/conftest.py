@@ -1,33 +1,19 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anthropic
 import pytest
 
 import memtap
 import memtap_anthropic
-from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 API_KEY = "sk-ant-test-0123456789abcdefghijklmnop"
 
 
 @pytest.fixture
-def server(memtap_server: ScriptedModelServer) -> ScriptedModelServer:
-    return memtap_server
-
-
-@pytest.fixture
-def store() -> InMemoryStore:
-    return InMemoryStore()
-
-
-@pytest.fixture
-def mem(store: InMemoryStore) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(store, plugins=[memtap_anthropic], entry_points=False)
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers memtap_anthropic."""
+    return [memtap_anthropic]
 
 
 @pytest.fixture

@@ -5,9 +5,7 @@ from collections.abc import Iterator
 import pytest
 from bedrock_server import BedrockServer
 
-import memtap
 import memtap_bedrock
-from memtap.storage.store import InMemoryStore
 
 
 @pytest.fixture(scope="session")
@@ -23,12 +21,6 @@ def bedrock_server(_bedrock_server: BedrockServer) -> BedrockServer:
 
 
 @pytest.fixture
-def store() -> InMemoryStore:
-    return InMemoryStore()
-
-
-@pytest.fixture
-def mem(store: InMemoryStore) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(store, plugins=[memtap_bedrock], entry_points=False)
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers memtap_bedrock."""
+    return [memtap_bedrock]

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from google import genai
 from google.genai import types
 
 import memtap
 import memtap_google
-from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 API_KEY = "AIzaSyTest0123456789abcdefghijklmnopqrs"
@@ -19,20 +16,9 @@ def make_client(server: ScriptedModelServer) -> genai.Client:
 
 
 @pytest.fixture
-def server(memtap_server: ScriptedModelServer) -> ScriptedModelServer:
-    return memtap_server
-
-
-@pytest.fixture
-def store() -> InMemoryStore:
-    return InMemoryStore()
-
-
-@pytest.fixture
-def mem(store: InMemoryStore) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(store, plugins=[memtap_google], entry_points=False)
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers memtap_google."""
+    return [memtap_google]
 
 
 @pytest.fixture

@@ -11,10 +11,7 @@ import litellm
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
-import memtap
 import memtap_litellm
-from memtap.storage.store import InMemoryStore
-from memtap.testing.server import ScriptedModelServer
 
 
 class MessageSpy(CustomLogger):
@@ -38,17 +35,6 @@ def spy() -> Iterator[MessageSpy]:
 
 
 @pytest.fixture
-def store() -> InMemoryStore:
-    return InMemoryStore()
-
-
-@pytest.fixture
-def mem(store: InMemoryStore) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(store, plugins=[memtap_litellm], entry_points=False)
-    yield memory
-    memory.close()
-
-
-@pytest.fixture
-def server(memtap_server: ScriptedModelServer) -> ScriptedModelServer:
-    return memtap_server
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers memtap_litellm."""
+    return [memtap_litellm]

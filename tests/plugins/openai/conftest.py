@@ -1,38 +1,18 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import openai
 import pytest
 from openai_support import API_KEY
 
 import memtap
 import memtap_openai
-from memtap.storage.store import InMemoryStore
 from memtap.testing.server import ScriptedModelServer
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[ScriptedModelServer]:
-    with ScriptedModelServer() as srv:
-        yield srv
-
-
-@pytest.fixture(autouse=True)
-def _clean_server(server: ScriptedModelServer) -> None:
-    server.clear()
-
-
 @pytest.fixture
-def store() -> InMemoryStore:
-    return InMemoryStore()
-
-
-@pytest.fixture
-def mem(store: InMemoryStore) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(store, plugins=[memtap_openai], entry_points=False)
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers memtap_openai."""
+    return [memtap_openai]
 
 
 @pytest.fixture

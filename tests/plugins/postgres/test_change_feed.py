@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memtap.storage.changes import EVERYTHING, StoreChange
-from memtap.testing.storage_suite import eventually
+from memtap.testing.timing import eventually
 
 PEER = Path(__file__).with_name("feed_peer.py")
 #: The delay the docs promise (docs/quickstart.md, "PostgreSQL"): what a test allows.

@@ -5,9 +5,7 @@ from collections.abc import Iterator
 import pytest
 from xai_server import XaiServer
 
-import memtap
 import memtap_xai
-from memtap.storage.store import InMemoryStore
 
 
 @pytest.fixture(scope="session")
@@ -23,12 +21,6 @@ def xai_server(_xai_server: XaiServer) -> XaiServer:
 
 
 @pytest.fixture
-def store() -> InMemoryStore:
-    return InMemoryStore()
-
-
-@pytest.fixture
-def mem(store: InMemoryStore) -> Iterator[memtap.Memory]:
-    memory = memtap.Memory(store, plugins=[memtap_xai], entry_points=False)
-    yield memory
-    memory.close()
+def memtap_plugins() -> list[object]:
+    """``mem`` (memtap's pytest plugin) registers memtap_xai."""
+    return [memtap_xai]

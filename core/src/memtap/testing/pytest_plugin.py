@@ -6,6 +6,10 @@ memtap plugins.
 - ``memtap_plugin_manager``: a fresh plugin manager with core's built-ins only (no
   entry-point loading): register the plugin under test on it.
 - ``memtap_store``: a temporary in-process store (``memory://``).
+- ``memtap_memory``: a :class:`memtap.Memory` on ``memtap_store`` with the plugins of
+  ``memtap_plugins`` (override it in your conftest: ``return [my_plugin]``; none by default)
+  and no entry points loaded, plus the keyword arguments of ``memtap_memory_options``
+  (``{}`` by default); closed after the test.
 - ``memtap_spans``: an in-memory span exporter installed on the global tracer provider,
   emptied before each test (needs ``opentelemetry-sdk``).
 - ``memtap_spool_writes``: every byte memtap writes to any spool file during the test (even
@@ -15,7 +19,7 @@ memtap plugins.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +30,9 @@ from memtap.memory import plugin_manager  # noqa: E402
 from memtap.plugins import PluginManager  # noqa: E402
 from memtap.storage.store import InMemoryStore  # noqa: E402
 from memtap.testing.server import ScriptedModelServer  # noqa: E402
+
+if TYPE_CHECKING:
+    from memtap.memory import Memory
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +60,32 @@ def memtap_store() -> Iterator[InMemoryStore]:
     store = InMemoryStore()
     yield store
     store.close()
+
+
+@pytest.fixture
+def memtap_plugins() -> list[object]:
+    """The plugins ``memtap_memory`` registers: none (core's built-ins only). Override it to
+    test a plugin."""
+    return []
+
+
+@pytest.fixture
+def memtap_memory_options() -> dict[str, Any]:
+    """More keyword arguments for ``memtap_memory``'s Memory (none): override it, e.g.
+    ``{"spool": False}``."""
+    return {}
+
+
+@pytest.fixture
+def memtap_memory(
+    memtap_store: InMemoryStore, memtap_plugins: list[object], memtap_memory_options: dict[str, Any]
+) -> Iterator[Memory]:
+    """A Memory on ``memtap_store`` with ``memtap_plugins`` and no entry points loaded."""
+    from memtap.memory import Memory
+
+    memory = Memory(memtap_store, plugins=memtap_plugins, entry_points=False, **memtap_memory_options)
+    yield memory
+    memory.close()
 
 
 _EXPORTER: Any = None

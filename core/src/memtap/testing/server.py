@@ -57,6 +57,9 @@ class ToolCallSpec:
     id: str | None = None
 
 
+_Headers = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True)
 class Reply:
     """What the scripted model answers to one request.
@@ -80,6 +83,8 @@ class Reply:
         thinking: The model's reasoning, shown before the answer: an Anthropic ``thinking``
             block (with a signature), an OpenAI Responses ``reasoning`` item (a summary and
             encrypted content); the other protocols leave it out.
+        headers: Extra response headers, sent after the server's own in this order and
+            spelling (request ids, rate limits: what a proxy must pass on unchanged).
 
     """
 
@@ -94,9 +99,11 @@ class Reply:
     truncate_stream_after: int | None = None
     raw_body: bytes | None = None
     thinking: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        object.__setattr__(self, "headers", tuple(tuple(h) for h in self.headers))
 
 
 @dataclass(frozen=True)
@@ -917,17 +924,19 @@ class _Handler(BaseHTTPRequestHandler):
         reply = call.reply
         if reply.raw_body is not None:
             content_type = "text/event-stream" if mode == "sse" else "application/json"
-            self._send_bytes(reply.status, content_type, reply.raw_body)
+            self._send_bytes(reply.status, content_type, reply.raw_body, reply.headers)
         elif reply.status != 200:
             message = reply.text or f"scripted error (HTTP {reply.status})"
-            self._send_json(reply.status, wire.error(reply.status, message))
+            self._send_json(reply.status, wire.error(reply.status, message), reply.headers)
         elif mode == "sse":
-            self._send_sse(wire.events(call), reply.truncate_stream_after)
+            self._send_sse(wire.events(call), reply.truncate_stream_after, reply.headers)
         elif mode == "array":
             pieces = _array_pieces(wire.render_array(call))
-            self._send_chunked("application/json; charset=UTF-8", pieces, reply.truncate_stream_after)
+            self._send_chunked(
+                "application/json; charset=UTF-8", pieces, reply.truncate_stream_after, reply.headers
+            )
         else:
-            self._send_json(200, wire.render(call))
+            self._send_json(200, wire.render(call), reply.headers)
 
     def _count_tokens(self, request: RecordedRequest) -> None:
         body = request.json
@@ -961,26 +970,34 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # trailers
         return b"".join(parts)
 
-    def _send_json(self, status: int, payload: object) -> None:
-        self._send_bytes(status, "application/json", _dumps(payload))
+    def _send_json(self, status: int, payload: object, extra: _Headers = ()) -> None:
+        self._send_bytes(status, "application/json", _dumps(payload), extra)
 
-    def _send_bytes(self, status: int, content_type: str, data: bytes) -> None:
+    def _send_bytes(self, status: int, content_type: str, data: bytes, extra: _Headers = ()) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        self._send_extra(extra)
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_sse(self, events: Iterator[bytes], limit: int | None) -> None:
-        self._send_chunked("text/event-stream; charset=utf-8", events, limit)
+    def _send_extra(self, extra: _Headers) -> None:
+        for name, value in extra:
+            self.send_header(name, value)
 
-    def _send_chunked(self, content_type: str, pieces: Iterator[bytes], limit: int | None) -> None:
+    def _send_sse(self, events: Iterator[bytes], limit: int | None, extra: _Headers = ()) -> None:
+        self._send_chunked("text/event-stream; charset=utf-8", events, limit, extra)
+
+    def _send_chunked(
+        self, content_type: str, pieces: Iterator[bytes], limit: int | None, extra: _Headers = ()
+    ) -> None:
         """Each piece in a chunk of its own; with ``limit``, the connection closes after
         that many pieces (a stream cut mid-body)."""
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        self._send_extra(extra)
         self.end_headers()
         for count, event in enumerate(pieces):
             if limit is not None and count >= limit:
