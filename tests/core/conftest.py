@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from memtap.protocol import json_encoder as encoder_module
+from memtap.workers.background import calls_in_flight
 
 
 @pytest.fixture
@@ -27,3 +28,15 @@ def json_encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     fast = None if request.param == "standard-library" else pydantic_core.to_json
     monkeypatch.setattr(encoder_module, "_fast_to_json", fast)
     yield request.param
+
+
+@pytest.fixture(autouse=True)
+def _no_call_left_in_flight(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that begins an intercepted call must see it end (captured, failed or
+    untracked): a call left counted in flight keeps the process from ever looking quiet
+    (the embedding worker then never uses the idle cores; one-off loading waits its whole
+    timeout). A test that leaves one on purpose says so with ``leaves_call_in_flight``."""
+    before = calls_in_flight()
+    yield
+    if request.node.get_closest_marker("leaves_call_in_flight") is None:
+        assert calls_in_flight() == before, "the test left an intercepted call in flight"

@@ -151,7 +151,9 @@ def test_begin_with_no_profile_found_does_not_look_again(mem, recorder, monkeypa
     call.succeeded(answer("hello"), lambda r: r)
     assert looked == []
     assert recorder.requests[-1].agent is None
-    mem.tap.begin(CHAT).prepare(body("hi", system="You are TestAgent, a helper"))  # not given: found
+    call = mem.tap.begin(CHAT)
+    call.prepare(body("hi", system="You are TestAgent, a helper"))  # not given: found
+    call.succeeded(answer("hello"), lambda r: r)
     assert looked == ["You are TestAgent, a helper"]
     assert recorder.requests[-1].agent == "test-agent"
 

@@ -161,7 +161,11 @@ def test_retype_keeps_the_streams_type_and_reports_to_the_tap(mem):
     assert exchange.status == "ok"
 
 
-@pytest.mark.parametrize("when_collected", [True, False])
+@pytest.mark.parametrize(
+    "when_collected",
+    # Without a finalizer nothing reports a stream dropped unread: its call stays in flight.
+    [True, pytest.param(False, marks=pytest.mark.leaves_call_in_flight)],
+)
 def test_a_stream_collected_unread(mem, when_collected):
     stream = SdkStream(EVENTS)
     tap = StreamTap(prepared_call(mem), event_json)

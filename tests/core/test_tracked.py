@@ -22,6 +22,7 @@ from kit_support import KIT, AsyncKitClient, KitClient, KitError, KitPlugin, out
 import memtap
 from memtap.sdk import Call, tracked
 from memtap.testing.server import Reply
+from memtap.workers.background import calls_in_flight
 
 FORMS = ("sync", "async", "stream", "astream")
 IS_ASYNC = {"sync": False, "async": True, "stream": False, "astream": True}
@@ -255,6 +256,7 @@ def test_an_outcome_that_raises_leaves_the_result_as_the_sdk_returned_it(mem, fo
         raise RuntimeError("memtap bug")
 
     wrapper = tracked(originals(answer)[form], beginner(mem), broken, what="kit")
+    in_flight = calls_in_flight()
     with caplog.at_level(logging.ERROR, logger="memtap.adapters.tracked"):
         result = invoke(wrapper, form)
     if form == "sync":
@@ -262,6 +264,7 @@ def test_an_outcome_that_raises_leaves_the_result_as_the_sdk_returned_it(mem, fo
     else:
         assert result == ([answer] if STREAMED[form] else answer)
     assert "could not capture a kit response" in caplog.text
+    assert calls_in_flight() == in_flight  # the call ended all the same
 
 
 @pytest.mark.parametrize("form", FORMS)

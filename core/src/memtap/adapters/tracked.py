@@ -156,6 +156,9 @@ def _outcome(outcome: Outcome, call: Call, result: Any, what: str) -> Any:
         return outcome(call, result)
     except Exception:
         log.exception("memtap could not capture a %s response", what)
+        # The call is over for memtap: its span ends and it no longer counts as in flight
+        # (a call left counted keeps the process from ever looking quiet).
+        call.untracked(f"could not capture a {what} response")
         return result
 
 
