@@ -355,9 +355,16 @@ AGENT_PACKAGES += ["@qwen-code/qwen-code@0.24.4", "opencode-ai@1.18.33"]
 AIDER_PACKAGE = "aider-chat==0.86.2"
 
 
+def _agents_cache() -> Path:
+    """Where the pinned agents are installed, keyed by their versions: the user's cache
+    folder ($XDG_CACHE_HOME, else ~/.cache), as pip's and npm's own caches are."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memtap" / "agents"
+
+
 def _agents_bin(session: nox.Session) -> Path:
-    """Install the pinned agents with npm (once: cached under $XDG_CACHE_HOME/memtap, else
-    .nox/_npm) and return the folder holding their ``claude``, ``codex`` and ``gemini`` commands."""
+    """Install the pinned agents with npm (once: cached in :func:`_agents_cache`, so a new
+    checkout does not download them again) and return the folder holding their ``claude``,
+    ``codex`` and ``gemini`` commands."""
     npm = shutil.which("npm")
     if npm is None:
         session.error(
@@ -365,8 +372,7 @@ def _agents_bin(session: nox.Session) -> Path:
             "from npm. Install Node.js with npm (e.g. `apt-get install nodejs npm`) and run it again."
         )
     key = "+".join(p.replace("/", "_") for p in AGENT_PACKAGES)
-    cache = os.environ.get("XDG_CACHE_HOME")
-    prefix = (Path(cache) / "memtap" / "agents" if cache else ROOT / ".nox" / "_npm") / key
+    prefix = _agents_cache() / key
     folder = prefix / "node_modules" / ".bin"
     stamp = prefix / "installed"
     if not stamp.exists():
@@ -397,8 +403,7 @@ def _aider_bin(session: nox.Session) -> Path:
     uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
     if uv is None:
         session.error("uv is not installed: the agents session installs aider with it (`pip install uv`)")
-    cache = os.environ.get("XDG_CACHE_HOME")
-    venv = (Path(cache) / "memtap" / "agents" if cache else ROOT / ".nox" / "_npm") / AIDER_PACKAGE
+    venv = _agents_cache() / AIDER_PACKAGE
     folder = venv / "bin"
     stamp = venv / "installed"
     if not stamp.exists():
