@@ -3,7 +3,7 @@ evidence injected per kind, without storing or asking anything again.
 
     python benchmarks/memory_eval.py --set longmem --half tune --per-question lm.jsonl --candidates
     python benchmarks/memory_eval.py --set locomo --half tune --per-question lc.jsonl --candidates
-    python benchmarks/abstention_gate.py lm.jsonl lc.jsonl [--gate NAME]... [--fit]
+    python benchmarks/abstention_gate.py lm.jsonl lc.jsonl [--gate NAME]... [--fit] [--question-features]
 
 Each record of ``--per-question ... --candidates`` carries the hits the recall injector
 weighs for its question (the same search, best first, with their score parts, gold flag
@@ -42,14 +42,17 @@ from memtap.longterm.answerable import (
     asks_for_name,
     asks_for_number,
     can_answer,
+    name_focus,
     names_something,
 )
 from memtap.longterm.recall_injector import HEADER, RecallBudget
+from memtap.longterm.text import terms
 
 Record = dict[str, Any]
 Candidate = dict[str, Any]
 Gate = Callable[[str, Candidate], bool]
 _SPACES = re.compile(r"\s+")
+_TITLE = re.compile(r"\btitle\b", re.IGNORECASE)
 #: What ``fact_line`` puts before a fact's text ("- [2024-01-01] the user said: ").
 _LINE_PREFIX = len("- [2024-01-01] the user said: ")
 
@@ -141,9 +144,21 @@ def answer_kind_before_focus(question: str, c: Candidate) -> bool:
     return not asks_for_number(question) or can_answer("how much?", text)
 
 
+def answer_kind_before_subject(question: str, c: Candidate) -> bool:
+    """The check as shipped before the subject rules (issue 34, 2026-12-06: someone else's
+    work, the user's own thing, the name in the thing's sentence, an age, an amount): the
+    check before the focus rule, and a name or title asked needs a fact mentioning its
+    focus."""
+    if not answer_kind_before_focus(question, c):
+        return False
+    focus = name_focus(question) if asks_for_name(question) or _TITLE.search(question) else None
+    return not focus or not set(terms(focus)).isdisjoint(terms(c["text"]))
+
+
 GATES: dict[str, Gate] = {
     "none": no_gate,
     "answer-kind-before-focus": answer_kind_before_focus,
+    "answer-kind-before-subject": answer_kind_before_subject,
     "answer-kind": answer_kind,
 }
 
@@ -191,12 +206,56 @@ def logistic_gate(w: np.ndarray[Any, Any], threshold: float) -> Gate:
     return gate
 
 
+def question_features(candidates: Sequence[Candidate]) -> dict[str, float]:
+    """Per-question features of the injector's hits (best first): the top score, its
+    z-score among the question's hits, its margin over the 6th, whether BM25's and the
+    vector's best are the same hit, the best full-model cosine, the top hit's coverage."""
+    if not candidates:
+        return dict.fromkeys(("top", "z", "margin", "agree", "full_cosine", "coverage"), 0.0)
+    scores = np.array([c["score"] for c in candidates])
+    bm25 = np.array([c["bm25"] or 0.0 for c in candidates])
+    cosine = np.array([c["cosine"] or 0.0 for c in candidates])
+    return {
+        "top": float(scores[0]),
+        "z": float((scores[0] - scores.mean()) / (scores.std() + 1e-9)),
+        "margin": float(scores[0] - scores[min(5, len(scores) - 1)]),
+        "agree": float(np.argmax(bm25) == np.argmax(cosine)),
+        "full_cosine": max(float(c["full_cosine"]) for c in candidates),
+        "coverage": float(candidates[0]["coverage"] or 0.0),
+    }
+
+
+def auc(positive: Sequence[float], negative: Sequence[float]) -> float:
+    """Probability that a positive is above a negative (ties count a half)."""
+    pairs = [(p > n) + 0.5 * (p == n) for p in positive for n in negative]
+    return sum(pairs) / len(pairs) if pairs else float("nan")
+
+
+def show_question_features(records: Sequence[Record]) -> str:
+    """AUC of each per-question feature, answerable (with evidence) against abstention
+    questions, per set, half and path (sets with abstention questions only)."""
+    lines = ["== per-question features, AUC answerable vs never answered"]
+    groups: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        groups[r["set"], r["half"], r["path"]].append(r)
+    for (name, half, path), rows in sorted(groups.items()):
+        pos = [
+            question_features(r["candidates"]) for r in rows if r["kind"] != "abstention" and r["evidence"]
+        ]
+        neg = [question_features(r["candidates"]) for r in rows if r["kind"] == "abstention"]
+        if pos and neg:
+            figs = " ".join(f"{k} {auc([p[k] for p in pos], [n[k] for n in neg]):.2f}" for k in pos[0])
+            lines.append(f"{name}/{half}/{path:9} {figs}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("files", nargs="+")
     parser.add_argument("--gate", action="append", choices=list(GATES))
+    parser.add_argument("--question-features", action="store_true", help="AUC of per-question score features")
     parser.add_argument(
         "--fit", action="store_true", help="fit the logistic gate on the longmem records given"
     )
@@ -208,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             c["_top"] = top
     for name in args.gate or list(GATES):
         print(show(name, figures(records, GATES[name])))
+    if args.question_features:
+        print(show_question_features(records))
     if args.fit:
         w = fit([r for r in records if r["set"] == "longmem"])
         print(

@@ -407,6 +407,55 @@ def test_block_respects_budget_and_skips_history_carried_facts(store):
     mem.close()
 
 
+@pytest.mark.parametrize(
+    ("question", "near_miss", "answer"),
+    [
+        # Someone else's work: the one asked about only owns the one who works, or is
+        # named beside nothing about work.
+        (
+            "What does my wife do for a living?",
+            "My wife Birgit thinks I'm crazy, her sister is a teacher and says so.",
+            "My wife Birgit is a dental nurse, so she checks my teeth.",
+        ),
+        (
+            "What does Aoife do for work?",
+            "Aoife's sister Ciara is a nurse and works nights.",
+            "Aoife works nights as a nurse at the Mercy.",
+        ),
+        # The user's own thing: a neighbour's is another one.
+        (
+            "What's our dog called?",
+            "The neighbour's dog, Bruno, barks at every visitor.",
+            "Our dog, Bruno, barks at every visitor.",
+        ),
+        # A name in another sentence than the thing asked about names something else.
+        (
+            "What's my team lead's name?",
+            "My team lead is very chill. I code in Python all day.",
+            "My team lead Ravi is very chill.",
+        ),
+        # An age, of the one named; an amount of money.
+        ("How old is Rudi?", "Rudi is on crate rest for six weeks.", "Rudi turned nine in May."),
+        (
+            "How much did Otieno pay for the land?",
+            "Otieno walked the land for 4 days.",
+            "Otieno paid 2 million shillings for the land.",
+        ),
+    ],
+)
+def test_a_near_miss_injects_nothing_and_its_answer_is_injected(question, near_miss, answer):
+    mem = memory(InMemoryStore())
+    mem.remember(near_miss, entity_id="alice")
+    mem.remember(answer, entity_id="bob")
+    for entity in ("alice", "bob"):
+        mem.recall("warm", entity_id=entity)  # the first call of a cold entity injects nothing
+        assert mem.recall(question, entity_id=entity, k=1)  # found: what is injected is the gate's
+    assert inject(mem, question, entity="alice") == []
+    (block,) = inject(mem, question, entity="bob")
+    assert answer in block.text
+    mem.close()
+
+
 def test_hostile_fact_cannot_close_the_block_or_pose_as_a_role(store):
     mem = memory(store)
     mem.remember(

@@ -121,6 +121,8 @@ def test_a_name_of_something_else_sharing_the_owner_is_no_answer():
     title = "What's the title of my memoir?"
     assert not can_answer(title, "That's a responsibility, Major. Take your time with the neem spraying.")
     assert can_answer(title, "My memoir is going to be called 'Salt and Stone'.")
+    # A job title is a role, said without the word "job".
+    assert can_answer("What's my job title?", "I'm a senior analyst on the risk team now.")
 
 
 @pytest.mark.parametrize(
@@ -143,3 +145,41 @@ def test_only_questions_asking_a_name_need_one():
     assert not asks_for_name("What do I do for work?")
     assert not can_answer("What's my dentist's name?", "My husband is a dentist.")
     assert can_answer("What do I do for work?", "I'm a teacher.")
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        # A relative asked by relation may be named instead.
+        ("How old are my sons?", "Our boys are teenagers now, Daan is 16 and Sem is 13."),
+        # The name in the sentence after the thing, through a pronoun.
+        ("What is the name of Maria's puppy?", "I got a puppy two weeks ago! Her name's Coco."),
+        # "Kevin's a" is "Kevin is a", not something Kevin owns.
+        ("What does Kevin do for a living?", "Kevin's a civil engineer in Eldoret."),
+        ("What does my husband do for work?", "My husband works at the port, he's a crane driver."),
+        # The user's own work is not checked: said in too many ways.
+        ("What do I do for work these days?", "First week in the dispatch office done."),
+        ("How much did I pay for the bike?", "The bike was three hundred pounds."),
+        # Another word for the same relation; an age said as "at thirty".
+        ("What did my wife's dad do for a living?", "My father-in-law is a retired judge."),
+        ("How old was I when I learned to swim?", "I only learned to swim at thirty."),
+        ("Did I get a new title at work?", "I got promoted to charge nurse last week."),
+    ],
+)
+def test_answers_said_in_their_own_way_still_answer(question, fact):
+    assert can_answer(question, fact)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("What does Imran do for work?", "Imran's brother Faisal is an accountant."),
+        ("What does my flatmate do for work?", "My flatmate Jess made me a cake."),
+        ("What's the title of my memoir?", "My friend is writing his memoir about the war."),
+        ("What's our cat called?", "Our neighbour's cat Minoes sleeps on our wall."),
+        ("What's the name of my kids' school?", "The school play is next week. Eleni is a tree."),
+        ("How old is Rudi?", "Lena says I need Instagram, she's 20."),
+    ],
+)
+def test_near_misses_about_someone_or_something_else(question, fact):
+    assert not can_answer(question, fact)

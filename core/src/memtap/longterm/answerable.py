@@ -18,6 +18,16 @@ from __future__ import annotations
 
 import re
 
+from memtap.longterm.answer_subject import (
+    asks_for_age,
+    asks_for_money,
+    first_person_focus,
+    gives_money,
+    gives_their_age,
+    only_someone_elses,
+    says_their_work,
+    work_subject,
+)
 from memtap.longterm.text import terms
 
 _ASKS_NAME = re.compile(
@@ -42,7 +52,9 @@ _NAMING_WORDS = frozenset(terms("name named names called call"))
 #: "Speaker: " labels at the start of a turn (imported transcripts) are not names said.
 _LABEL = re.compile(r"^\s*[\w .'-]{1,40}:\s+")
 _WORD = re.compile(r"[^\W_]+")
-_ASKS_TITLE = re.compile(r"\btitle\b", re.IGNORECASE)
+#: A title asked ("the title of my memoir"); a job title is a role ("I'm a senior analyst
+#: now" answers "what's my job title?"), not a name of the job.
+_ASKS_TITLE = re.compile(r"(?<!\bjob\s)(?<!\bwork\s)\btitle\b(?!\s+(?:at|for)\s+work\b)", re.IGNORECASE)
 #: "the name of my kids' school": the words after "name of" up to the one named.
 _NAME_OF = re.compile(r"\b(?:name|title)\s+of\s+(.*)$", re.IGNORECASE)
 #: "Zosia's boyfriend called", "my dentist's name": the word before the name asked.
@@ -142,22 +154,63 @@ def name_focus(question: str) -> str | None:
 
 def mentions_the_focus(question: str, fact_text: str) -> bool:
     """Whether ``fact_text`` mentions what ``question`` asks the name or title of (its
-    :func:`name_focus`, stemmed: "kids" for "kid"); true when the question has none."""
+    :func:`name_focus`, stemmed: "kids" for "kid"), and, when the question asks about the
+    user's own ("our dog"), not only as someone else's ("the neighbour's dog"); true when
+    the question has none."""
     focus = name_focus(question)
     wanted = set(terms(focus)) if focus else set()
-    return not wanted or not wanted.isdisjoint(terms(_LABEL.sub("", fact_text, count=1)))
+    body = _LABEL.sub("", fact_text, count=1)
+    if not wanted or wanted.isdisjoint(terms(body)):
+        return not wanted
+    return not (focus and first_person_focus(question, focus) and only_someone_elses(focus, body))
+
+
+#: Sentences and dashed-off pieces of a fact: a name answers for the thing asked about when
+#: both are in one ("our cat is called Biscuit", "the school play is next week. Eleni is a
+#: tree" is not the school's name). Commas stay: they set names off ("our dog, Bruno").
+_PRONOUN_START = re.compile(r"(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"[.!?;:\n]+\s|\s[\u2014\u2013-]\s|[()]")
+
+
+def names_the_focus(question: str, fact_text: str) -> bool:
+    """Whether a sentence of ``fact_text`` mentions what ``question`` asks the name of and
+    gives a name (:func:`names_something`), or the sentence after it, when that one starts
+    with a pronoun ("I got a puppy! Her name's Coco."); true when the question asks no
+    thing's name."""
+    focus = name_focus(question)
+    if not focus:
+        return True
+    pieces = [p.strip() for p in _SENTENCE.split(_LABEL.sub("", fact_text, count=1))]
+    for i, piece in enumerate(pieces):
+        if not mentions_the_focus(question, piece):
+            continue
+        after = pieces[i + 1] if i + 1 < len(pieces) else ""
+        if names_something(piece, besides=question) or (
+            _PRONOUN_START.match(after) and names_something(after, besides=question)
+        ):
+            return True
+    return False
 
 
 def can_answer(question: str, fact_text: str) -> bool:
     """Whether a fact of ``fact_text`` could answer ``question`` by the kind of answer it
     asks for (a name of the one asked about, a title or name of a thing it mentions, a
-    number; other questions: always)."""
+    number, an age of the one asked about, an amount of money, what someone else does for
+    work: :mod:`memtap.longterm.answer_subject`; other questions: always)."""
     if asks_for_name(question) and not (
         names_something(fact_text, besides=question) and about_the_one_named(question, fact_text)
     ):
         return False
-    if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not mentions_the_focus(
-        question, fact_text
+    if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not (
+        mentions_the_focus(question, fact_text) and names_the_focus(question, fact_text)
     ):
         return False
-    return not asks_for_number(question) or _NUMBER.search(_LABEL.sub("", fact_text, count=1)) is not None
+    body = _LABEL.sub("", fact_text, count=1)
+    if asks_for_number(question) and _NUMBER.search(body) is None:
+        return False
+    if asks_for_age(question) and not gives_their_age(question, body):
+        return False
+    if asks_for_money(question) and not gives_money(body):
+        return False
+    subject = work_subject(question)
+    return subject is None or says_their_work(subject, body)

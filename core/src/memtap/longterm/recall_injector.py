@@ -36,7 +36,8 @@ _SPACES = re.compile(r"\s+")
 class RecallBudget:
     """How recalled facts are injected: at most ``k`` facts and about ``max_tokens`` tokens
     (characters / 4), only facts scoring at least ``min_score`` (0..1) that can answer the
-    kind of question asked (a name, a number: :func:`memtap.longterm.answerable.can_answer`),
+    kind of question asked (a name, a number, an age, an amount, someone else's work:
+    :func:`memtap.longterm.answerable.can_answer`),
     found within ``deadline`` seconds or not at all. ``k=0`` turns injection off.
 
     ``min_score`` 0.05 was kept after calibrating it on the tuning halves (docs/benchmarks.md,

@@ -1,0 +1,206 @@
+"""Whether a recalled fact is about the one a question asks about, for questions whose
+near misses name that one beside someone else's answer (issue 34, abstention).
+
+- **Whose work.** "What does Aoife do for a living?" is not answered by "Aoife's sister
+  Ciara is a nurse" (Aoife only owns the one who works), nor by "Aoife loves early
+  dinners" (nothing about work): some clause of the fact must name the one asked about,
+  or say "he" / "she" / "they" in a fact that names them, beside a word about work. Only
+  for someone else's work: the user speaks every turn, and says what they do in too many
+  ways ("first week in the dispatch office done") for a rule.
+- **Whose thing.** "What's our dog called?" is not answered by "the neighbour's dog,
+  Bruno": when the question asks about *my* / *our* thing, a fact whose every mention of
+  it is someone else's ("the neighbour's", "his", "her", "their") is about another one.
+- **What number.** "How old is Rudi?" needs an age ("he's 9", "turned 9", "9 years"), not
+  "six weeks of crate rest"; "how much did he pay?" needs an amount of money, not "4 days".
+
+Hand-written patterns over the question's and the fact's words; each a general rule of
+English questions, none a model.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memtap.longterm.text import stem
+
+#: "what does my wife do for work?", "what did Imran do for a living?", "what's Kevin's
+#: job?", "where does my flatmate work?": the words naming whose work is asked.
+_ASKS_WORK = re.compile(
+    r"\bwhat\s+(?:does|did|do)\s+(?P<a>[\w' -]+?)\s+do\s+for\s+(?:work|a\s+living|a\s+job|money)\b"
+    r"|\bwhat(?:\s+is|\s+was|'s)\s+(?P<b>[\w -]+?)(?:'s|s')\s+"
+    r"(?:job|occupation|profession|line\s+of\s+work)\b"
+    r"|\bwhere\s+(?:does|did)\s+(?P<c>[\w' -]+?)\s+work\b",
+    re.IGNORECASE,
+)
+#: The user and the assistant: their work is not checked (see the module's docstring).
+_SPEAKERS = frozenset(["i", "you", "we", "me"])
+#: Words about work or what someone is ("is a nurse", "works nights", "runs a bakery").
+_WORK_WORDS = re.compile(
+    r"\b(?:work(?:s|ed|ing)?|job|jobs|career|profession|occupation|employ\w*|hired|retired|"
+    r"shifts?|office|clinic|firm|company|business|boss|colleagues?|salary|"
+    r"(?:is|was|'s|as|became|becomes|become)\s+(?:a|an)\s+[\w-]+|"
+    r"runs?\s+(?:a|an|the|his|her|their)\b|teach(?:es|ing)?|stud(?:ies|ying)|student)\b",
+    re.IGNORECASE,
+)
+#: Pieces of a fact that say one thing each (a name and a word about work in one piece
+#: are about each other; "X thinks I'm crazy, her sister is a teacher" is two).
+_CLAUSE = re.compile(r"[.!?;,:()\u2014\u2013\n]|\s-\s|\bbut\b", re.IGNORECASE)
+_PRONOUN = re.compile(r"\b(?:he|she|they)(?:'s|'re)?\b", re.IGNORECASE)
+#: After "X's", a word saying "X's" is "X is" / "X has" ("Kevin's a teacher", "Mina's
+#: been working"), not that X owns what follows.
+_CONTRACTION_NEXT = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "been",
+        "now",
+        "working",
+        "still",
+        "just",
+        "also",
+        "got",
+        "going",
+        "not",
+        "never",
+        "always",
+        "very",
+        "so",
+        "in",
+        "at",
+        "on",
+    ]
+)
+_WORD_AT = re.compile(r"[\w-]+(?:['\u2019]s\b|s['\u2019](?!\w))?")
+#: Words after "how old is" that name no one in particular.
+_ANYONE = frozenset(["i", "you", "we", "me", "it", "he", "she", "they", "the", "this", "that"])
+#: Words for one relation ("my wife's dad" may be "my father-in-law" in the fact).
+_KIN = [
+    frozenset(["dad", "father", "father-in-law", "papa", "stepdad", "stepfather"]),
+    frozenset(["mum", "mom", "mother", "mother-in-law", "mama", "stepmum", "stepmom", "stepmother"]),
+    frozenset(["wife", "husband", "spouse", "partner"]),
+    frozenset(["boyfriend", "girlfriend", "bf", "gf", "partner", "fiance", "fiancee", "fiancé", "fiancée"]),
+    frozenset(["brother", "sister", "sibling", "brother-in-law", "sister-in-law"]),
+    frozenset(["son", "daughter", "child", "kid", "boy", "girl"]),
+]
+_THEIRS = frozenset(["his", "her", "their", "your"])
+#: "how old is Rudi?": the one named after the verb (not "my sons": a fact may name them
+#: instead, "Daan is 16"; "what age did I start?" names no one).
+_ASKS_AGE = re.compile(
+    r"\bhow\s+old\s+(?:is|are|was|were|will)\s+(?!my\b|our\b|your\b)(?P<who>[\w-]+)|\bhow\s+old\b|\bwhat\s+age\b",
+    re.IGNORECASE,
+)
+_AGE_NUMBER = (
+    r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)"
+)
+_AGE = re.compile(
+    r"\b(?:old|aged?|born|birthdays?|turn(?:s|ed|ing)?)\b|\b\d+\s*(?:yo|y/o|yrs?|years?|months?)\b|"
+    rf"(?:'s|\bis|\bwas|\bare|\bat)\s+{_AGE_NUMBER}\b",
+    re.IGNORECASE,
+)
+_ASKS_MONEY = re.compile(
+    r"\bhow\s+much\b.*\b(?:pay|paid|cost|costs|spend|spent|charge|charged|price|earn|earns|"
+    r"make|makes|worth|rent|salary|sell|sold)\b",
+    re.IGNORECASE,
+)
+_MONEY = re.compile(
+    r"[$£€¥₹]|\b\d[\d,.]*\s*(?:k|m|bn|ksh|kes|usd|gbp|eur|won)\b|"
+    r"\b(?:grand|bucks|quid|dollars?|pounds?|euros?|rupees?|shillings?|pesos?|reais|zloty|yen|cents?|pence|"
+    r"paid|pay|cost|costs|spent|price|priced|worth|budget|afford|salary|rent|per\s+month|a\s+month)\b",
+    re.IGNORECASE,
+)
+
+
+def work_subject(question: str) -> str | None:
+    """The word naming whose work ``question`` asks, when it is someone else's ("what does
+    my wife do for a living?": "wife"; "what's Kevin's job?": "kevin"), else ``None``."""
+    m = _ASKS_WORK.search(question.replace("\u2019", "'"))
+    if not m:
+        return None
+    words = (m.group("a") or m.group("b") or m.group("c") or "").split()
+    last = words[-1].lower().removesuffix("'s") if words else ""
+    return None if not last or last in _SPEAKERS else last
+
+
+def _same_one(word: str, other: str) -> bool:
+    """Whether ``other`` is ``word`` (stemmed) or a word for the same relation."""
+    return stem(word) == stem(other) or any(word in kin and other in kin for kin in _KIN)
+
+
+def _named_as_itself(word: str, clause: str) -> bool:
+    """Whether ``clause`` names ``word`` (or another word for the same relation: "dad",
+    "father") other than as the owner of something ("Imran's brother"), compared stemmed."""
+    words = _WORD_AT.findall(clause)
+    want = word.lower()
+    for i, token in enumerate(words):
+        low = token.lower().replace("\u2019", "'")
+        owner = low.endswith(("'s", "s'"))
+        base = low.removesuffix("'s").removesuffix("'")
+        if not _same_one(want, base):
+            continue
+        following = words[i + 1].lower() if i + 1 < len(words) else ""
+        if not owner or following in _CONTRACTION_NEXT:
+            return True
+    return False
+
+
+def says_their_work(subject: str, fact_text: str) -> bool:
+    """Whether ``fact_text`` says something about the work of ``subject``: some clause names
+    them (not as an owner) or, when the fact names them, says he / she / they, beside a word
+    about work."""
+    clauses = _CLAUSE.split(fact_text.replace("\u2019", "'"))
+    named = [_named_as_itself(subject, c) for c in clauses]
+    if not any(named):
+        return False
+    return any((n or _PRONOUN.search(c)) and _WORK_WORDS.search(c) for n, c in zip(named, clauses))
+
+
+def first_person_focus(question: str, focus: str) -> bool:
+    """Whether ``question`` asks about the user's own ``focus`` ("our dog", "my new car"),
+    not someone else's ("my kids' school", "Zosia's boyfriend")."""
+    pattern = r"\b(?:my|our)\s+(?:[\w-]+\s+){0,2}?" + re.escape(focus) + r"\b"
+    m = re.search(pattern, question.replace("\u2019", "'"), re.IGNORECASE)
+    return m is not None and "'" not in m.group(0)
+
+
+def only_someone_elses(focus: str, fact_text: str) -> bool:
+    """Whether every mention of ``focus`` in ``fact_text`` is owned by someone else ("the
+    neighbour's dog", "his memoir"); false when it is not mentioned."""
+    words = _WORD_AT.findall(fact_text)
+    want = stem(focus.lower())
+    seen = False
+    for i, token in enumerate(words):
+        if stem(token.lower().removesuffix("'s").removesuffix("'")) != want:
+            continue
+        seen = True
+        before = words[i - 1].lower().replace("\u2019", "'") if i else ""
+        if not (before in _THEIRS or before.endswith(("'s", "s'"))):
+            return False
+    return seen
+
+
+def asks_for_age(question: str) -> bool:
+    """Whether ``question`` asks how old someone or something is."""
+    return _ASKS_AGE.search(question) is not None
+
+
+def gives_their_age(question: str, fact_text: str) -> bool:
+    """Whether ``fact_text`` gives an age ("she's 20", "turned 9", "9 years") and, when
+    ``question`` asks the age of someone it names ("how old is Rudi?"), names them."""
+    text = fact_text.replace("\u2019", "'")
+    if _AGE.search(text) is None:
+        return False
+    m = _ASKS_AGE.search(question)
+    who = (m.group("who") or "").lower() if m else ""
+    return not who or who in _ANYONE or _named_as_itself(who, text)
+
+
+def asks_for_money(question: str) -> bool:
+    """Whether ``question`` asks an amount of money ("how much did he pay for it?")."""
+    return _ASKS_MONEY.search(question) is not None
+
+
+def gives_money(fact_text: str) -> bool:
+    """Whether ``fact_text`` speaks of an amount of money (a currency, "paid", "cost")."""
+    return _MONEY.search(fact_text) is not None
