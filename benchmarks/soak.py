@@ -7,8 +7,9 @@ machine noise hits both alike. Ten entities, sessions of 20 calls, and a new use
 every call that says something worth remembering (so every exchange makes episodes, as in a
 real conversation). Printed per window of 500 registered calls: the added median (registered
 minus bare, ms) and the ratio, the process CPU per call pair, the resident memory, and how
-many stored facts still wait for a vector. At the end: ``Memory.flush()`` (timed) and the
-facts still without a vector after it.
+many stored facts still wait for a vector, and what the full model did for documents so far
+(texts embedded, vectors reused, answers held for a quiet moment). At the end:
+``Memory.flush()`` (timed) and the facts still without a vector after it.
 
     python benchmarks/soak.py [--calls 5000] [--window 500] [--server thread|process] [--json]
     python benchmarks/soak.py --memory off    # the same run with both clients bare: the CPU baseline
@@ -140,6 +141,9 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                         "without_any_vector": blind,
                         "escalations": stats.escalations,
                         "model_deferred": stats.model_deferred,
+                        "texts_embedded": stats.facts_embedded,
+                        "vectors_reused": stats.vectors_reused,
+                        "answers_held": stats.answers_held,
                     }
                 )
                 print(_row(windows[-1]), flush=True)
@@ -177,7 +181,8 @@ def _row(w: dict[str, Any]) -> str:
         f"CPU {w['cpu_ms_per_pair']:.2f} ms/pair, RSS {w['rss_mb']:.0f} MB, "
         f"{w['vectors_pending']}/{w['facts']} facts without the full model's vector "
         f"({w['without_any_vector']} without any), {w['escalations']} escalations "
-        f"({w['model_deferred']} not waited for)"
+        f"({w['model_deferred']} not waited for); full model so far: {w['texts_embedded']} texts "
+        f"embedded, {w['vectors_reused']} vectors reused, {w['answers_held']} answers held"
     )
 
 
