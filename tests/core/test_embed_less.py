@@ -12,7 +12,8 @@ import threading
 import pytest
 
 import memtap
-from memtap.longterm.recall import EmbeddingWorker
+from memtap.longterm.recall import EmbeddingWorker, RecallStats
+from memtap.protocol.model import Fact
 from memtap.storage.store import InMemoryStore
 from memtap.testing.timing import eventually, slack
 from memtap.workers import background
@@ -152,3 +153,23 @@ def test_a_question_asked_again_takes_the_vector_its_turn_got_from_the_worker():
     engine.queries.vector(turn, None)
     assert embedder.texts == [turn]
     mem.close()
+
+
+def test_an_answer_queued_twice_while_held_does_not_keep_flush_waiting(calls_running):
+    """A reloaded index queues again the facts without a full vector, held answers too."""
+    embedder = CountingEmbedder()
+    stats = RecallStats()
+    worker = EmbeddingWorker(embedder, InMemoryStore(), lambda entity, vectors, quick: None, stats)
+    answer = Fact(
+        entity_id="alice",
+        text="Tea is a fine drink.",
+        source_exchange_id="x1",
+        metadata={"role": "assistant"},
+    )
+    worker.submit([answer])
+    eventually(lambda: stats.answers_held == 1, slack(5))
+    worker.submit([answer])
+    eventually(lambda: worker._queue.empty(), slack(5))
+    assert worker.flush(slack(5))
+    assert embedder.texts == ["Tea is a fine drink."]
+    worker.close()

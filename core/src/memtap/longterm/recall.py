@@ -614,10 +614,14 @@ class EmbeddingWorker:
             (answers if is_answer(f) else waiting).append(f)
         if not answers:
             return
+        again = 0
         for f in answers:
+            if f.id in self._held:  # queued again (its index reloaded): held once
+                again += 1
+                continue
             self._held[f.id] = f
             self._held_by_exchange.setdefault(f.source_exchange_id, []).append(f.id)
-        self._pending.done(self._settle_held(answers))
+        self._pending.done(again + self._settle_held(answers))
         self.stats.answers_held = len(self._held)
 
     def _settle_held(self, facts: Sequence[Fact]) -> int:
