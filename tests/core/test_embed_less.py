@@ -73,7 +73,7 @@ def test_an_answer_is_not_sent_to_the_full_model_while_calls_run_and_is_by_flush
     )
     mem.flush()
     engine = mem.longterm.engine
-    eventually(lambda: turn in embedder.texts, slack(5))
+    assert eventually(lambda: turn in embedder.texts, 5)
     assert engine.worker is not None
     engine.worker._pending.wait(slack(1), most=1)  # all but one fact done (before: all)
     assert answer not in embedder.texts
@@ -101,11 +101,11 @@ def test_held_answers_are_embedded_once_the_process_is_quiet(monkeypatch, calls_
     mem.flush()
     engine = mem.longterm.engine
     assert engine.worker is not None
-    eventually(lambda: engine.worker._pending.count == 1 and "I moved to Tokyo" in embedder.texts, slack(5))
+    assert eventually(lambda: engine.worker._pending.count == 1 and "I moved to Tokyo" in embedder.texts, 5)
     assert answer not in embedder.texts
     background.call_ended()  # the call ends: quiet from now on
     try:
-        eventually(lambda: answer in embedder.texts, slack(5))
+        assert eventually(lambda: answer in embedder.texts, 5)
     finally:
         background.call_started()  # the fixture ends it
     mem.close()
@@ -122,7 +122,7 @@ def test_an_answer_restating_its_turn_takes_the_turns_vector_while_calls_run(cal
     )
     mem.flush()
     engine = mem.longterm.engine
-    eventually(lambda: engine.stats.vectors_reused >= 1 and engine.stats.vectors_pending == 0, slack(5))
+    assert eventually(lambda: engine.stats.vectors_reused >= 1 and engine.stats.vectors_pending == 0, 5)
     assert embedder.texts.count(turn) == 1 and echo not in embedder.texts
     mem.close()
 
@@ -167,9 +167,45 @@ def test_an_answer_queued_twice_while_held_does_not_keep_flush_waiting(calls_run
         metadata={"role": "assistant"},
     )
     worker.submit([answer])
-    eventually(lambda: stats.answers_held == 1, slack(5))
+    assert eventually(lambda: stats.answers_held == 1, 5)
     worker.submit([answer])
-    eventually(lambda: worker._queue.empty(), slack(5))
+    assert eventually(lambda: worker._queue.empty(), 5)
     assert worker.flush(slack(5))
     assert embedder.texts == ["Tea is a fine drink."]
+    worker.close()
+
+
+def test_an_echo_held_while_the_quick_table_was_not_ready_still_takes_its_turns_vector(calls_running):
+    """Under load the quick table can be late: facts then arrive without quick vectors, and
+    reuse (which compares them) must not send every echo to the full model at the flush."""
+    embedder = CountingEmbedder()
+    ready = threading.Event()
+    gate = threading.Event()
+    full = embedder.embed
+
+    def quick(text):
+        return _vector(text) if ready.is_set() else None
+
+    def embed(texts):
+        gate.wait(slack(5))
+        return full(texts)
+
+    embedder.embed = embed  # type: ignore[method-assign]
+    stats = RecallStats()
+    worker = EmbeddingWorker(
+        embedder, InMemoryStore(), lambda entity, vectors, quick: None, stats, quick=quick
+    )
+    turn = Fact(entity_id="alice", text="I moved to Tokyo with my beagle", source_exchange_id="x1")
+    echo = Fact(
+        entity_id="alice",
+        text="You said: I moved to Tokyo with my beagle",
+        source_exchange_id="x1",
+        metadata={"role": "assistant"},
+    )
+    worker.submit([turn, echo])
+    assert eventually(lambda: stats.answers_held == 1, 5)
+    ready.set()  # the table is loaded now
+    gate.set()
+    assert eventually(lambda: worker.pending == 0, 5)
+    assert embedder.texts == [turn.text]
     worker.close()

@@ -640,7 +640,7 @@ class EmbeddingWorker:
                 settled.append(f)
                 continue
             text = embedding_text(f)
-            vec = self._reuse.known(f, text, self._quick_of.get(f.id))
+            vec = self._reuse.known(f, text, self._quick_of_now(f))
             if vec is None and self.known is not None:
                 vec = self.known(text)
             if vec is not None:
@@ -699,8 +699,19 @@ class EmbeddingWorker:
             self.stats.facts_quick += len(vecs)
             self.deliver(entity_id, vecs, True)
 
+    def _quick_of_now(self, fact: Fact, *, keep: bool = True) -> Any:
+        """``fact``'s quick vector: the one it was given, else one made now (the quick
+        table was not ready when it arrived; reuse compares quick vectors), else ``None``."""
+        vec = self._quick_of.get(fact.id) if keep else self._quick_of.pop(fact.id, None)
+        if vec is not None or self.quick is None or self._quick_failing:
+            return vec
+        try:
+            return self.quick(embedding_text(fact))
+        except Exception:
+            return None  # _quick_pass logs a failing quick path
+
     def _embed(self, batch: list[Fact]) -> None:
-        quick = {f.id: self._quick_of.pop(f.id, None) for f in batch}
+        quick = {f.id: self._quick_of_now(f, keep=False) for f in batch}
         if self.skip is not None:
             batch = [f for f in batch if not self.skip(f)]
             if not batch:
@@ -750,7 +761,8 @@ class EmbeddingWorker:
             self.stats.vectors_reused += len(facts) - 1
             for f in facts:
                 vectors[f.id] = row
-                self._reuse.learn(f, text, quick.get(f.id), row)
+                q = quick.get(f.id)
+                self._reuse.learn(f, text, q if q is not None else self._quick_of_now(f), row)
             if self.learned is not None and not any(is_answer(f) for f in facts):
                 self.learned(text, row)
 
