@@ -209,3 +209,25 @@ def test_an_echo_held_while_the_quick_table_was_not_ready_still_takes_its_turns_
     assert eventually(lambda: worker.pending == 0, 5)
     assert embedder.texts == [turn.text]
     worker.close()
+
+
+def test_past_the_most_answers_held_the_oldest_go_to_the_model_while_calls_run(monkeypatch, calls_running):
+    monkeypatch.setattr(EmbeddingWorker, "MAX_HELD", 2)
+    embedder = CountingEmbedder()
+    stats = RecallStats()
+    worker = EmbeddingWorker(embedder, InMemoryStore(), lambda entity, vectors, quick: None, stats)
+    answers = [
+        Fact(
+            entity_id="alice",
+            text=f"Answer {i} about tea.",
+            source_exchange_id=f"x{i}",
+            metadata={"role": "assistant"},
+        )
+        for i in range(3)
+    ]
+    for answer in answers:
+        worker.submit([answer])
+        assert eventually(lambda: worker._queue.empty(), 5)
+    assert eventually(lambda: embedder.texts == ["Answer 0 about tea."], 5)
+    assert stats.answers_held == 2
+    worker.close()

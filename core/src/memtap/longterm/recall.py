@@ -447,6 +447,9 @@ class EmbeddingWorker:
     #: How often (seconds) a worker holding answers back looks again whether it may embed
     #: them (the process quiet, a flush waiting).
     HELD_POLL = 0.1
+    #: The most answers held back at once: past it the oldest go to the model all the same
+    #: (a process that is never quiet still gets them, and holds bounded memory).
+    MAX_HELD = 2048
 
     def __init__(
         self,
@@ -622,6 +625,13 @@ class EmbeddingWorker:
             self._held[f.id] = f
             self._held_by_exchange.setdefault(f.source_exchange_id, []).append(f.id)
         self._pending.done(again + self._settle_held(answers))
+        while len(self._held) > self.MAX_HELD:
+            oldest = self._held.pop(next(iter(self._held)))
+            ids = self._held_by_exchange[oldest.source_exchange_id]
+            ids.remove(oldest.id)
+            if not ids:
+                del self._held_by_exchange[oldest.source_exchange_id]
+            waiting.append(oldest)
         self.stats.answers_held = len(self._held)
 
     def _settle_held(self, facts: Sequence[Fact]) -> int:
