@@ -7,8 +7,9 @@ machine noise hits both alike. Ten entities, sessions of 20 calls, and a new use
 every call that says something worth remembering (so every exchange makes episodes, as in a
 real conversation). Printed per window of 500 registered calls: the added median (registered
 minus bare, ms) and the ratio, the process CPU per call pair, the resident memory, and how
-many stored facts still wait for a vector. At the end: ``Memory.flush()`` (timed) and the
-facts still without a vector after it.
+many stored facts still wait for a vector, and what the full model did for documents so far
+(texts embedded, vectors reused, answers held for a quiet moment). At the end:
+``Memory.flush()`` (timed) and the facts still without a vector after it.
 
     python benchmarks/soak.py [--calls 5000] [--window 500] [--server thread|process] [--json]
     python benchmarks/soak.py --memory off    # the same run with both clients bare: the CPU baseline
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import openai
+import overhead
 from overhead import SERVER, model_server
 
 import memtap
@@ -91,6 +93,27 @@ def findable(mem: memtap.Memory, entities: Iterable[str]) -> tuple[int, int, int
 
 SOAK_ENTITIES = [f"soak-e{e}" for e in range(ENTITIES)]
 
+#: ``--answers own``: the scripted server answers each call in words of its own (a real
+#: answer, not a restatement of the turn, so it is embedded for itself), patched into the
+#: server wherever it runs.
+OWN_ANSWERS = """
+import re
+from memtap.testing.server import Reply, ScriptedModelServer
+
+def _own_answer(self, user_text):
+    found = re.search(r"Note (\\d+)", user_text())
+    n = found.group(1) if found else "0"
+    return Reply(text=f"That sounds reasonable to me; keep receipt {n} somewhere safe in case it breaks.")
+
+ScriptedModelServer._next_reply = _own_answer
+"""
+
+
+def answer_in_own_words() -> None:
+    """Make the scripted server, in this process or its child, answer in words of its own."""
+    exec(OWN_ANSWERS, {})
+    overhead._SERVE = OWN_ANSWERS + overhead._SERVE
+
 
 def run(calls: int, window: int, memory_on: bool, model_wait: float | None = None) -> dict[str, Any]:
     home = tempfile.TemporaryDirectory()
@@ -140,6 +163,9 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                         "without_any_vector": blind,
                         "escalations": stats.escalations,
                         "model_deferred": stats.model_deferred,
+                        "texts_embedded": stats.facts_embedded,
+                        "vectors_reused": stats.vectors_reused,
+                        "answers_held": getattr(stats, "answers_held", 0),  # older cores: none
                     }
                 )
                 print(_row(windows[-1]), flush=True)
@@ -177,7 +203,8 @@ def _row(w: dict[str, Any]) -> str:
         f"CPU {w['cpu_ms_per_pair']:.2f} ms/pair, RSS {w['rss_mb']:.0f} MB, "
         f"{w['vectors_pending']}/{w['facts']} facts without the full model's vector "
         f"({w['without_any_vector']} without any), {w['escalations']} escalations "
-        f"({w['model_deferred']} not waited for)"
+        f"({w['model_deferred']} not waited for); full model so far: {w['texts_embedded']} texts "
+        f"embedded, {w['vectors_reused']} vectors reused, {w['answers_held']} answers held"
     )
 
 
@@ -191,10 +218,18 @@ def main() -> None:
     parser.add_argument("--server", choices=["thread", "process"], default="thread")
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
+        "--answers",
+        choices=["echo", "own"],
+        default="echo",
+        help="the server's answers: 'You said: <turn>' (default) or words of its own",
+    )
+    parser.add_argument(
         "--model-wait", type=float, default=None, help="RecallBudget.model_wait (default: as shipped)"
     )
     args = parser.parse_args()
     SERVER["where"] = args.server
+    if args.answers == "own":
+        answer_in_own_words()
     result = run(args.calls, args.window, args.memory == "on", args.model_wait)
     first, last = result["windows"][0], result["windows"][-1]
     print(

@@ -88,6 +88,9 @@ class RecallStats:
     #: asked it for more than it can make without making calls wait
     #: (:meth:`QueryVectors.overloaded`); counted in :attr:`model_deferred` too.
     model_shed: int = 0
+    #: Answers (assistant turns) waiting, with their quick vector, for the process to be
+    #: quiet before the full model embeds them (a gauge: :class:`EmbeddingWorker`).
+    answers_held: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -411,9 +414,17 @@ class EmbeddingWorker:
       before each step waits while ``lane_busy()`` says a call waits for a query's vector
       (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries without
       pause still gets its documents embedded). A query's vector is what a call waits
-      for; a document's, nobody. A text the model embedded lately, and an answer that
-      restates its exchange's user turn, take the vector made already
-      (:mod:`memtap.longterm.reuse`: :attr:`RecallStats.vectors_reused`).
+      for; a document's, nobody. A text the model embedded lately (a document's or a
+      query's: ``known``), and an answer that restates its exchange's user turn, take the
+      vector made already (:mod:`memtap.longterm.reuse`: :attr:`RecallStats.vectors_reused`).
+
+    While intercepted calls run, the model's answers (assistant turns) are not sent to the
+    full model: one that restates its user turn takes the turn's vector as soon as the turn
+    has one, the others keep their quick vector until the process is quiet (no call for
+    :attr:`QUIET_AFTER` seconds) or :meth:`flush` / :meth:`close` asks for everything
+    (:attr:`RecallStats.answers_held` counts them). An answer is ranked below the user's
+    turn it echoes anyway; the user's own words are what the model's time goes to while the
+    cores are the calls' (issue 37: half of what an exchange cost in the background).
 
     While the process is quiet (no intercepted call running or started, and no fact
     submitted, for :attr:`QUIET_AFTER` seconds: what a bulk import or a loop of
@@ -433,6 +444,12 @@ class EmbeddingWorker:
     QUIET_AFTER = 0.5
     #: How many steps one round takes while the process is quiet.
     QUIET_STEPS = 4
+    #: How often (seconds) a worker holding answers back looks again whether it may embed
+    #: them (the process quiet, a flush waiting).
+    HELD_POLL = 0.1
+    #: The most answers held back at once: past it the oldest go to the model all the same
+    #: (a process that is never quiet still gets them, and holds bounded memory).
+    MAX_HELD = 2048
 
     def __init__(
         self,
@@ -446,6 +463,8 @@ class EmbeddingWorker:
         quick: Callable[[str], Any] | None = None,
         lane_busy: Callable[[], bool] | None = None,
         cores: int | None = None,
+        known: Callable[[str], Any] | None = None,
+        learned: Callable[[str, Any], None] | None = None,
     ) -> None:
         self.embedder = embedder
         #: Texts embedded in parallel while the process is quiet (default: the CPUs this
@@ -460,6 +479,10 @@ class EmbeddingWorker:
         self.skip = skip
         self.quick = quick
         self.lane_busy = lane_busy
+        #: The full model's vector of a text made elsewhere (the query lane), or ``None``.
+        self.known = known
+        #: Told each user turn's vector the model made (a question asked again has it).
+        self.learned = learned
         self._queue: queue.SimpleQueue[Fact | None] = queue.SimpleQueue()
         self._pending = PendingWork()
         self._thread_lock = threading.Lock()
@@ -472,6 +495,11 @@ class EmbeddingWorker:
         self._unstored: dict[str, Any] = {}
         #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
         self._quick_of: dict[str, Any] = {}
+        #: Callers of :meth:`flush` waiting now (held answers are embedded meanwhile).
+        self._flushing = 0
+        #: Answers held back while calls run, by id, and their ids by exchange.
+        self._held: dict[str, Fact] = {}
+        self._held_by_exchange: dict[str | None, list[str]] = {}
 
     @property
     def pending(self) -> int:
@@ -498,8 +526,13 @@ class EmbeddingWorker:
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything queued is embedded by the full model (or failed)."""
-        return self._pending.wait(timeout)
+        """Wait until everything queued is embedded by the full model (or failed), answers
+        held back while calls run included."""
+        self._flushing += 1
+        try:
+            return self._pending.wait(timeout)
+        finally:
+            self._flushing -= 1
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish what is queued (up to ``timeout``), then stop: what is left is embedded
@@ -517,18 +550,26 @@ class EmbeddingWorker:
         lower_priority()
         waiting: deque[Fact] = deque()
         while True:
-            fresh, stop = self._take(block=not waiting)
-            if fresh:
-                self._quick_pass([f for f in fresh if f.id not in self._quick_of])  # table late
-                waiting.extend(fresh)
+            if waiting:
+                fresh, stop = self._take(block=False)
+            else:  # answers held: look again soon whether they may be embedded now
+                fresh, stop = self._take(block=True, timeout=self.HELD_POLL if self._held else None)
+            self._arrived(fresh, waiting)
             if waiting and not stop and not self._closed:
                 self._yield_to_queries()
                 fresh, stop = self._take(block=False)
-                waiting.extend(fresh)
+                self._arrived(fresh, waiting)
             if stop:
                 self._store_unstored()
-                self._pending.done(len(waiting))
+                self._pending.done(len(waiting) + len(self._held))
+                self._held.clear()
+                self._held_by_exchange.clear()
                 return
+            if self._held and self._answers_now():
+                waiting.extend(self._held.values())
+                self._held.clear()
+                self._held_by_exchange.clear()
+                self.stats.answers_held = 0
             size = self.step * (self.QUIET_STEPS if self._parallel_now() else 1)
             batch = [waiting.popleft() for _ in range(min(size, len(waiting)))]
             if not batch:
@@ -537,23 +578,107 @@ class EmbeddingWorker:
                 if not self._closed:
                     self._embed(batch)
             finally:
+                settled = self._settle_held(batch)
                 if not waiting or len(self._unstored) >= self.STORE_EVERY:
                     # Before the last fact is counted done: flush() finds them stored.
                     self._store_unstored()
-                self._pending.done(len(batch))
+                self._pending.done(len(batch) + settled)
                 self.stats.vectors_pending = self._pending.count
 
-    def _take(self, *, block: bool) -> tuple[list[Fact], bool]:
-        """What is queued now (waiting for a first fact when ``block``), and whether to stop."""
+    def _take(self, *, block: bool, timeout: float | None = None) -> tuple[list[Fact], bool]:
+        """What is queued now (waiting up to ``timeout`` for a first fact when ``block``),
+        and whether to stop."""
         taken: list[Fact] = []
         while True:
             try:
-                item = self._queue.get() if block and not taken else self._queue.get_nowait()
+                item = self._queue.get(timeout=timeout) if block and not taken else self._queue.get_nowait()
             except queue.Empty:
                 return taken, False
             if item is None:
                 return taken, True
             taken.append(item)
+
+    def _answers_now(self) -> bool:
+        """Whether the model's answers may go to the full model now: no call running or
+        started lately, or everything asked for (:meth:`flush`, :meth:`close`)."""
+        return bool(self._flushing) or self._closed or quiet_for(self.QUIET_AFTER)
+
+    def _arrived(self, fresh: list[Fact], waiting: deque[Fact]) -> None:
+        """Facts taken from the queue: quick vectors for those without one (the table was
+        late), then answers held back while calls run (see the class), the rest to embed."""
+        if not fresh:
+            return
+        self._quick_pass([f for f in fresh if f.id not in self._quick_of])
+        if self._answers_now():
+            waiting.extend(fresh)
+            return
+        answers: list[Fact] = []
+        for f in fresh:
+            (answers if is_answer(f) else waiting).append(f)
+        if not answers:
+            return
+        again = 0
+        for f in answers:
+            if f.id in self._held:  # queued again (its index reloaded): held once
+                again += 1
+                continue
+            self._held[f.id] = f
+            self._held_by_exchange.setdefault(f.source_exchange_id, []).append(f.id)
+        self._pending.done(again + self._settle_held(answers))
+        while len(self._held) > self.MAX_HELD:
+            oldest = self._held.pop(next(iter(self._held)))
+            ids = self._held_by_exchange[oldest.source_exchange_id]
+            ids.remove(oldest.id)
+            if not ids:
+                del self._held_by_exchange[oldest.source_exchange_id]
+            waiting.append(oldest)
+        self.stats.answers_held = len(self._held)
+
+    def _settle_held(self, facts: Sequence[Fact]) -> int:
+        """Give the held answers of these facts' exchanges that need no model (an answer
+        that restates its turn, a text embedded already) their vectors; how many."""
+        exchanges = {f.source_exchange_id for f in facts if f.source_exchange_id is not None}
+        candidates = [
+            self._held[i] for e in exchanges for i in self._held_by_exchange.get(e, ()) if i in self._held
+        ]
+        if not candidates:
+            return 0
+        vectors: dict[str, Any] = {}
+        settled: list[Fact] = []
+        for f in candidates:
+            if self.skip is not None and self.skip(f):
+                settled.append(f)
+                continue
+            text = embedding_text(f)
+            vec = self._reuse.known(f, text, self._quick_of_now(f))
+            if vec is None and self.known is not None:
+                vec = self.known(text)
+            if vec is not None:
+                vectors[f.id] = vec
+                settled.append(f)
+        for f in settled:
+            del self._held[f.id]
+            self._quick_of.pop(f.id, None)
+            ids = self._held_by_exchange.get(f.source_exchange_id)
+            if ids is not None:
+                ids.remove(f.id)
+                if not ids:
+                    del self._held_by_exchange[f.source_exchange_id]
+        self.stats.vectors_reused += len(vectors)
+        self.stats.answers_held = len(self._held)
+        self._deliver_full(settled, vectors)
+        return len(settled)
+
+    def _deliver_full(self, facts: Sequence[Fact], vectors: Mapping[str, Any]) -> None:
+        """Hand the full model's ``vectors`` of ``facts`` (those it has) to the indexes,
+        and to the store with the next write."""
+        self._unstored.update(vectors)
+        by_entity: dict[str, dict[str, Any]] = {}
+        for f in facts:
+            if f.id in vectors:
+                by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
+        for entity_id, vecs in by_entity.items():
+            self.deliver(entity_id, vecs, False)
 
     def _yield_to_queries(self) -> None:
         if self.lane_busy is None:
@@ -584,8 +709,19 @@ class EmbeddingWorker:
             self.stats.facts_quick += len(vecs)
             self.deliver(entity_id, vecs, True)
 
+    def _quick_of_now(self, fact: Fact, *, keep: bool = True) -> Any:
+        """``fact``'s quick vector: the one it was given, else one made now (the quick
+        table was not ready when it arrived; reuse compares quick vectors), else ``None``."""
+        vec = self._quick_of.get(fact.id) if keep else self._quick_of.pop(fact.id, None)
+        if vec is not None or self.quick is None or self._quick_failing:
+            return vec
+        try:
+            return self.quick(embedding_text(fact))
+        except Exception:
+            return None  # _quick_pass logs a failing quick path
+
     def _embed(self, batch: list[Fact]) -> None:
-        quick = {f.id: self._quick_of.pop(f.id, None) for f in batch}
+        quick = {f.id: self._quick_of_now(f, keep=False) for f in batch}
         if self.skip is not None:
             batch = [f for f in batch if not self.skip(f)]
             if not batch:
@@ -607,12 +743,7 @@ class EmbeddingWorker:
                 self._failing = True
             return
         self._failing = False
-        self._unstored.update(vectors)
-        by_entity: dict[str, dict[str, Any]] = {}
-        for f in batch:
-            by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
-        for entity_id, vecs in by_entity.items():
-            self.deliver(entity_id, vecs, False)
+        self._deliver_full(batch, vectors)
 
     def _store_unstored(self) -> None:
         vectors, self._unstored = self._unstored, {}
@@ -625,6 +756,8 @@ class EmbeddingWorker:
         for f in group:
             text = embedding_text(f)
             known = self._reuse.known(f, text, quick.get(f.id))
+            if known is None and self.known is not None:
+                known = self.known(text)  # the query lane embedded it (the turn was its question)
             if known is not None:
                 vectors[f.id] = known
                 self.stats.vectors_reused += 1
@@ -638,7 +771,10 @@ class EmbeddingWorker:
             self.stats.vectors_reused += len(facts) - 1
             for f in facts:
                 vectors[f.id] = row
-                self._reuse.learn(f, text, quick.get(f.id), row)
+                q = quick.get(f.id)
+                self._reuse.learn(f, text, q if q is not None else self._quick_of_now(f), row)
+            if self.learned is not None and not any(is_answer(f) for f in facts):
+                self.learned(text, row)
 
     def _parallel_now(self) -> bool:
         return (
@@ -847,6 +983,15 @@ class QueryVectors:
                 self._cache.move_to_end(text)
             return hit
 
+    def learn(self, text: str, vector: Any) -> None:
+        """The full model's ``vector`` of ``text`` was made elsewhere (a user's turn, by the
+        embedding worker): the same question asked later need not be embedded again."""
+        with self._lock:
+            self._cache[text] = vector
+            self._cache.move_to_end(text)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
     def vector(self, text: str, timeout: float | None) -> Any:
         """The query's vector from the full model, or raise ``TimeoutError`` past
         ``timeout`` seconds (without a timeout, a model still loading is waited for); it
@@ -951,6 +1096,8 @@ class RecallEngine:
                 skip=self._has_vector,
                 quick=self.queries.quick_vector if self.queries is not None else None,
                 lane_busy=self.queries.busy if self.queries is not None else None,
+                known=self.queries.cached if self.queries is not None else None,
+                learned=self.queries.learn if self.queries is not None else None,
             )
             if embedder is not None
             else None
