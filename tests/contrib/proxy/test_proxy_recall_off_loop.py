@@ -9,6 +9,8 @@ wait, and each request behind it waited too.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,9 @@ import httpx
 import pytest
 
 import memtap
+from memtap.hookspecs import hookimpl
 from memtap.longterm.recall_injector import RecallBudget
+from memtap.protocol.wire import InjectionRequest, SystemBlock
 from memtap.testing.server import Reply, ScriptedModelServer
 from memtap.testing.timing import eventually, slack
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
@@ -106,3 +110,39 @@ def test_a_call_waiting_for_the_full_model_does_not_hold_up_the_others(
     eventually(lambda: len(upstream.requests) == 2)
     sent = next(r.json for r in upstream.requests if "pet" in str(r.json["messages"]))
     assert "Alice adopted a beagle" in str(sent["messages"]), "the call did not wait for its full vector"
+
+
+class TicketPlugin:
+    """A third-party injector that looks something up asynchronously in its prefetch and
+    hands it to its injections through a ContextVar (the hook's documented contract)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.ticket: contextvars.ContextVar[str | None] = contextvars.ContextVar("ticket", default=None)
+
+    @hookimpl
+    def memtap_request_prefetch(self, request: InjectionRequest) -> Any:
+        async def look_up() -> None:
+            await asyncio.sleep(0.01)  # a remote lookup
+            if self.fail:
+                raise RuntimeError("the lookup service is down")
+            self.ticket.set(f"ticket for {request.attribution.entity_id}")
+
+        return look_up()
+
+    @hookimpl
+    def memtap_request_injections(self, request: InjectionRequest) -> list[SystemBlock]:
+        ticket = self.ticket.get()
+        return [SystemBlock(text=ticket, slot="task_context", source="tickets")] if ticket else []
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["looked-up", "lookup-fails"])
+def test_a_plugins_prefetch_is_awaited_in_the_calls_task_and_a_failure_is_fail_open(
+    proxy: ProxyThread, upstream: ScriptedModelServer, mem: memtap.Memory, fail: bool
+) -> None:
+    mem.pm.register(TicketPlugin(fail=fail), name="tickets")
+    upstream.script(Reply(text="ok"))
+    response = ask(proxy, "carol", "what is on my plate today")
+    assert response.status_code == 200
+    sent = str(upstream.requests[-1].json)
+    assert ("ticket for carol" in sent) is not fail
