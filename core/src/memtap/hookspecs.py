@@ -100,8 +100,9 @@ def memtap_request_prefetch(request: InjectionRequest) -> Awaitable[None] | None
     memtap awaits each returned awaitable in the calling task, one after the other, before
     it asks for the injections: what an implementation sets in a :class:`contextvars.ContextVar`
     there is seen by its ``memtap_request_injections``. Bound the wait yourself; an exception
-    is logged and the call goes on. Core's ``recall`` plugin awaits the full model's vector
-    of the question here, so that the loop serves its other requests meanwhile.
+    is logged and the call goes on. Core's ``history`` plugin awaits the session's read from
+    the store here, and its ``recall`` plugin the full model's vector of the question, so
+    that the loop serves its other requests meanwhile.
     """
 
 

@@ -339,20 +339,17 @@ class Call:
     async def prepare_async(
         self, body: Mapping[str, Any], *, view: RequestView | None = None
     ) -> Mapping[str, Any]:
-        """:meth:`prepare` for a caller on an event loop: the session's history is read
-        in a thread and awaited (a bounded time), so the loop never blocks on the store."""
-        if self.internal or self.sent_body is not None:
+        """:meth:`prepare` for a caller on an event loop: what the injectors would wait for
+        (the session's history read from the store, the full model's vector of the
+        question) is awaited first, a bounded time (``memtap_request_prefetch``), so the
+        loop never blocks on it."""
+        if self.internal or self.sent_body is not None or self.plain:
             return self.prepare(body, view=view)
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not asyncio (trio): prepare's own bounded wait applies
             return self.prepare(body, view=view)
-        try:
-            await self.tap.histories.preload(self.attribution)
-        except Exception:
-            log.exception("memtap could not preload a session's history; going on without waiting")
-        if not self.plain:
-            await self._prefetch(body, view)
+        await self._prefetch(body, view)
         with without_waiting():
             return self.prepare(body, view=view)
 
