@@ -334,6 +334,37 @@ async def _concurrent(url: str, clients: int, seconds: float, limit: int, stream
         return done, time.perf_counter() - t0
 
 
+#: Agents asking new questions at once, each after a think time (``paced``).
+PACED_CLIENTS = 8
+PACED_GAP = 0.25
+
+
+async def _paced(url: str, clients: int, seconds: float, gap: float, first: int) -> list[float]:
+    """``clients`` agents, each sending a new question (:func:`varied`) ``gap`` seconds
+    after its last answer, for ``seconds``: every request's latency. Slower than the
+    concurrent run's back-to-back clients, so that recall waits for the full model (it
+    stops waiting above a quarter of a core of queries): one request's wait must not
+    hold up the others the proxy's event loop serves."""
+    latencies: list[float] = []
+    end = time.perf_counter() + seconds
+    count = first
+    async with httpx.AsyncClient(timeout=10) as client:
+
+        async def agent(offset: float) -> None:
+            nonlocal count
+            await asyncio.sleep(offset)
+            while time.perf_counter() < end:
+                count += 1
+                t0 = time.perf_counter()
+                r = await client.post(url, json=varied(count))
+                latencies.append(time.perf_counter() - t0)
+                assert r.status_code == 200, r.text
+                await asyncio.sleep(gap)
+
+        await asyncio.gather(*(agent(gap * i / clients) for i in range(clients)))
+    return latencies
+
+
 def ms(values: list[float], q: float = 0.5) -> float:
     values = sorted(values)
     return 1000 * values[min(len(values) - 1, int(q * len(values)))]
@@ -492,6 +523,14 @@ def main() -> None:
                 print(f"{label + ' ms':42}{'':10}{p:10.3f}")
             else:
                 print(f"{label + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
+        # Several agents at a moderate pace, each question new: the added latency when
+        # recall waits for the full model on some requests and not on others.
+        label = f"JSON, new text, {PACED_CLIENTS} paced clients"
+        d_lat = asyncio.run(_paced(direct, PACED_CLIENTS, args.seconds, PACED_GAP, 10**6))
+        p_lat = asyncio.run(_paced(through, PACED_CLIENTS, args.seconds, PACED_GAP, 2 * 10**6))
+        for q, name in ((0.5, "median"), (0.9, "p90"), (0.99, "p99")):
+            d, p = ms(d_lat, q), ms(p_lat, q)
+            print(f"{label + ': ' + name + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
     finally:
         for process in (proxy, up):
             process.terminate()

@@ -490,3 +490,66 @@ def test_a_backlog_is_embedded_on_every_core_while_no_call_runs_and_on_one_durin
     assert worker.flush(5)
     assert {embedder.threads[f.text] for f in coming} == {"memtap-embed"}
     worker.close()
+
+
+def test_a_search_on_an_event_loop_awaits_the_full_model_and_the_loop_goes_on():
+    """search_async: the wait for the query's vector is awaited (other tasks run), and the
+    search gets the full model's answer; counted once."""
+    import asyncio
+
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=10.0, model_wait=10.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    engine = mem.longterm.engine
+    embedder.gate = threading.Event()
+    searches = engine.stats.searches
+    ticks = 0
+
+    async def ticking() -> None:
+        nonlocal ticks
+        while not embedder.gate.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> list:
+        ticker = asyncio.create_task(ticking())
+        search = asyncio.create_task(
+            engine.search_async("which pet do I own?", entity_id="alice", k=3, deadline=10.0, model_wait=10.0)
+        )
+        await asyncio.sleep(slack(0.3))
+        assert not search.done(), "the search did not wait for the full model"
+        assert ticks >= 5, "the loop was blocked while the search waited"
+        embedder.gate.set()
+        hits = await search
+        await ticker
+        return hits
+
+    hits = asyncio.run(scenario())
+    assert hits and hits[0].fact.text == "Alice adopted a beagle"
+    assert engine.stats.searches == searches + 1 and engine.stats.model_deferred == 0
+    mem.close()
+
+
+def test_a_search_that_may_not_wait_on_an_event_loop_leaves_the_vector_for_next_time():
+    """The blocking search inside ``without_waiting`` (an event loop that did not prefetch)
+    never waits for the full model: the lane makes the vector, the next search has it."""
+    from memtap.history.injector import without_waiting
+
+    embedder = LaneEmbedder(quick="blind")
+    mem = memory(embedder, recall=RecallBudget(deadline=10.0, model_wait=10.0))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    engine = mem.longterm.engine
+    embedder.delay = slack(0.5)
+    started = time.perf_counter()
+    with without_waiting():
+        hits = engine.search("which pet do I own?", entity_id="alice", k=3, deadline=10.0, model_wait=10.0)
+    assert time.perf_counter() - started < slack(0.3), "the search blocked for the full model"
+    assert not any(h.fact.text == "Alice adopted a beagle" and h.score > 0.5 for h in hits or [])
+    assert engine.queries is not None
+    wait_cached(engine.queries, "which pet do I own?")
+    with without_waiting():
+        hits = engine.search("which pet do I own?", entity_id="alice", k=3, deadline=10.0, model_wait=10.0)
+    assert hits and hits[0].fact.text == "Alice adopted a beagle"
+    mem.close()

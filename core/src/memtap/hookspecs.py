@@ -21,7 +21,7 @@ Cross-cutting concerns (redaction, enrichment, tracing) use ``@hookimpl(wrapper=
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memtap.protocol.markers import PROJECT_NAME, hookimpl, hookspec
@@ -87,6 +87,22 @@ def memtap_request_injections(request: InjectionRequest) -> Sequence[Injection] 
     text), or ``None``. Runs on the request path: be fast; anything slow must have a deadline.
     Core's built-in ``history`` plugin (earlier turns of the session) and ``recall`` plugin
     (the entity's recalled facts, a ``memory`` system block) implement this hook.
+    """
+
+
+@hookspec
+def memtap_request_prefetch(request: InjectionRequest) -> Awaitable[None] | None:
+    """Start, for a call made on an event loop, what :func:`memtap_request_injections` would
+    wait for, and return an awaitable of it (or ``None``: nothing to wait for).
+
+    Called only where the call is prepared on an asyncio event loop (the HTTP proxy, async
+    SDK clients), with the same ``request`` that ``memtap_request_injections`` then gets.
+    memtap awaits each returned awaitable in the calling task, one after the other, before
+    it asks for the injections: what an implementation sets in a :class:`contextvars.ContextVar`
+    there is seen by its ``memtap_request_injections``. Bound the wait yourself; an exception
+    is logged and the call goes on. Core's ``history`` plugin awaits the session's read from
+    the store here, and its ``recall`` plugin the full model's vector of the question, so
+    that the loop serves its other requests meanwhile.
     """
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from memtap.history.conversation import HistoryBudget, HistoryPlan, cached_plan, resent_count
 from memtap.history.injector import SessionHistories, request_budget
 from memtap.protocol.markers import hookimpl
@@ -25,6 +27,12 @@ class HistoryPlugin:
         """The history plan of ``request`` (made once per request, whoever asks)."""
         history = self.histories.get(request.attribution)
         return cached_plan(history, request.request.messages, request_budget(request, self.budget))
+
+    @hookimpl
+    def memtap_request_prefetch(self, request: InjectionRequest) -> Awaitable[None]:
+        """On an event loop: the session's read from the store, awaited up to its deadline
+        (:meth:`SessionHistories.preload`), so that the injections find it cached."""
+        return self.histories.preload(request.attribution)
 
     @hookimpl
     def memtap_request_injections(self, request: InjectionRequest) -> list[HistoryInjection]:

@@ -16,6 +16,7 @@ every minute), in the background while the stale index serves; or when it is evi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as _dt
 import logging
@@ -25,14 +26,14 @@ import queue
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import attrs
 
-from memtap.history.injector import LOAD_DEADLINE, may_wait
+from memtap.history.injector import LOAD_DEADLINE, may_wait, without_waiting
 from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
 from memtap.longterm.reuse import VectorReuse, is_answer
 from memtap.longterm.roles import asks_assistant
@@ -1014,6 +1015,33 @@ class QueryVectors:
             with self._lock:
                 self._waiters -= 1
 
+    async def vector_async(self, text: str, timeout: float | None) -> Any:
+        """:meth:`vector` for a caller on an event loop: the wait is awaited, so the loop
+        serves its other tasks meanwhile."""
+        if timeout is None and self.loading:
+            await asyncio.to_thread(self.warm_up, wait=True)
+        hit = self.cached(text)
+        if hit is not None:
+            return hit
+        future = self._on_lane(text)
+        if timeout is not None and timeout <= 0 and not future.done():
+            raise TimeoutError("query embedding not waited for")
+        with self._lock:
+            self._waiters += 1
+        try:
+            # Shielded: a wait that times out must not cancel the embedding, which serves
+            # the same question's next request.
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+        except asyncio.TimeoutError as exc:
+            raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
+        except asyncio.CancelledError:
+            if future.cancelled():  # a newer query took its place on the lane
+                raise TimeoutError("query embedding dropped from the lane") from None
+            raise  # the awaiting task itself was cancelled
+        finally:
+            with self._lock:
+                self._waiters -= 1
+
     def _on_lane(self, text: str) -> Future[Any]:
         """The lane's future of ``text``: the one already there, or a new one that takes
         the place of a query still waiting (cancelled: never started)."""
@@ -1221,6 +1249,75 @@ class RecallEngine:
         it by fact id (:meth:`EntityIndex.score_parts`); with ``below``, the facts among the
         best ``k`` that scored under ``min_score`` are appended to it (they are not
         returned)."""
+        steps = self._search(
+            query,
+            entity_id=entity_id,
+            process_id=process_id,
+            k=k,
+            min_score=min_score,
+            deadline=deadline,
+            exclude=exclude,
+            now=now,
+            parts=parts,
+            below=below,
+            model_wait=model_wait,
+            shed=shed,
+        )
+        # Inside memtap.history.injector.without_waiting (an event loop calling without
+        # search_async) the search must not block: the lane makes the vector for next time.
+        waits = may_wait()
+        try:
+            wanted = next(steps)
+            while True:
+                text, timeout = wanted
+                assert self.queries is not None  # only a search with a query lane waits
+                try:
+                    vector = self.queries.vector(text, timeout if waits else 0.0)
+                except Exception as exc:
+                    wanted = steps.throw(exc)
+                else:
+                    wanted = steps.send(vector)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def search_async(self, query: str, **options: Any) -> list[ScoredFact] | None:
+        """:meth:`search` (the same arguments) for a caller on an event loop: the wait for
+        the full model's vector of the query is awaited, so the loop serves its other tasks
+        meanwhile (the rest of the search takes well under a millisecond)."""
+        steps = self._search(query, **options)
+        with without_waiting():  # nor for a cold index: it loads in the background
+            try:
+                wanted = next(steps)
+                while True:
+                    assert self.queries is not None  # only a search with a query lane waits
+                    try:
+                        vector = await self.queries.vector_async(*wanted)
+                    except Exception as exc:
+                        wanted = steps.throw(exc)
+                    else:
+                        wanted = steps.send(vector)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def _search(
+        self,
+        query: str,
+        *,
+        entity_id: str,
+        process_id: str | None = None,
+        k: int = 5,
+        min_score: float = 0.0,
+        deadline: float | None = None,
+        exclude: Sequence[str] = (),
+        now: _dt.datetime | None = None,
+        parts: dict[str, ScoreParts] | None = None,
+        below: list[ScoredFact] | None = None,
+        model_wait: float | None = None,
+        shed: bool = False,
+    ) -> Generator[tuple[str, float | None], Any, list[ScoredFact] | None]:
+        """The steps of :meth:`search`. Where it waits for the full model's vector of a
+        text it yields ``(text, timeout)``; it is sent the vector, or thrown what the wait
+        raised (:class:`TimeoutError`: late). One search, a blocking and an awaiting driver."""
         started = time.monotonic()
         self.stats.searches += 1
         cold_wait = COLD_INDEX_WAIT if deadline is not None and may_wait() else 0.0
@@ -1312,7 +1409,7 @@ class RecallEngine:
             if sure:
                 return self._remember(entry, asked, searched, hits, parts, below)
             self.stats.escalations += 1
-        full = self._full_vector(query, deadline, started, model_wait, shed) if wanted else None
+        full = (yield from self._full_vector(query, deadline, started, model_wait, shed)) if wanted else None
         if full is not None or found is None:
             if full is None:
                 self.stats.lexical_only += 1
@@ -1403,7 +1500,7 @@ class RecallEngine:
 
     def _full_vector(
         self, query: str, deadline: float | None, started: float, wait: float | None, shed: bool = False
-    ) -> Any:
+    ) -> Generator[tuple[str, float | None], Any, Any]:
         """The query's vector from the full model within what is left of ``deadline``
         (and at most ``wait``), or ``None`` (late, failing, or with ``shed`` not asked
         under load: counted)."""
@@ -1424,7 +1521,7 @@ class RecallEngine:
         if deferred:
             remaining = wait
         try:
-            return self.queries.vector(query, remaining)
+            return (yield (query, remaining))
         except TimeoutError:
             if deferred:
                 self.stats.model_deferred += 1

@@ -8,8 +8,11 @@ call. Facts the injected history already carries are not repeated.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
+from collections.abc import Awaitable
+from typing import Any
 
 import attrs
 
@@ -104,6 +107,20 @@ def _why_none(hits: list[ScoredFact] | None, below: list[ScoredFact]) -> str:
     return "no stored fact matched the question"
 
 
+@attrs.frozen
+class _Handed:
+    """A prefetched search's answer, for the same call's injections."""
+
+    request: InjectionRequest
+    hits: list[ScoredFact] | None
+    parts: dict[str, ScoreParts]
+    below: list[ScoredFact]
+
+
+#: Set by the prefetch in the call's task, read by its injections (the same task).
+_HANDED: contextvars.ContextVar[_Handed | None] = contextvars.ContextVar("memtap_recall_handed", default=None)
+
+
 class RecallPlugin:
     """Injects the call's entity's recalled facts as a ``memory`` block."""
 
@@ -127,6 +144,40 @@ class RecallPlugin:
         texts = {normalise(m.content) for m in plan.messages if m.content}
         return ids, texts
 
+    def _search_options(
+        self, request: InjectionRequest, parts: dict[str, ScoreParts], below: list[ScoredFact]
+    ) -> dict[str, Any]:
+        """The engine's search arguments for ``request`` (``parts`` and ``below`` are
+        filled for explain: the parts of each score, the facts under the threshold)."""
+        budget = self.budget
+        return {
+            "entity_id": request.attribution.entity_id,
+            "process_id": request.attribution.process_id,
+            "k": budget.k * 2,
+            "min_score": budget.min_score,
+            "deadline": budget.deadline,
+            "model_wait": budget.model_wait,
+            "shed": not budget.wait_under_load,
+            "parts": parts,
+            "below": below,
+        }
+
+    @hookimpl
+    def memtap_request_prefetch(self, request: InjectionRequest) -> Awaitable[None] | None:
+        """On an event loop: the search, its wait for the full model awaited (the loop goes
+        on meanwhile); its result is handed to :meth:`memtap_request_injections`."""
+        budget = self.budget
+        if budget.k == 0 or budget.max_tokens == 0:
+            return None
+        query = latest_user_text(request.request.messages)
+        return self._prefetch(request, query) if query else None
+
+    async def _prefetch(self, request: InjectionRequest, query: str) -> None:
+        parts: dict[str, ScoreParts] = {}
+        below: list[ScoredFact] = []
+        hits = await self.engine.search_async(query, **self._search_options(request, parts, below))
+        _HANDED.set(_Handed(request, hits, parts, below))
+
     @hookimpl
     def memtap_request_injections(self, request: InjectionRequest) -> list[SystemBlock]:
         """Recall for the latest user turn and inject what fits the budget."""
@@ -137,22 +188,15 @@ class RecallPlugin:
         if not query:
             return []
         attribution = request.attribution
-        # What explain records: the parts of each score, the facts under the threshold.
-        parts: dict[str, ScoreParts] = {}
-        below: list[ScoredFact] = []
+        handed = _HANDED.get()
         try:
-            hits = self.engine.search(
-                query,
-                entity_id=attribution.entity_id,
-                process_id=attribution.process_id,
-                k=budget.k * 2,
-                min_score=budget.min_score,
-                deadline=budget.deadline,
-                model_wait=budget.model_wait,
-                shed=not budget.wait_under_load,
-                parts=parts,
-                below=below,
-            )
+            if handed is not None and handed.request is request:
+                _HANDED.set(None)
+                hits, parts, below = handed.hits, handed.parts, handed.below
+            else:
+                parts = {}
+                below = []
+                hits = self.engine.search(query, **self._search_options(request, parts, below))
             if not hits:
                 log.debug(
                     "memtap: no recalled facts for entity %r in this call: %s",

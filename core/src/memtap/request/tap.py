@@ -247,6 +247,10 @@ class Call:
         self.sent_body: Mapping[str, Any] | None = None
         #: The app's request as injection read it (the agent's scaffolding left out).
         self.request_view: RequestView | None = None
+        #: The last body read and its reading; the last reading and what the injectors
+        #: were asked of it (a call prepared on an event loop asks twice: prefetch, inject).
+        self._read: tuple[Mapping[str, Any], RequestView] | None = None
+        self._request: tuple[RequestView, InjectionRequest] | None = None
         #: How many of the request's leading messages resend the session (not captured
         #: again); final once the call is formatted (:attr:`resent_later`).
         self.already_present = 0
@@ -335,23 +339,50 @@ class Call:
     async def prepare_async(
         self, body: Mapping[str, Any], *, view: RequestView | None = None
     ) -> Mapping[str, Any]:
-        """:meth:`prepare` for a caller on an event loop: the session's history is read
-        in a thread and awaited (a bounded time), so the loop never blocks on the store."""
-        if self.internal or self.sent_body is not None:
+        """:meth:`prepare` for a caller on an event loop: what the injectors would wait for
+        (the session's history read from the store, the full model's vector of the
+        question) is awaited first, a bounded time (``memtap_request_prefetch``), so the
+        loop never blocks on it."""
+        if self.internal or self.sent_body is not None or self.plain:
             return self.prepare(body, view=view)
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not asyncio (trio): prepare's own bounded wait applies
             return self.prepare(body, view=view)
-        try:
-            await self.tap.histories.preload(self.attribution)
-        except Exception:
-            log.exception("memtap could not preload a session's history; going on without waiting")
+        await self._prefetch(body, view)
         with without_waiting():
             return self.prepare(body, view=view)
 
+    async def _prefetch(self, body: Mapping[str, Any], given: RequestView | None) -> None:
+        """Await what the injectors would wait for (``memtap_request_prefetch``), one after
+        the other in this task, so that the loop serves other calls meanwhile."""
+        try:
+            request = self._injection_request(self._view(body, given), given)
+            waits = [w for w in self.tap.hook.memtap_request_prefetch(request=request) if w is not None]
+        except Exception:
+            count("failed", reason="prefetch")
+            log.exception("memtap could not start what its injectors wait for; they go on without")
+            return
+        for wait in waits:
+            try:
+                await wait
+            except Exception:
+                count("failed", reason="prefetch")
+                log.exception("a memtap_request_prefetch wait failed; its injector goes on without")
+
+    def _view(self, body: Mapping[str, Any], given: RequestView | None) -> RequestView:
+        """The protocol's reading of ``body`` (``given``, else read once per body)."""
+        if given is not None:
+            return given
+        read = self._read
+        if read is not None and read[0] is body:
+            return read[1]
+        view = self.protocol.read_request(body)
+        self._read = (body, view)
+        return view
+
     def _inject(self, body: Mapping[str, Any], given: RequestView | None) -> Mapping[str, Any]:
-        view = self.protocol.read_request(body) if given is None else given
+        view = self._view(body, given)
         # Spans and their attributes only for a call whose span is recorded (an SDK is set
         # up and samples it): without one, each costs work on every call for nothing.
         if not self.span.is_recording():
@@ -379,19 +410,8 @@ class Call:
     ) -> Mapping[str, Any]:
         """``body`` with what the injectors contribute (the plan kept on the call)."""
         tap = self.tap
-        if not self._profile_known:
-            self.profile = tap.profile(self.agent, view.system)
-            self._profile_known = True
+        request = self._injection_request(view, given)
         profile = self.profile
-        request = InjectionRequest(
-            attribution=self.attribution,
-            protocol=self.protocol,
-            # The agent's scaffolding is not the user.
-            request=own_view(profile, view) if given is None else given,
-            agent=profile.name if profile is not None else None,
-            cached_sources=tap.session_blocks.sources(self.attribution),
-            history=self.history,
-        )
         self.request_view = request.request
         plan = merge_injections(tap.hook.memtap_request_injections(request=request))
         plan = tap.session_blocks.apply(self.attribution, plan)
@@ -402,6 +422,28 @@ class Call:
         self.injected_messages = len(plan.history)
         self.injection = plan
         return body if plan.empty else self.protocol.inject(body, plan)
+
+    def _injection_request(self, view: RequestView, given: RequestView | None) -> InjectionRequest:
+        """What the injectors are asked about ``view`` (made once per view: the prefetch
+        and the injections get the same object)."""
+        made = self._request
+        if made is not None and made[0] is view:
+            return made[1]
+        if not self._profile_known:
+            self.profile = self.tap.profile(self.agent, view.system)
+            self._profile_known = True
+        profile = self.profile
+        request = InjectionRequest(
+            attribution=self.attribution,
+            protocol=self.protocol,
+            # The agent's scaffolding is not the user.
+            request=own_view(profile, view) if given is None else given,
+            agent=profile.name if profile is not None else None,
+            cached_sources=self.tap.session_blocks.sources(self.attribution),
+            history=self.history,
+        )
+        self._request = (view, request)
+        return request
 
     # -- sending -------------------------------------------------------------------------
 
