@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import uvicorn
 
 from memtap import Memory
-from memtap.sdk.server import ServerThread
+from memtap.sdk.server import ServerThread, StopOnSignal
 
 from .app import create_app
 from .guard import check_bind
@@ -48,9 +48,15 @@ def serve(
     allow_hosts: Iterable[str] = (),
     log_level: str = "info",
 ) -> None:
-    """Serve the memory browser over ``memory`` until interrupted (Ctrl-C). A ``host``
-    beyond loopback needs a ``token`` (``ValueError`` otherwise)."""
-    uvicorn.Server(_config(memory, host, port, token, allow_hosts, log_level)).run()
+    """Serve the memory browser over ``memory`` until stopped (Ctrl-C, SIGTERM: then it
+    returns, for the caller to close ``memory``). A ``host`` beyond loopback needs a
+    ``token`` (``ValueError`` otherwise)."""
+    ForegroundServer(_config(memory, host, port, token, allow_hosts, log_level)).run()
+
+
+class ForegroundServer(StopOnSignal, uvicorn.Server):
+    """uvicorn's server, returning from ``run`` on SIGTERM as on SIGINT (``memtap.sdk.server.StopOnSignal``)
+    rather than dying by the signal with its Memory open."""
 
 
 class UIServer(ServerThread):

@@ -12,8 +12,11 @@ import re
 from collections import Counter
 from functools import lru_cache
 
+from memtap.protocol.normalise import normalise
+
+__all__ = ["STOP_WORDS", "normalise", "stem", "term_counts", "terms"]
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_SPACES = re.compile(r"\s+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 _STOP_TEXT = """a about above after again against all am an and any are aren as at be because been
@@ -67,22 +70,6 @@ def terms(text: str) -> list[str]:
         elif raw not in STOP_WORDS:
             out.append(stem(raw))
     return out
-
-
-def normalise(text: str) -> str:
-    """``text`` as texts are compared: spacing collapsed to single blanks, trimmed, lower
-    case. Decides stored ids (episodes, facts said again), so what it returns for a text
-    must never change."""
-    # A session's history messages are compared again on every call: short texts are
-    # cached (long ones, such as tool outputs, are not kept alive by the cache).
-    return _normalise_short(text) if len(text) <= 2048 else _normalise(text)
-
-
-def _normalise(text: str) -> str:
-    return _SPACES.sub(" ", text).strip().lower()
-
-
-_normalise_short = lru_cache(maxsize=8192)(_normalise)
 
 
 def term_counts(text: str) -> Counter[str]:

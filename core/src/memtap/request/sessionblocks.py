@@ -19,6 +19,7 @@ from collections.abc import Iterable
 import attrs
 
 from memtap.protocol.model import Attribution
+from memtap.protocol.normalise import normalise
 from memtap.protocol.wire import InjectionPlan, SystemBlock
 
 _SessionKey = tuple[str, str | None, str]
@@ -26,11 +27,6 @@ _BlockKey = tuple[str, str, int]
 
 #: A list-item line: ``- x``, ``* x``, ``• x``, ``1. x``, ``2) x``.
 _ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+\S")
-_SPACES = re.compile(r"\s+")
-
-
-def _norm(line: str) -> str:
-    return _SPACES.sub(" ", line).strip().lower()
 
 
 @attrs.frozen
@@ -47,7 +43,7 @@ class Known:
         lines: set[str] = set()
         for block in blocks:
             ids.update(i for i in block.fact_ids if i)
-            lines.update(_norm(line) for line in block.text.split("\n") if line.strip())
+            lines.update(normalise(line) for line in block.text.split("\n") if line.strip())
         return cls(frozenset(ids), frozenset(lines))
 
 
@@ -68,7 +64,7 @@ def without_known(block: SystemBlock, known: Known) -> SystemBlock | None:
             is_fact = bool(fact_id)
         else:
             is_fact = bool(_ITEM.match(line)) if items else bool(line.strip())
-        if is_fact and ((fact_id and fact_id in known.ids) or _norm(line) in known.lines):
+        if is_fact and ((fact_id and fact_id in known.ids) or normalise(line) in known.lines):
             dropped = True
             continue
         kept.append((line, fact_id))
