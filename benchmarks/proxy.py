@@ -339,30 +339,42 @@ PACED_CLIENTS = 8
 PACED_GAP = 0.25
 
 
-async def _paced(url: str, clients: int, seconds: float, gap: float, first: int) -> list[float]:
-    """``clients`` agents, each sending a new question (:func:`varied`) ``gap`` seconds
-    after its last answer, for ``seconds``: every request's latency. Slower than the
-    concurrent run's back-to-back clients, so that recall waits for the full model (it
-    stops waiting above a quarter of a core of queries): one request's wait must not
-    hold up the others the proxy's event loop serves."""
-    latencies: list[float] = []
+def unheard(i: int) -> dict:
+    """A chat body with a question that has a word no stored fact has (its letters spell
+    ``i``): the words cannot settle it, so recall asks the full model for its vector."""
+    word = "".join(chr(ord("a") + int(d)) for d in str(i))
+    return {**BODY, "messages": [{"role": "user", "content": f"what about the {word}zy plan?"}]}
+
+
+async def _paced(
+    url: str, clients: int, seconds: float, gap: float, first: int
+) -> tuple[list[float], list[float]]:
+    """``clients`` agents, each sending a request ``gap`` seconds after its last answer, for
+    ``seconds``: half of them a new question every time (:func:`unheard`), half the same
+    one (its vector made once, its search remembered). The latencies of each half. Slower
+    than the concurrent run's back-to-back clients, so that recall waits for the full
+    model for the new questions (it stops waiting above a quarter of a core of queries):
+    that wait must not hold up the requests that need no model, on the same event loop."""
+    new: list[float] = []
+    same: list[float] = []
     end = time.perf_counter() + seconds
     count = first
     async with httpx.AsyncClient(timeout=10) as client:
 
-        async def agent(offset: float) -> None:
+        async def agent(i: int) -> None:
             nonlocal count
-            await asyncio.sleep(offset)
+            await asyncio.sleep(gap * i / clients)
             while time.perf_counter() < end:
                 count += 1
+                body = unheard(count) if i % 2 == 0 else BODY
                 t0 = time.perf_counter()
-                r = await client.post(url, json=varied(count))
-                latencies.append(time.perf_counter() - t0)
+                r = await client.post(url, json=body)
+                (new if i % 2 == 0 else same).append(time.perf_counter() - t0)
                 assert r.status_code == 200, r.text
                 await asyncio.sleep(gap)
 
-        await asyncio.gather(*(agent(gap * i / clients) for i in range(clients)))
-    return latencies
+        await asyncio.gather(*(agent(i) for i in range(clients)))
+    return new, same
 
 
 def ms(values: list[float], q: float = 0.5) -> float:
@@ -423,7 +435,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--history-messages", type=int, default=None)
     parser.add_argument(
-        "--only", choices=["chat", "agents", "new-sessions"], default=None, help="one part of the benchmark"
+        "--only",
+        choices=["chat", "agents", "new-sessions", "paced"],
+        default=None,
+        help="one part of the benchmark",
     )
     parser.add_argument(
         "--sessions", type=int, default=60, help="--only new-sessions: new sessions per agent"
@@ -488,6 +503,9 @@ def main() -> None:
         if args.only == "new-sessions":
             new_sessions(f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}", proxy.pid, args)
             return
+        if args.only == "paced":
+            paced(direct, through, args)
+            return
         if args.only != "chat":
             agents(f"http://127.0.0.1:{up_port}", f"http://127.0.0.1:{proxy_port}", proxy.pid, args)
         if args.only == "agents":
@@ -523,19 +541,24 @@ def main() -> None:
                 print(f"{label + ' ms':42}{'':10}{p:10.3f}")
             else:
                 print(f"{label + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
-        # Several agents at a moderate pace, each question new: the added latency when
-        # recall waits for the full model on some requests and not on others.
-        label = f"JSON, new text, {PACED_CLIENTS} paced clients"
-        d_lat = asyncio.run(_paced(direct, PACED_CLIENTS, args.seconds, PACED_GAP, 10**6))
-        p_lat = asyncio.run(_paced(through, PACED_CLIENTS, args.seconds, PACED_GAP, 2 * 10**6))
-        for q, name in ((0.5, "median"), (0.9, "p90"), (0.99, "p99")):
-            d, p = ms(d_lat, q), ms(p_lat, q)
-            print(f"{label + ': ' + name + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
+        paced(direct, through, args)
     finally:
         for process in (proxy, up):
             process.terminate()
             process.wait(10)
         home.cleanup()
+
+
+def paced(direct: str, through: str, args: argparse.Namespace) -> None:
+    """Several agents at a moderate pace (:func:`_paced`): the added latency of the
+    requests asking a new question, and of those asking one asked before."""
+    d_new, d_same = asyncio.run(_paced(direct, PACED_CLIENTS, args.seconds, PACED_GAP, 10**6))
+    p_new, p_same = asyncio.run(_paced(through, PACED_CLIENTS, args.seconds, PACED_GAP, 2 * 10**6))
+    for kind, d_lat, p_lat in (("new", d_new, p_new), ("asked before", d_same, p_same)):
+        label = f"paced, {kind} question"
+        for q, name in ((0.5, "median"), (0.9, "p90"), (0.99, "p99")):
+            d, p = ms(d_lat, q), ms(p_lat, q)
+            print(f"{label + ': ' + name + ' ms':42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
 
 
 def report(kind: str, figures: dict[str, tuple[float, float]]) -> None:
