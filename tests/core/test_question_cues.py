@@ -164,6 +164,11 @@ def test_only_questions_asking_a_name_need_one():
         ("What did my wife's dad do for a living?", "My father-in-law is a retired judge."),
         ("How old was I when I learned to swim?", "I only learned to swim at thirty."),
         ("Did I get a new title at work?", "I got promoted to charge nurse last week."),
+        # Facts about the user in the third person (remembered, or memorized from a
+        # conversation): the owner named may be the user.
+        ("What is my dog called?", "Alice's dog is called Mochi"),
+        ("What's our cat called?", "The user's cat is called Biscuit."),
+        ("What's the title of my memoir?", "Sam's memoir is titled Salt Roads."),
     ],
 )
 def test_answers_said_in_their_own_way_still_answer(question, fact):

@@ -84,6 +84,8 @@ _KIN = [
     frozenset(["son", "daughter", "child", "kid", "boy", "girl"]),
 ]
 _THEIRS = frozenset(["his", "her", "their", "your"])
+#: The user named as an owner in a fact written in the third person.
+_USERS = frozenset(["user's", "users'"])
 #: "how old is Rudi?": the one named after the verb (not "my sons": a fact may name them
 #: instead, "Daan is 16"; "what age did I start?" names no one).
 _ASKS_AGE = re.compile(
@@ -166,7 +168,10 @@ def first_person_focus(question: str, focus: str) -> bool:
 
 def only_someone_elses(focus: str, fact_text: str) -> bool:
     """Whether every mention of ``focus`` in ``fact_text`` is owned by someone else ("the
-    neighbour's dog", "his memoir"); false when it is not mentioned."""
+    neighbour's dog", "his memoir"); false when it is not mentioned. An owner named ("Alice's
+    dog") or "the user's" may be the user: facts about the user are often written in the
+    third person (remembered by an app, memorized from a conversation), so only an owner
+    by relation or pronoun makes the thing someone else's."""
     words = _WORD_AT.findall(fact_text)
     want = stem(focus.lower())
     seen = False
@@ -174,8 +179,10 @@ def only_someone_elses(focus: str, fact_text: str) -> bool:
         if stem(token.lower().removesuffix("'s").removesuffix("'")) != want:
             continue
         seen = True
-        before = words[i - 1].lower().replace("\u2019", "'") if i else ""
-        if not (before in _THEIRS or before.endswith(("'s", "s'"))):
+        before = words[i - 1].replace("\u2019", "'") if i else ""
+        owner = before.lower()
+        by_name = before[:1].isupper() and owner not in _THEIRS
+        if owner in _USERS or by_name or not (owner in _THEIRS or owner.endswith(("'s", "s'"))):
             return False
     return seen
 
