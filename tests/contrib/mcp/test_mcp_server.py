@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 import memtap
+from memtap.testing.timing import wait_listening
 
 TOOLS = {"remember", "recall", "forget", "history"}
 #: The `memtap` command line, run by this interpreter (the plugin adds `mcp` through its hook).
@@ -133,17 +133,7 @@ def http_server(store: str, tmp_path: Path) -> Iterator[str]:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"memtap mcp --http exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("memtap mcp --http did not start listening")
+        wait_listening(port, proc)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
@@ -227,15 +217,7 @@ def test_http_server_stops_cleanly_on_a_signal(store: str, tmp_path: Path, sig: 
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "memtap mcp --http did not start listening"
-                time.sleep(0.1)
+        wait_listening(port, proc)
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == 0, proc.stderr.read().decode() if proc.stderr else ""
     finally:

@@ -10,12 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import memtap
+from memtap.testing.timing import wait_listening
 
 
 def free_port() -> int:
@@ -35,15 +35,7 @@ def test_memtap_ui_stops_cleanly_on_a_signal(store_url: str, tmp_path: Path, sig
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert ui.poll() is None, ui.stderr.read().decode() if ui.stderr else ""
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "memtap ui did not start listening"
-                time.sleep(0.1)
+        wait_listening(port, ui)
         ui.send_signal(sig)
         assert ui.wait(timeout=30) == 0, ui.stderr.read().decode() if ui.stderr else ""
     finally:

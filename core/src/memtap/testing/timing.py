@@ -12,10 +12,13 @@ guards against (a stuck hook, a deadline) scaled with it.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["DEFAULT_SLACK", "SLACK_ENV", "eventually", "slack", "slack_factor", "wait_for"]
+__all__ = ["DEFAULT_SLACK", "SLACK_ENV", "eventually", "slack", "slack_factor", "wait_for", "wait_listening"]
 
 #: The environment variable that scales every time bound of memtap's tests.
 SLACK_ENV = "MEMTAP_TEST_SLACK"
@@ -57,3 +60,30 @@ def wait_for(check: Callable[[], bool], timeout: float = 5.0, *, what: str = "th
     """Wait until ``check()`` holds, or fail the test after ``slack(timeout)`` seconds."""
     if not eventually(check, timeout):
         raise AssertionError(f"{what} did not hold within {slack(timeout):.1f} s")
+
+
+def wait_listening(
+    port: int,
+    process: subprocess.Popen[Any] | None = None,
+    timeout: float = 30.0,
+    *,
+    host: str = "127.0.0.1",
+) -> None:
+    """Until a server accepts connections on ``host:port``: raise ``AssertionError`` when
+    ``process`` (the server's, if given) ends first, saying what it wrote to a piped
+    stderr, or when ``timeout`` seconds (scaled by :func:`slack`) pass."""
+    deadline = time.monotonic() + slack(timeout)
+    while True:
+        if process is not None and process.poll() is not None:
+            said = process.stderr.read() if process.stderr is not None else ""
+            said = said.decode(errors="replace") if isinstance(said, bytes) else said
+            raise AssertionError(f"the server exited ({process.returncode}) before listening: {said}")
+        try:
+            socket.create_connection((host, port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"nothing listened on {host}:{port} within {slack(timeout):.0f} s"
+                ) from None
+            time.sleep(0.05)
