@@ -51,7 +51,9 @@ class CountingEmbedder:
 
 @pytest.fixture
 def calls_running(monkeypatch):
-    """An intercepted call is in flight for the whole test (the app is busy)."""
+    """An intercepted call is in flight for the whole test (the app is busy), with answers
+    held while calls run (``EmbeddingWorker.MAX_HELD``: none by default)."""
+    monkeypatch.setattr(EmbeddingWorker, "MAX_HELD", 2048)
     monkeypatch.setattr(background, "_in_flight", 0)
     background.call_started()
     yield
@@ -212,7 +214,7 @@ def test_an_echo_held_while_the_quick_table_was_not_ready_still_takes_its_turns_
 
 
 def test_past_the_most_answers_held_the_oldest_go_to_the_model_while_calls_run(monkeypatch, calls_running):
-    monkeypatch.setattr(EmbeddingWorker, "MAX_HELD", 2)
+    monkeypatch.setattr(EmbeddingWorker, "MAX_HELD", 2)  # after calls_running's
     embedder = CountingEmbedder()
     stats = RecallStats()
     worker = EmbeddingWorker(embedder, InMemoryStore(), lambda entity, vectors, quick: None, stats)
@@ -231,3 +233,28 @@ def test_past_the_most_answers_held_the_oldest_go_to_the_model_while_calls_run(m
     assert eventually(lambda: embedder.texts == ["Answer 0 about tea."], 5)
     assert stats.answers_held == 2
     worker.close()
+
+
+def test_by_default_an_answer_goes_to_the_full_model_while_calls_run(monkeypatch):
+    """No answer is held by default (``MAX_HELD`` 0): held answers lost their turn's
+    vector from the reuse memory and made the flush of a long run twice as slow."""
+    assert EmbeddingWorker.MAX_HELD == 0
+    monkeypatch.setattr(background, "_in_flight", 0)
+    background.call_started()
+    try:
+        embedder = CountingEmbedder()
+        mem = _memory(embedder)
+        mem.recall("warm", entity_id="alice")
+        answer = "Beagles are great dogs! How is she settling in with the coffee mornings?"
+        mem.capture(
+            [{"role": "user", "content": "I adopted a beagle last spring"}],
+            [{"role": "assistant", "content": answer}],
+            entity_id="alice",
+        )
+        mem.flush()
+        # While the call still runs: embedded without waiting for a quiet moment or a flush.
+        assert eventually(lambda: answer in embedder.texts, slack(5))
+        assert mem.longterm.engine.stats.answers_held == 0
+        mem.close()
+    finally:
+        background.call_ended()

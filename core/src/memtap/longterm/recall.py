@@ -419,13 +419,12 @@ class EmbeddingWorker:
       query's: ``known``), and an answer that restates its exchange's user turn, take the
       vector made already (:mod:`memtap.longterm.reuse`: :attr:`RecallStats.vectors_reused`).
 
-    While intercepted calls run, the model's answers (assistant turns) are not sent to the
-    full model: one that restates its user turn takes the turn's vector as soon as the turn
-    has one, the others keep their quick vector until the process is quiet (no call for
-    :attr:`QUIET_AFTER` seconds) or :meth:`flush` / :meth:`close` asks for everything
-    (:attr:`RecallStats.answers_held` counts them). An answer is ranked below the user's
-    turn it echoes anyway; the user's own words are what the model's time goes to while the
-    cores are the calls' (issue 37: half of what an exchange cost in the background).
+    With :attr:`MAX_HELD` set (none by default), up to that many of the model's answers
+    (assistant turns) are not sent to the full model while intercepted calls run: one that
+    restates its user turn takes the turn's vector as soon as the turn has one, the others
+    keep their quick vector until the process is quiet (no call for :attr:`QUIET_AFTER`
+    seconds) or :meth:`flush` / :meth:`close` asks for everything
+    (:attr:`RecallStats.answers_held` counts them).
 
     While the process is quiet (no intercepted call running or started, and no fact
     submitted, for :attr:`QUIET_AFTER` seconds: what a bulk import or a loop of
@@ -448,9 +447,14 @@ class EmbeddingWorker:
     #: How often (seconds) a worker holding answers back looks again whether it may embed
     #: them (the process quiet, a flush waiting).
     HELD_POLL = 0.1
-    #: The most answers held back at once: past it the oldest go to the model all the same
-    #: (a process that is never quiet still gets them, and holds bounded memory).
-    MAX_HELD = 2048
+    #: The most answers held back at once while calls run (past it the oldest go to the
+    #: model all the same). 0, the default, holds none: on a 5,000-call soak holding 2,048
+    #: did not lower the CPU or the added latency, and left twice as many facts without a
+    #: full vector after a 10 s flush (2,900-3,300 of 10,000 against 170), because a held
+    #: echo had lost its turn's vector from the reuse memory by the time it was embedded
+    #: (docs/benchmarks.md, "Sustained load"). A process that would rather give the cores
+    #: to its calls than have its answers embedded at once sets it.
+    MAX_HELD = 0
 
     def __init__(
         self,
@@ -610,7 +614,7 @@ class EmbeddingWorker:
         if not fresh:
             return
         self._quick_pass([f for f in fresh if f.id not in self._quick_of])
-        if self._answers_now():
+        if not self.MAX_HELD or self._answers_now():
             waiting.extend(fresh)
             return
         answers: list[Fact] = []
