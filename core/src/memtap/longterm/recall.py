@@ -989,8 +989,9 @@ class QueryVectors:
             return hit
 
     def learn(self, text: str, vector: Any) -> None:
-        """The full model's ``vector`` of ``text`` was made elsewhere (a user's turn, by the
-        embedding worker): the same question asked later need not be embedded again."""
+        """Keep the full model's ``vector`` of ``text`` (made by the lane, or elsewhere: a
+        user's turn, by the embedding worker): the same question asked later need not be
+        embedded again."""
         with self._lock:
             self._cache[text] = vector
             self._cache.move_to_end(text)
@@ -1003,45 +1004,53 @@ class QueryVectors:
         is made all the same, for the next time (:class:`QueryVectors`)."""
         if timeout is None and self.loading:
             self.warm_up(wait=True)
-        hit = self.cached(text)
-        if hit is not None:
+        hit, future = self._hit_or_future(text, timeout)
+        if future is None:
             return hit
-        future = self._on_lane(text)
-        if timeout is not None and timeout <= 0 and not future.done():
-            raise TimeoutError("query embedding not waited for")
-        with self._lock:
-            self._waiters += 1
-        try:
-            return future.result(timeout=timeout)
-        except (FutureTimeout, CancelledError) as exc:  # cancelled: a newer query took its place
-            raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
-        finally:
-            with self._lock:
-                self._waiters -= 1
+        with self._waiting():
+            try:
+                return future.result(timeout=timeout)
+            except (FutureTimeout, CancelledError) as exc:  # cancelled: a newer query took its place
+                raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
 
     async def vector_async(self, text: str, timeout: float | None) -> Any:
         """:meth:`vector` for a caller on an event loop: the wait is awaited, so the loop
         serves its other tasks meanwhile."""
         if timeout is None and self.loading:
             await asyncio.to_thread(self.warm_up, wait=True)
+        hit, future = self._hit_or_future(text, timeout)
+        if future is None:
+            return hit
+        with self._waiting():
+            try:
+                # Shielded: a wait that times out must not cancel the embedding, which
+                # serves the same question's next request.
+                return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+            except asyncio.TimeoutError as exc:
+                raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
+            except asyncio.CancelledError:
+                if future.cancelled():  # a newer query took its place on the lane
+                    raise TimeoutError("query embedding dropped from the lane") from None
+                raise  # the awaiting task itself was cancelled
+
+    def _hit_or_future(self, text: str, timeout: float | None) -> tuple[Any, Future[Any] | None]:
+        """``text``'s vector made already (and no future), else the lane's future of it;
+        ``TimeoutError`` when it is not made and ``timeout`` allows no wait."""
         hit = self.cached(text)
         if hit is not None:
-            return hit
+            return hit, None
         future = self._on_lane(text)
         if timeout is not None and timeout <= 0 and not future.done():
             raise TimeoutError("query embedding not waited for")
+        return None, future
+
+    @contextlib.contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """A call waits for a query's vector meanwhile (documents wait: :meth:`busy`)."""
         with self._lock:
             self._waiters += 1
         try:
-            # Shielded: a wait that times out must not cancel the embedding, which serves
-            # the same question's next request.
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
-        except asyncio.TimeoutError as exc:
-            raise TimeoutError(f"query embedding took longer than {timeout} s") from exc
-        except asyncio.CancelledError:
-            if future.cancelled():  # a newer query took its place on the lane
-                raise TimeoutError("query embedding dropped from the lane") from None
-            raise  # the awaiting task itself was cancelled
+            yield
         finally:
             with self._lock:
                 self._waiters -= 1
@@ -1070,9 +1079,7 @@ class QueryVectors:
             took = min(time.perf_counter() - started, 0.05)
             with self._lock:
                 self.cost += 0.2 * (took - self.cost)
-                self._cache[text] = vec
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+            self.learn(text, vec)
             return vec
         finally:
             with self._lock:
