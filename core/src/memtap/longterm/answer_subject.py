@@ -20,8 +20,12 @@ English questions, none a model.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from memtap.longterm.text import stem
+
+#: Questions whose side of a check is kept (read once per question, not per recalled fact).
+_PER_QUESTION = 1024
 
 #: "what does my wife do for work?", "what did Imran do for a living?", "what's Kevin's
 #: job?", "where does my flatmate work?": the words naming whose work is asked.
@@ -114,6 +118,7 @@ _MONEY = re.compile(
 )
 
 
+@lru_cache(maxsize=_PER_QUESTION)
 def work_subject(question: str) -> str | None:
     """The word naming whose work ``question`` asks, when it is someone else's ("what does
     my wife do for a living?": "wife"; "what's Kevin's job?": "kevin"), else ``None``."""
@@ -158,6 +163,7 @@ def says_their_work(subject: str, fact_text: str) -> bool:
     return any((n or _PRONOUN.search(c)) and _WORK_WORDS.search(c) for n, c in zip(named, clauses))
 
 
+@lru_cache(maxsize=_PER_QUESTION)
 def first_person_focus(question: str, focus: str) -> bool:
     """Whether ``question`` asks about the user's own ``focus`` ("our dog", "my new car"),
     not someone else's ("my kids' school", "Zosia's boyfriend")."""
@@ -187,6 +193,7 @@ def only_someone_elses(focus: str, fact_text: str) -> bool:
     return seen
 
 
+@lru_cache(maxsize=_PER_QUESTION)
 def asks_for_age(question: str) -> bool:
     """Whether ``question`` asks how old someone or something is."""
     return _ASKS_AGE.search(question) is not None
@@ -203,6 +210,7 @@ def gives_their_age(question: str, fact_text: str) -> bool:
     return not who or who in _ANYONE or _named_as_itself(who, text)
 
 
+@lru_cache(maxsize=_PER_QUESTION)
 def asks_for_money(question: str) -> bool:
     """Whether ``question`` asks an amount of money ("how much did he pay for it?")."""
     return _ASKS_MONEY.search(question) is not None

@@ -17,6 +17,7 @@ other questions (any fact may answer those).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from memtap.longterm.answer_subject import (
     asks_for_age,
@@ -100,12 +101,20 @@ _NOT_FOCUS = frozenset(
 )
 
 
+#: The question's side of each check is read once per question, not once per recalled fact
+#: (the injector asks :func:`can_answer` for every hit, and a tool loop asks the same
+#: question again on each request).
+_PER_QUESTION = 1024
+
+
+@lru_cache(maxsize=_PER_QUESTION)
 def asks_for_name(question: str) -> bool:
     """Whether ``question`` asks for a name ("what's my dentist's name?", "what is my cat
     called?", "who is my doctor?")."""
     return _ASKS_NAME.search(question) is not None
 
 
+@lru_cache(maxsize=_PER_QUESTION)
 def asks_for_number(question: str) -> bool:
     """Whether ``question`` asks for a number ("how old is Rudi?", "how much did I pay?",
     "what number is my plot?")."""
@@ -118,19 +127,31 @@ def names_something(text: str, besides: str = "") -> bool:
     capitalised word after the start of a sentence, or a word after "called" / "named" /
     "name is"."""
     body = _LABEL.sub("", text, count=1)
-    known = {w.lower() for w in _WORD.findall(besides)}
+    known = _lowered_words(besides)
     found = [m.group(1) for m in _NAMING.finditer(body)] + [m.group(1) for m in _CAPITALISED.finditer(body)]
     return any(name.lower().removesuffix("'s") not in known for name in found)
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def _lowered_words(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def _asked_terms(question: str) -> frozenset[str]:
+    """The question's terms besides the words asking for a name."""
+    return frozenset(terms(question)) - _NAMING_WORDS
 
 
 def about_the_one_named(question: str, fact_text: str) -> bool:
     """Whether ``fact_text`` shares a word with ``question`` besides the words asking for a
     name: "my dentist is Dr Patel" is about "what's my dentist's name?", "my brother Tom
     plays the cello" (a name, of someone else) is not."""
-    wanted = set(terms(question)) - _NAMING_WORDS
+    wanted = _asked_terms(question)
     return not wanted or not wanted.isdisjoint(terms(_LABEL.sub("", fact_text, count=1)))
 
 
+@lru_cache(maxsize=_PER_QUESTION)
 def name_focus(question: str) -> str | None:
     """The thing whose name or title ``question`` asks ("what's Zosia's boyfriend called?":
     "boyfriend"; "the name of the company Venkat works for": "company"), or ``None``."""
