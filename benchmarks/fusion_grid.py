@@ -108,6 +108,52 @@ class Paraphrases:
         return {f"R@{k}": statistics.fmean(r < k for r in ranks) for k in (1, 5, 10)}
 
 
+class LongMem:
+    """``benchmarks/longmem``'s users of one half (``--longmem-half``), stored by one path;
+    R@10 per kind beside dense cosine's (the full MiniLM model) on the same units."""
+
+    def __init__(self, path: str, embedder: str, half: str) -> None:
+        import memory_eval
+
+        self.mem = _prepared(embedder)
+        self.people = recall_sets.longmem_people(Path(__file__).parent / "longmem", half)
+        self.gold: dict[str, set[str]] = {}
+        dense = memory_eval.Dense()
+        self.dense: dict[str, list[bool]] = {}
+        for person in self.people:
+            store = recall_sets.store_by_capture if path == "capture" else recall_sets.store_by_remember
+            store(self.mem, person)
+            self.mem.flush()
+            by_text = recall_sets.ids_by_text(person.turns)
+            units = self.mem.facts(entity_id=person.id)
+            for u in units:
+                self.gold[u.id] = by_text.get(recall_sets.norm(u.text), set())
+            vectors = dense.vectors([u.text for u in units])
+            for q in person.questions:
+                if not q.evidence:
+                    continue
+                cos = vectors @ dense.vectors([q.question])[0]
+                top = [units[i] for i in sorted(range(len(units)), key=lambda i: -cos[i])[:10]]
+                hit = any(set(q.evidence) & self.gold[u.id] for u in top)
+                self.dense.setdefault(q.kind, []).append(hit)
+
+    def score(self, fusion: Fusion) -> dict[str, Any]:
+        _use(self.mem, fusion)
+        per: dict[str, list[bool]] = {}
+        for person in self.people:
+            for q in person.questions:
+                if not q.evidence:
+                    continue
+                found = self.mem.recall(q.question, entity_id=person.id, k=10, now=q.asked_at)
+                per.setdefault(q.kind, []).append(any(set(q.evidence) & self.gold[s.fact.id] for s in found))
+        out: dict[str, Any] = {}
+        for kind in [*per, "overall"]:
+            mine = [x for k, v in per.items() if kind in (k, "overall") for x in v]
+            base = [x for k, v in self.dense.items() if kind in (k, "overall") for x in v]
+            out[kind] = f"{sum(mine)}/{sum(base)}/{len(mine)}"
+        return out
+
+
 def changed(spec: str) -> Fusion:
     """The default fusion with the knobs of ``spec`` ("name:value,name:value") changed."""
     base = Fusion()
@@ -182,7 +228,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--embedder", default="default")
     parser.add_argument("--stage", default="words")
-    parser.add_argument("--sets", default="capture,remember,paraphrase")
+    parser.add_argument(
+        "--sets",
+        default="capture,remember,paraphrase",
+        help="of capture, remember (LOCOMO), paraphrase, longmem-capture, longmem-remember",
+    )
+    parser.add_argument("--longmem-half", default="tune")
     parser.add_argument(
         "--try",
         dest="tries",
@@ -193,7 +244,12 @@ def main() -> None:
     args = parser.parse_args()
     sets: dict[str, Any] = {}
     for name in args.sets.split(","):
-        sets[name] = Paraphrases(args.embedder) if name == "paraphrase" else Locomo(name, args.embedder)
+        if name == "paraphrase":
+            sets[name] = Paraphrases(args.embedder)
+        elif name.startswith("longmem-"):
+            sets[name] = LongMem(name.removeprefix("longmem-"), args.embedder, args.longmem_half)
+        else:
+            sets[name] = Locomo(name, args.embedder)
     for fusion in [changed(spec) for spec in args.tries] or grid(args.stage):
         knobs = {
             k: v

@@ -269,18 +269,24 @@ def place_filler(user: dict[str, Any], filler: dict[str, dict[str, Any]], where:
     return out
 
 
-def longmem_people(folder: str | Path, half: str = "all") -> list[Person]:
+def longmem_people(
+    folder: str | Path, half: str = "all", *, held_out_only: bool = False, filler_from: Sequence[Path] = ()
+) -> list[Person]:
     """The users of ``folder``'s ``users_*.json`` in ``half``, with their filler sessions
-    (``filler_*.json``) placed in their timelines (:func:`place_filler`)."""
+    (``filler_*.json`` of ``folder`` and of the folders ``filler_from``) placed in their
+    timelines (:func:`place_filler`). With ``held_out_only`` (a set written only to report,
+    ``benchmarks/longmem_fresh``) every user is held out: the tuning half is empty."""
     folder = Path(folder)
     filler: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.glob("filler_*.json")):
-        for session in _load(path).get("sessions", []):
-            filler[session["id"]] = session
+    for place in (*filler_from, folder):
+        for path in sorted(Path(place).glob("filler_*.json")):
+            for session in _load(path).get("sessions", []):
+                filler[session["id"]] = session
     people = []
     for path in sorted(folder.glob("users_*.json")):
         for user in _load(path).get("users", []):
-            if half != "all" and longmem_half(user["id"]) != half:
+            user_half = "heldout" if held_out_only else longmem_half(user["id"])
+            if half != "all" and user_half != half:
                 continue
             people.append(_longmem_person(user, filler, path.name))
     return people
