@@ -188,3 +188,105 @@ def test_answers_said_in_their_own_way_still_answer(question, fact):
 )
 def test_near_misses_about_someone_or_something_else(question, fact):
     assert not can_answer(question, fact)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        # People who type in lower case name people in lower case, after the relation.
+        ("what's my roommate's name?", "my roommate yaw is no help, he's on the uni football team"),
+        ("what's my son's name?", "my son chidi is 14 and he wants to learn coding"),
+        ("what's my wife's name?", "stuck at a truck stop, help me text my wife selam, i'm gonna be late"),
+        ("what's my son's name?", "selam had the baby!! a boy, yonas, 8lb 2oz, friday the 19th"),
+        ("what's my girlfriend's name?", "me and my gf mina want to go osaka in january"),
+        ("what's my partner called?", "me and my bf marco want to do big bend in october"),
+        # Another word for the same relation, names capitalised.
+        ("What are my grandchildren called?", "Our granddaughter Poppy came with us, she's 7."),
+        ("what's my roommate's occupation?", "my flatmate hana can check, she's a teller at a bank"),
+        # "How long ago" is answered by when it was said, not by a number in the words.
+        (
+            "How long ago did my mother-in-law have her knee operation?",
+            "My mother-in-law had her knee replacement last Tuesday.",
+        ),
+        ("How much did we pay for the flat?", "We paid 340k for the flat in the end."),
+        ("When is my sister's wedding?", "My sister's wedding is on 16 September in Tenby."),
+        ("When is Arjun's birthday party?", "Arjun turns 8 next month and wants a party at home."),
+    ],
+)
+def test_answers_written_casually_or_in_other_words_still_answer(question, fact):
+    assert can_answer(question, fact)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        # A lower-case word after the relation that is no name.
+        ("what's my roommate's name?", "my roommate says hi, he's on the uni football team"),
+        ("what's my son's name?", "my son really wants to learn coding"),
+        # A name in another clause than the thing asked about.
+        (
+            "What's my business partner's name?",
+            "Moving to BKC makes sense for a growing practice, and a partner for audit will free you.",
+        ),
+        (
+            "What's my cardiologist's name?",
+            "Had chest pains on a job, ended up in the Heath, and the cardiologist put a stent in.",
+        ),
+        (
+            "What's the title of my hedgehog book?",
+            "Congratulations on Olly and on being so close to finishing the book!",
+        ),
+        # A number that is a time, not an amount of money.
+        (
+            "How much did we pay for the two-flat?",
+            "The amortization period is how long it would take to pay off the whole loan (e.g. 25 years).",
+        ),
+        # An event asked "when is" needs a time said about it.
+        ("when is my sister's wedding?", "my sister lerato just got engaged so the whole family is planning"),
+        ("when is my sister's wedding?", "pinotage yes. also did my first parkrun this weekend, 31 min lol"),
+    ],
+)
+def test_near_misses_written_casually_or_in_another_clause(question, fact):
+    assert not can_answer(question, fact)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        # Lower-case names count for people by relation, not for things.
+        (
+            "what was the name of the drone company i worked at?",
+            "drone company life here, everything is urgent",
+        ),
+        (
+            "what was the name of the drone company i worked at?",
+            "accepted an offer, robotics company, moving in october",
+        ),
+        (
+            "what's the name of my trucking company?",
+            "applied for a dispatcher job at the same company. selam is happy",
+        ),
+        # Not across a sentence's end.
+        ("what's my brother's name?", "my brother. honestly he never calls"),
+    ],
+)
+def test_lower_case_words_that_name_no_one(question, fact):
+    assert not can_answer(question, fact)
+
+
+def test_a_name_of_another_relative_is_no_answer():
+    question = "what's my brother-in-law's name?"
+    assert not can_answer(question, "family was crazy in december, my sister efua got married. i was MC lol")
+    assert can_answer("what's my spouse's name?", "My wife is called Priya.")
+    assert can_answer("What's my wife's name?", "The missus, Sian, is doing the flowers.")
+
+
+def test_a_relation_word_used_otherwise_and_calendar_words():
+    # "business partner" is no life partner; a weekday is no cardiologist's name.
+    assert not can_answer("What's my business partner's name?", "My wife Sunita has started yoga classes.")
+    assert can_answer("What's my partner's name?", "My wife Sunita has started yoga classes.")
+    assert not can_answer(
+        "What's my cardiologist's name?",
+        "Had chest pains, ended up in the Heath, and the cardiologist put a stent in last Monday.",
+    )
+    assert can_answer("What's my cardiologist's name?", "My cardiologist, Dr Rees, put a stent in on Monday.")

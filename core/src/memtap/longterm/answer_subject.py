@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from memtap.longterm.text import stem
+from memtap.longterm.text import STOP_WORDS, stem, terms
 
 #: Questions whose side of a check is kept (read once per question, not per recalled fact).
 _PER_QUESTION = 1024
@@ -82,11 +82,39 @@ _ANYONE = frozenset(["i", "you", "we", "me", "it", "he", "she", "they", "the", "
 _KIN = [
     frozenset(["dad", "father", "father-in-law", "papa", "stepdad", "stepfather"]),
     frozenset(["mum", "mom", "mother", "mother-in-law", "mama", "stepmum", "stepmom", "stepmother"]),
-    frozenset(["wife", "husband", "spouse", "partner"]),
+    frozenset(["wife", "husband", "spouse", "partner", "missus", "hubby"]),
     frozenset(["boyfriend", "girlfriend", "bf", "gf", "partner", "fiance", "fiancee", "fiancé", "fiancée"]),
     frozenset(["brother", "sister", "sibling", "brother-in-law", "sister-in-law"]),
     frozenset(["son", "daughter", "child", "kid", "boy", "girl"]),
+    frozenset(["roommate", "flatmate", "housemate"]),
 ]
+#: Words for the very same one, for a name asked ("what's my wife's name?" is answered by
+#: "my missus, Sian"; not by "my sister Efua" for "my brother-in-law's name?"): synonyms,
+#: and a general word with the words it covers.
+_SAME_ONE = [
+    frozenset(["dad", "father", "papa"]),
+    frozenset(["mum", "mom", "mother", "mama"]),
+    frozenset(["wife", "missus"]),
+    frozenset(["husband", "hubby"]),
+    frozenset(["boyfriend", "bf"]),
+    frozenset(["girlfriend", "gf"]),
+    frozenset(["son", "boy"]),
+    frozenset(["daughter", "girl"]),
+    frozenset(["roommate", "flatmate", "housemate"]),
+]
+_COVERS = {
+    "spouse": frozenset(["wife", "husband", "missus", "hubby"]),
+    "partner": frozenset(
+        ["wife", "husband", "missus", "hubby", "boyfriend", "girlfriend", "bf", "gf", "fiance", "fiancee"]
+    ),
+    "sibling": frozenset(["brother", "sister"]),
+    "child": frozenset(["son", "daughter", "boy", "girl"]),
+    "kid": frozenset(["son", "daughter", "boy", "girl"]),
+    "parent": frozenset(["mum", "mom", "mother", "mama", "dad", "father", "papa"]),
+    "grandchild": frozenset(["grandson", "granddaughter"]),
+    "grandchildren": frozenset(["grandson", "granddaughter"]),
+    "grandkid": frozenset(["grandson", "granddaughter"]),
+}
 _THEIRS = frozenset(["his", "her", "their", "your"])
 #: The user named as an owner in a fact written in the third person.
 _USERS = frozenset(["user's", "users'"])
@@ -118,6 +146,19 @@ _MONEY = re.compile(
 )
 
 
+_QUANTITY = re.compile(
+    rf"[$£€¥₹]?\b(?:\d[\d,.]*(?:k|m|bn)?|{_AGE_NUMBER}|hundred|thousand|million|grand)\b", re.IGNORECASE
+)
+_NOT_MONEY_UNIT = re.compile(
+    r"\s*(?:years?|yrs?|months?|weeks?|days?|hours?|hrs?|minutes?|mins?|seconds?|secs?|km|kms|"
+    r"miles?|kg|kgs|lbs?|am|pm|%|percent|people|times)\b",
+    re.IGNORECASE,
+)
+#: "when is my sister's wedding?", "when's the party?": an event's time, which a fact gives
+#: in its words (not "when did ...?": the answer to that is often the day it was said).
+_ASKS_WHEN_IS = re.compile(r"\bwhen(?:'s|\s+is|\s+are|\s+will)\b", re.IGNORECASE)
+
+
 @lru_cache(maxsize=_PER_QUESTION)
 def work_subject(question: str) -> str | None:
     """The word naming whose work ``question`` asks, when it is someone else's ("what does
@@ -128,6 +169,41 @@ def work_subject(question: str) -> str | None:
     words = (m.group("a") or m.group("b") or m.group("c") or "").split()
     last = words[-1].lower().removesuffix("'s") if words else ""
     return None if not last or last in _SPEAKERS else last
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def kin_terms(word: str) -> frozenset[str]:
+    """The index terms (:func:`memtap.longterm.text.terms`) of ``word`` and of every other
+    word for the very same one ("wife": "missus"; "grandchildren": "granddaughter",
+    "grandson")."""
+    low = word.lower()
+    base = stem(low)
+    words = {low}.union(*(same for same in _SAME_ONE if low in same or base in {stem(w) for w in same}))
+    for general, covered in _COVERS.items():
+        if base == stem(general):
+            words |= covered
+    return frozenset(terms(" ".join(words)))
+
+
+_OWNERS = frozenset(["my", "our", "your", "his", "her", "their"])
+#: "what's", "who's": a verb, not an owner.
+_NOT_OWNERS = frozenset(
+    ["what's", "who's", "where's", "when's", "how's", "that's", "it's", "there's", "he's", "she's"]
+)
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def relations_asked(question: str) -> frozenset[str]:
+    """The words of ``question`` naming someone by relation, right after an owner ("my
+    partner", "Zosia's boyfriend"): "my business partner" asks about no life partner."""
+    words = [w.lower().replace("\u2019", "'") for w in _WORD_AT.findall(question)]
+    found = set()
+    for before, word in zip(words, words[1:]):
+        owner = before in _OWNERS or (before.endswith(("'s", "s'")) and before not in _NOT_OWNERS)
+        base = word.removesuffix("'s").removesuffix("'")
+        if owner and len(kin_terms(base)) > 1:
+            found.add(base)
+    return frozenset(found)
 
 
 def _same_one(word: str, other: str) -> bool:
@@ -217,5 +293,118 @@ def asks_for_money(question: str) -> bool:
 
 
 def gives_money(fact_text: str) -> bool:
-    """Whether ``fact_text`` speaks of an amount of money (a currency, "paid", "cost")."""
-    return _MONEY.search(fact_text) is not None
+    """Whether ``fact_text`` gives an amount of money: a word of money ("paid", "cost", a
+    currency) and a number that is not a time or a measure ("25 years" is how long a loan
+    runs, not what it cost)."""
+    if _MONEY.search(fact_text) is None:
+        return False
+    return any(_NOT_MONEY_UNIT.match(fact_text, m.end()) is None for m in _QUANTITY.finditer(fact_text))
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def asks_when_it_is(question: str) -> bool:
+    """Whether ``question`` asks when something is or will be ("when is my sister's
+    wedding?"), not when it was."""
+    return _ASKS_WHEN_IS.search(question.replace("\u2019", "'")) is not None
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def _question_terms(question: str) -> frozenset[str]:
+    return frozenset(terms(question))
+
+
+def gives_its_time(question: str, fact_text: str) -> bool:
+    """Whether ``fact_text`` says a time (:func:`memtap.longterm.temporal.speaks_of_a_time`)
+    and shares a word with ``question`` (what is asked about: "my sister just got engaged"
+    has no time; "my first parkrun this weekend" is about something else)."""
+    from memtap.longterm.temporal import speaks_of_a_time
+
+    return not _question_terms(question).isdisjoint(terms(fact_text)) and speaks_of_a_time(fact_text)
+
+
+#: Words right after a relation that are no name of it ("my son really wants", "my
+#: roommate says"): besides stop words and -s / -ed / -ing / -ly words.
+_NOT_A_NAME = frozenset(
+    [
+        "said",
+        "got",
+        "went",
+        "came",
+        "made",
+        "took",
+        "told",
+        "left",
+        "lost",
+        "won",
+        "bought",
+        "sent",
+        "kept",
+        "found",
+        "gave",
+        "felt",
+        "ran",
+        "saw",
+        "sat",
+        "met",
+        "fell",
+        "put",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "must",
+        "might",
+        "just",
+        "also",
+        "still",
+        "really",
+        "always",
+        "never",
+        "finally",
+        "literally",
+        "basically",
+        "lol",
+        "haha",
+        "tho",
+        "though",
+        "too",
+        "here",
+        "there",
+        "now",
+        "then",
+    ]
+)
+_LOWER_WORD = re.compile(r"[a-z][a-z'-]*")
+
+
+def lower_case_writer(text: str) -> bool:
+    """Whether ``text`` is written without capitals at its start (typed casually: names in
+    it may be lower case too)."""
+    first = re.search(r"[^\W\d_]", text)
+    return first is not None and first.group().islower()
+
+
+def names_in_lower_case(focus: str, fact_text: str) -> bool:
+    """Whether ``fact_text``, written in lower case, names the relation ``focus`` (or another
+    word for it) right after it ("my roommate yaw", "a boy, yonas", "my gf mina"): a word
+    that is no stop word, and no verb or adverb by its ending or its kind (an -s word only
+    when set off by a comma). Only relations: a thing's name is written with capitals even
+    by those who type in lower case, and "company insurance" names no company."""
+    wanted = kin_terms(focus)
+    if len(wanted) < 2 or not lower_case_writer(fact_text):
+        return False
+    for m in _AFTER_WORD.finditer(fact_text):
+        if stem(m.group("word").lower()) not in wanted:
+            continue
+        name, apposed = m.group("name"), bool(m.group("comma"))
+        if len(name) < 2 or name in STOP_WORDS or name in _NOT_A_NAME:
+            continue
+        if name.endswith(("ed", "ing", "ly")) or (name.endswith("s") and not apposed):
+            continue
+        return True
+    return False
+
+
+#: A word and the next, with nothing but spaces or a comma between ("boy, yonas").
+_AFTER_WORD = re.compile(r"\b(?P<word>[\w-]+)(?=(?P<comma>\s*,)?\s+(?P<name>[a-z][a-z'-]*)\b)")

@@ -22,13 +22,19 @@ from functools import lru_cache
 from memtap.longterm.answer_subject import (
     asks_for_age,
     asks_for_money,
+    asks_when_it_is,
     first_person_focus,
+    gives_its_time,
     gives_money,
     gives_their_age,
+    kin_terms,
+    names_in_lower_case,
     only_someone_elses,
+    relations_asked,
     says_their_work,
     work_subject,
 )
+from memtap.longterm.temporal import CALENDAR_WORDS
 from memtap.longterm.text import terms
 
 _ASKS_NAME = re.compile(
@@ -36,7 +42,7 @@ _ASKS_NAME = re.compile(
     re.IGNORECASE,
 )
 _ASKS_NUMBER = re.compile(
-    r"\bhow\s+(?:old|much|far|tall|long|heavy)\b|\bwhat\s+(?:number|year|age|size|time)\b",
+    r"\bhow\s+(?:old|much|far|tall|long(?!\s+ago)|heavy)\b|\bwhat\s+(?:number|year|age|size|time)\b",
     re.IGNORECASE,
 )
 #: A capitalised word that does not start a sentence piece ("Dr Patel", "Miso", "Leeds"),
@@ -128,7 +134,9 @@ def names_something(text: str, besides: str = "") -> bool:
     "name is"."""
     body = _LABEL.sub("", text, count=1)
     known = _lowered_words(besides)
-    found = [m.group(1) for m in _NAMING.finditer(body)] + [m.group(1) for m in _CAPITALISED.finditer(body)]
+    found = [m.group(1) for m in _NAMING.finditer(body)] + [
+        m.group(1) for m in _CAPITALISED.finditer(body) if m.group(1).lower() not in CALENDAR_WORDS
+    ]
     return any(name.lower().removesuffix("'s") not in known for name in found)
 
 
@@ -145,10 +153,19 @@ def _asked_terms(question: str) -> frozenset[str]:
 
 def about_the_one_named(question: str, fact_text: str) -> bool:
     """Whether ``fact_text`` shares a word with ``question`` besides the words asking for a
-    name: "my dentist is Dr Patel" is about "what's my dentist's name?", "my brother Tom
-    plays the cello" (a name, of someone else) is not."""
-    wanted = _asked_terms(question)
+    name, or another word for a relation it asks about: "my dentist is Dr Patel" is about
+    "what's my dentist's name?", "our granddaughter Poppy" about "what are my grandchildren
+    called?", "my brother Tom plays the cello" (a name, of someone else) is not."""
+    wanted = _asked_with_kin(question)
     return not wanted or not wanted.isdisjoint(terms(_LABEL.sub("", fact_text, count=1)))
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def _asked_with_kin(question: str) -> frozenset[str]:
+    asked = _asked_terms(question)
+    return asked.union(
+        *(kin_terms(word) for word in _WORD.findall(question.lower()) if kin_terms(word) - {word})
+    )
 
 
 @lru_cache(maxsize=_PER_QUESTION)
@@ -179,7 +196,7 @@ def mentions_the_focus(question: str, fact_text: str) -> bool:
     user's own ("our dog"), not only as someone else's ("the neighbour's dog"); true when
     the question has none."""
     focus = name_focus(question)
-    wanted = set(terms(focus)) if focus else set()
+    wanted = set(kin_terms(focus) if focus in relations_asked(question) else terms(focus)) if focus else set()
     body = _LABEL.sub("", fact_text, count=1)
     if not wanted or wanted.isdisjoint(terms(body)):
         return not wanted
@@ -190,7 +207,9 @@ def mentions_the_focus(question: str, fact_text: str) -> bool:
 #: both are in one ("our cat is called Biscuit", "the school play is next week. Eleni is a
 #: tree" is not the school's name). Commas stay: they set names off ("our dog, Bruno").
 _PRONOUN_START = re.compile(r"(?:he|she|it|they|his|her|its|their)\b", re.IGNORECASE)
-_SENTENCE = re.compile(r"[.!?;:\n]+\s|\s[\u2014\u2013-]\s|[()]")
+#: Clauses joined by "and" / "but" / "so" are apart too ("ended up in the Heath, and the
+#: cardiologist put a stent in": the Heath is no cardiologist's name).
+_SENTENCE = re.compile(r"[.!?;:\n]+\s|\s[\u2014\u2013-]\s|[()]|,?\s(?:and|but|so)\s", re.IGNORECASE)
 
 
 def names_the_focus(question: str, fact_text: str) -> bool:
@@ -210,16 +229,20 @@ def names_the_focus(question: str, fact_text: str) -> bool:
             _PRONOUN_START.match(after) and names_something(after, besides=question)
         ):
             return True
-    return False
+    return names_in_lower_case(focus, fact_text)
 
 
 def can_answer(question: str, fact_text: str) -> bool:
     """Whether a fact of ``fact_text`` could answer ``question`` by the kind of answer it
     asks for (a name of the one asked about, a title or name of a thing it mentions, a
-    number, an age of the one asked about, an amount of money, what someone else does for
-    work: :mod:`memtap.longterm.answer_subject`; other questions: always)."""
+    number, an age of the one asked about, an amount of money, the time of an event asked
+    "when is", what someone else does for work: :mod:`memtap.longterm.answer_subject`;
+    other questions: always). Names written in lower case count after the relation asked
+    about, in a fact typed in lower case ("my roommate yaw")."""
+    focus = name_focus(question)
     if asks_for_name(question) and not (
-        names_something(fact_text, besides=question) and about_the_one_named(question, fact_text)
+        (names_something(fact_text, besides=question) or (focus and names_in_lower_case(focus, fact_text)))
+        and about_the_one_named(question, fact_text)
     ):
         return False
     if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not (
@@ -232,6 +255,8 @@ def can_answer(question: str, fact_text: str) -> bool:
     if asks_for_age(question) and not gives_their_age(question, body):
         return False
     if asks_for_money(question) and not gives_money(body):
+        return False
+    if asks_when_it_is(question) and not gives_its_time(question, body):
         return False
     subject = work_subject(question)
     return subject is None or says_their_work(subject, body)

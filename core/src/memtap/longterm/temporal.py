@@ -399,6 +399,19 @@ def mentioned_window(text: str, said_at: _dt.datetime) -> TimeWindow | None:
     return None
 
 
+#: Month and weekday names: capitalised, but no one's name (:mod:`memtap.longterm.answerable`).
+CALENDAR_WORDS = frozenset([*_MONTHS, *_WEEKDAYS])
+
+#: Any fixed time: :func:`speaks_of_a_time` asks only whether an expression is there.
+_ANY_NOW = _dt.datetime(2000, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def speaks_of_a_time(text: str) -> bool:
+    """Whether ``text`` holds a time expression ("on 16 September", "next month", "this
+    Friday", "in 2025"), whatever time it is relative to."""
+    return next(_windows(text, _ANY_NOW), None) is not None
+
+
 def resolved_note(text: str, said_at: _dt.datetime) -> str:
     """What a relative expression in ``text`` meant when it was said ("yesterday =
     2023-05-07", "last week = 2023-05-01..2023-05-07"), or ``""``: shown with the fact so
