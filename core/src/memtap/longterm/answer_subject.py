@@ -11,7 +11,15 @@ near misses name that one beside someone else's answer (issue 34, abstention).
   Bruno": when the question asks about *my* / *our* thing, a fact whose every mention of
   it is someone else's ("the neighbour's", "his", "her", "their") is about another one.
 - **What number.** "How old is Rudi?" needs an age ("he's 9", "turned 9", "9 years"), not
-  "six weeks of crate rest"; "how much did he pay?" needs an amount of money, not "4 days".
+  "six weeks of crate rest"; "how much did he pay?" needs an amount of money, not "4 days"
+  or "25 years".
+- **When it is.** "When is my sister's wedding?" needs a time said about it, not "my sister
+  just got engaged" (a "when did ...?" question is not checked: its answer is often the
+  day the fact was said).
+- **Who, by relation.** "My missus" is "my wife", "our granddaughter" one of "my
+  grandchildren", not "my sister" for "my brother-in-law" nor a wife for "my business
+  partner"; people who type in lower case name people in lower case after the relation
+  ("my roommate yaw").
 
 Hand-written patterns over the question's and the fact's words; each a general rule of
 English questions, none a model.
@@ -21,7 +29,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import pairwise
 
+from memtap.longterm.temporal import speaks_of_a_time
 from memtap.longterm.text import STOP_WORDS, stem, terms
 
 #: Questions whose side of a check is kept (read once per question, not per recalled fact).
@@ -198,7 +208,7 @@ def relations_asked(question: str) -> frozenset[str]:
     partner", "Zosia's boyfriend"): "my business partner" asks about no life partner."""
     words = [w.lower().replace("\u2019", "'") for w in _WORD_AT.findall(question)]
     found = set()
-    for before, word in zip(words, words[1:]):
+    for before, word in pairwise(words):
         owner = before in _OWNERS or (before.endswith(("'s", "s'")) and before not in _NOT_OWNERS)
         base = word.removesuffix("'s").removesuffix("'")
         if owner and len(kin_terms(base)) > 1:
@@ -317,8 +327,6 @@ def gives_its_time(question: str, fact_text: str) -> bool:
     """Whether ``fact_text`` says a time (:func:`memtap.longterm.temporal.speaks_of_a_time`)
     and shares a word with ``question`` (what is asked about: "my sister just got engaged"
     has no time; "my first parkrun this weekend" is about something else)."""
-    from memtap.longterm.temporal import speaks_of_a_time
-
     return not _question_terms(question).isdisjoint(terms(fact_text)) and speaks_of_a_time(fact_text)
 
 
