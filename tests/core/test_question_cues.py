@@ -290,3 +290,90 @@ def test_a_relation_word_used_otherwise_and_calendar_words():
         "Had chest pains, ended up in the Heath, and the cardiologist put a stent in last Monday.",
     )
     assert can_answer("What's my cardiologist's name?", "My cardiologist, Dr Rees, put a stent in on Monday.")
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        # An amount about something else than what is asked.
+        ("How much does Juliana earn?", "We have 38k saved and pay 2900 rent in Somerville."),
+        ("How much is my student loan each month?", "Rent is £520 a month in Fallowfield."),
+        # The age of another relative.
+        ("How old is my wife Yumi?", "My son Haruto is 15 and takes his entrance exam in February."),
+        # A make or model asked: no brand said.
+        (
+            "What make of guitar do I play?",
+            "I'm playing the old acoustic my dad left me, the action is high.",
+        ),
+        # What someone said or thought: nothing they said.
+        (
+            "What did the vet say was wrong with Pistache?",
+            "Pistache stopped eating her pellets; the vet is on Friday.",
+        ),
+        # "When is" an event: a time said about someone, not the event.
+        ("When is Marge's knee surgery?", "Marge usually picks the paint. She's busy this week."),
+        # A date asked: a month is not a day.
+        (
+            "On what date do we fly out to Crete?",
+            "We've just booked a week in Crete for the end of September.",
+        ),
+        # A relative's name: the name must be theirs, beside the relation.
+        ("What's my sister's name?", "The UK customers were friends of my sister who lives in Birmingham."),
+        ("What's the twins' dad called?", "Their dad lives in Leeds and has them every other weekend."),
+    ],
+)
+def test_details_about_someone_or_something_else(question, fact):
+    assert not can_answer(question, fact)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("How much does Juliana earn?", "Juliana's new salary is 72k a year."),
+        ("How much is my student loan each month?", "The student loan takes £180 a month off my pay."),
+        ("How much is my salary now?", "Got the raise! 62k from next month."),
+        ("How old is my wife Yumi?", "Yumi turned 44 in May, my wife is older than me."),
+        ("What make of guitar do I play?", "I finally bought a Fender Telecaster."),
+        ("What model of car do I drive?", "I drive a red Toyota Corolla."),
+        ("What did the vet say was wrong with Pistache?", "The vet said Pistache has overgrown teeth."),
+        ("What did my mum think of the new flat?", "Mum loved the flat, she thinks the kitchen is huge."),
+        ("When is Marge's knee surgery?", "Marge's knee surgery is on the 14th of March."),
+        ("On what date do we fly out to Crete?", "We fly to Crete on 23 September."),
+        ("What's my sister's name?", "My sister Efua got married in December."),
+        ("What's my sister's name?", "Efua, my sister, got married in December."),
+        ("What's the twins' dad called?", "The twins' dad is called Darren."),
+        ("What's my brother's name?", "My brother, Dr. Okafor, is a surgeon."),
+    ],
+)
+def test_details_given_about_the_one_asked(question, fact):
+    assert can_answer(question, fact)
+
+
+@pytest.mark.parametrize(
+    ("question", "fact", "answers"),
+    [
+        # The age beside the one asked about, not elsewhere in the fact.
+        ("How old is my wife Yumi?", "My son Haruto is 15. My wife Yumi worries about him.", False),
+        ("how old is my kid?", "rin turned six in march and already has a better schedule than me", True),
+        # What someone said: a word of saying beside them, not anyone's opinion.
+        (
+            "What did the vet say was wrong with Pistache?",
+            "i hate noise, and pistache needs a calm place",
+            False,
+        ),
+        # A brand typed in lower case.
+        ("what make is my snowblower?", "toro snowblower wont start. pulled it like 40 times", True),
+        # Spending said as a budget; a family member named.
+        ("How much did I plan to spend on my telescope?", "My budget is about 80,000 yen.", True),
+        (
+            "Which members of my family have I told you about by name?",
+            "I got a smoker from my son Marcus",
+            True,
+        ),
+        # A date asked: a day said of the thing asked about.
+        ("What date is the wedding?", "We've moved the date to November 16 because of Gran.", True),
+        ("On what date do we fly out to Crete?", "Tom turns 40 on the 2nd of June.", False),
+    ],
+)
+def test_details_beside_the_one_asked(question, fact, answers):
+    assert can_answer(question, fact) is answers

@@ -31,7 +31,7 @@ import re
 from functools import lru_cache
 from itertools import pairwise
 
-from memtap.longterm.temporal import speaks_of_a_time
+from memtap.longterm.temporal import CALENDAR_WORDS, speaks_of_a_day, speaks_of_a_time
 from memtap.longterm.text import STOP_WORDS, stem, terms
 
 #: Questions whose side of a check is kept (read once per question, not per recalled fact).
@@ -125,6 +125,38 @@ _COVERS = {
     "grandchildren": frozenset(["grandson", "granddaughter"]),
     "grandkid": frozenset(["grandson", "granddaughter"]),
 }
+_COVERS["family"] = frozenset(word for group in _SAME_ONE[:-1] for word in group).union(
+    *(_COVERS[k] for k in ("sibling", "grandchild"))
+)
+#: Words that name someone by relation ("my sister", "Zosia's boyfriend"): a name asked of
+#: one of them is written beside the word (:func:`names_the_relation`).
+_RELATIONS = frozenset(
+    [word for group in (*_KIN, *_SAME_ONE) for word in group]
+    + [word for covered in _COVERS.values() for word in covered]
+    + list(_COVERS)
+    + [
+        "grandson",
+        "granddaughter",
+        "grandma",
+        "grandpa",
+        "grandmother",
+        "grandfather",
+        "aunt",
+        "uncle",
+        "cousin",
+        "niece",
+        "nephew",
+        "friend",
+        "boss",
+        "manager",
+        "neighbour",
+        "neighbor",
+        "colleague",
+        "coworker",
+        "twin",
+    ]
+)
+_RELATION_STEMS = frozenset(stem(w) for w in _RELATIONS)
 _THEIRS = frozenset(["his", "her", "their", "your"])
 #: The user named as an owner in a fact written in the third person.
 _USERS = frozenset(["user's", "users'"])
@@ -145,7 +177,8 @@ _AGE = re.compile(
 )
 _ASKS_MONEY = re.compile(
     r"\bhow\s+much\b.*\b(?:pay|paid|cost|costs|spend|spent|charge|charged|price|earn|earns|"
-    r"make|makes|worth|rent|salary|sell|sold)\b",
+    r"make|makes|worth|rent|salary|sell|sold|loan|mortgage|fees?|bills?|debt|budget|savings|saved|"
+    r"allowance|tuition|deposit|wage|income)\b",
     re.IGNORECASE,
 )
 _MONEY = re.compile(
@@ -156,6 +189,8 @@ _MONEY = re.compile(
 )
 
 
+#: Sentences of a fact (an age, a word of what was said, belong to the one named in theirs).
+_SENTENCES = re.compile(r"[.!?;\n]+\s*")
 _QUANTITY = re.compile(
     rf"[$£€¥₹]?\b(?:\d[\d,.]*(?:k|m|bn)?|{_AGE_NUMBER}|hundred|thousand|million|grand)\b", re.IGNORECASE
 )
@@ -167,6 +202,20 @@ _NOT_MONEY_UNIT = re.compile(
 #: "when is my sister's wedding?", "when's the party?": an event's time, which a fact gives
 #: in its words (not "when did ...?": the answer to that is often the day it was said).
 _ASKS_WHEN_IS = re.compile(r"\bwhen(?:'s|\s+is|\s+are|\s+will)\b", re.IGNORECASE)
+#: "on what date do we fly out?", "which day is the party?": a day, not a month.
+_ASKS_DAY = re.compile(r"\b(?:what|which)\s+(?:date|day)\b", re.IGNORECASE)
+#: "what did the vet say was wrong?", "what did Mum think of the flat?": what someone said.
+_ASKS_SAID = re.compile(
+    r"\bwhat\s+(?:did|does|do)\s+(?!you\b|i\b|we\b)(?P<who>[\w.' -]+?)\s+"
+    r"(?:say|think|tell|reckon|recommend|suggest|make\s+of|feel\s+about)\b",
+    re.IGNORECASE,
+)
+_SAID = re.compile(
+    r"\b(?:said|says|say|told|tells|think|thinks|thought|reckons?|reckoned|feels?|felt|loved?|loves|"
+    r"liked?|likes|hated?|hates|recommended|recommends|suggested|suggests|decided|found|diagnosed|"
+    r"verdict|feedback|according\s+to|called\s+it)\b",
+    re.IGNORECASE,
+)
 
 
 @lru_cache(maxsize=_PER_QUESTION)
@@ -206,14 +255,17 @@ _NOT_OWNERS = frozenset(
 def relations_asked(question: str) -> frozenset[str]:
     """The words of ``question`` naming someone by relation, right after an owner ("my
     partner", "Zosia's boyfriend"): "my business partner" asks about no life partner."""
-    words = [w.lower().replace("\u2019", "'") for w in _WORD_AT.findall(question)]
+    words = _OWNED_TOKEN.findall(question.lower().replace("\u2019", "'"))
     found = set()
     for before, word in pairwise(words):
         owner = before in _OWNERS or (before.endswith(("'s", "s'")) and before not in _NOT_OWNERS)
         base = word.removesuffix("'s").removesuffix("'")
-        if owner and len(kin_terms(base)) > 1:
+        if owner and stem(base) in _RELATION_STEMS:
             found.add(base)
     return frozenset(found)
+
+
+_OWNED_TOKEN = re.compile(r"[\w'-]+")
 
 
 def _same_one(word: str, other: str) -> bool:
@@ -287,13 +339,24 @@ def asks_for_age(question: str) -> bool:
 
 def gives_their_age(question: str, fact_text: str) -> bool:
     """Whether ``fact_text`` gives an age ("she's 20", "turned 9", "9 years") and, when
-    ``question`` asks the age of someone it names ("how old is Rudi?"), names them."""
+    ``question`` asks the age of someone it names ("how old is Rudi?", "how old is my
+    wife?"), names them (by relation, in the age's sentence)."""
     text = fact_text.replace("\u2019", "'")
     if _AGE.search(text) is None:
         return False
     m = _ASKS_AGE.search(question)
     who = (m.group("who") or "").lower() if m else ""
-    return not who or who in _ANYONE or _named_as_itself(who, text)
+    if who and who not in _ANYONE:
+        return _named_as_itself(who, text)
+    # "how old is my wife Yumi?": her, by relation or by name, in the age's sentence.
+    relations = relations_asked(question)
+    if not relations or lower_case_writer(text):
+        return True  # in lower case, names cannot be told from other words
+    wanted = frozenset().union(*(kin_terms(r) for r in relations)) | _names_in(question)
+    return any(
+        _AGE.search(sentence) and not wanted.isdisjoint(terms(sentence))
+        for sentence in _SENTENCES.split(text)
+    )
 
 
 @lru_cache(maxsize=_PER_QUESTION)
@@ -302,13 +365,48 @@ def asks_for_money(question: str) -> bool:
     return _ASKS_MONEY.search(question) is not None
 
 
-def gives_money(fact_text: str) -> bool:
+def gives_money(fact_text: str, question: str = "") -> bool:
     """Whether ``fact_text`` gives an amount of money: a word of money ("paid", "cost", a
     currency) and a number that is not a time or a measure ("25 years" is how long a loan
-    runs, not what it cost)."""
+    runs, not what it cost); with ``question``, about what it asks ("how much is my student
+    loan?" is not answered by "rent is £520 a month"; "how much does Juliana earn?" by a
+    salary, not by what she saved)."""
     if _MONEY.search(fact_text) is None:
         return False
-    return any(_NOT_MONEY_UNIT.match(fact_text, m.end()) is None for m in _QUANTITY.finditer(fact_text))
+    if not any(_NOT_MONEY_UNIT.match(fact_text, m.end()) is None for m in _QUANTITY.finditer(fact_text)):
+        return False
+    wanted = _money_things(question) if question else frozenset()
+    return not wanted or not wanted.isdisjoint(terms(fact_text))
+
+
+#: What one earns, and what one spends, each said in several ways.
+_INCOME = frozenset(terms("earn earns earned salary wage wages income raise makes paycheck"))
+_SPENDING = frozenset(terms("spend spent budget cost costs price pay paid afford"))
+#: Words of a money question that are no thing it is about.
+_MONEY_ASIDE = frozenset(terms("much month monthly year yearly week weekly day daily each per now currently"))
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def _money_things(question: str) -> frozenset[str]:
+    """What a money question asks the amount of: its words but people's names and times
+    ("how much does Juliana earn?": what she earns, said in any of the ways of earning)."""
+    asked = set(terms(question)) - _MONEY_ASIDE - _names_in(question)
+    for way in (_INCOME, _SPENDING):
+        if not asked.isdisjoint(way):
+            asked |= way
+    return frozenset(asked)
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def _names_in(question: str) -> frozenset[str]:
+    """The terms of the capitalised words of ``question`` past its first word (names)."""
+    words = _WORD_AT.findall(question)[1:]
+    return frozenset(
+        t
+        for w in words
+        if w[:1].isupper() and w.lower() not in CALENDAR_WORDS and w != "I"
+        for t in terms(w.removesuffix("'s"))
+    )
 
 
 @lru_cache(maxsize=_PER_QUESTION)
@@ -324,10 +422,15 @@ def _question_terms(question: str) -> frozenset[str]:
 
 
 def gives_its_time(question: str, fact_text: str) -> bool:
-    """Whether ``fact_text`` says a time (:func:`memtap.longterm.temporal.speaks_of_a_time`)
-    and shares a word with ``question`` (what is asked about: "my sister just got engaged"
-    has no time; "my first parkrun this weekend" is about something else)."""
-    return not _question_terms(question).isdisjoint(terms(fact_text)) and speaks_of_a_time(fact_text)
+    """Whether ``fact_text`` says a time (:func:`memtap.longterm.temporal.speaks_of_a_time`;
+    a day when ``question`` asks a date) and shares a word with ``question`` besides the
+    names in it (what is asked about: "my sister just got engaged" has no time; "my first
+    parkrun this weekend" is about something else; "Marge is busy this week" is not
+    Marge's surgery)."""
+    asked = _question_terms(question) - _names_in(question) or _question_terms(question)
+    if asks_for_a_day(question):
+        return not asked.isdisjoint(terms(fact_text)) and speaks_of_a_day(fact_text)
+    return not asked.isdisjoint(terms(fact_text)) and speaks_of_a_time(fact_text)
 
 
 #: Words right after a relation that are no name of it ("my son really wants", "my
@@ -416,3 +519,74 @@ def names_in_lower_case(focus: str, fact_text: str) -> bool:
 
 #: A word and the next, with nothing but spaces or a comma between ("boy, yonas").
 _AFTER_WORD = re.compile(r"\b(?P<word>[\w-]+)(?=(?P<comma>\s*,)?\s+(?P<name>[a-z][a-z'-]*)\b)")
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def asks_for_a_day(question: str) -> bool:
+    """Whether ``question`` asks for a date or a day ("on what date do we fly?")."""
+    return _ASKS_DAY.search(question) is not None
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def asks_what_was_said(question: str) -> bool:
+    """Whether ``question`` asks what someone else said or thought ("what did the vet
+    say?"), not what the user or the assistant did."""
+    return _ASKS_SAID.search(question.replace("\u2019", "'")) is not None
+
+
+def reports_what_was_said(question: str, fact_text: str, speaker: str = "") -> bool:
+    """Whether ``fact_text`` reports what the one ``question`` asks about said or thought
+    (a sentence naming them, or saying he / she / they, with "said", "thinks", "loved"...:
+    "the vet said", "Mum loved it"), or is said by someone (a ``speaker`` label: their own
+    words)."""
+    if speaker:
+        return True
+    m = _ASKS_SAID.search(question.replace("\u2019", "'"))
+    who = m.group("who").split()[-1].lower().rstrip(".") if m else ""
+    wanted = (kin_terms(who) | frozenset(terms(who))) if who else frozenset()
+    for sentence in _SENTENCES.split(fact_text):
+        if _SAID.search(sentence) and (
+            not wanted or not wanted.isdisjoint(terms(sentence)) or _PRONOUN.search(sentence)
+        ):
+            return True
+    return False
+
+
+#: Words before a name ("my brother, Dr. Okafor").
+_TITLES = frozenset(["dr", "mr", "mrs", "ms", "miss", "prof", "professor", "aunt", "auntie", "uncle", "sir"])
+_TOKEN = re.compile(r"[\w'-]+|,")
+
+
+def names_the_relation(relation: str, fact_text: str) -> bool:
+    """Whether ``fact_text`` gives the name of ``relation`` ("sister") beside it: right
+    after it ("my sister Efua", "my sister, Efua", "my brother, Dr. Okafor"), right before
+    it ("Efua, my sister"), or in lower case after it (:func:`names_in_lower_case`); not a
+    name elsewhere in its sentence ("my sister who lives in Birmingham")."""
+    wanted = kin_terms(relation)
+    tokens = _TOKEN.findall(fact_text.replace("\u2019", "'"))
+    for i, token in enumerate(tokens):
+        if stem(token.lower().removesuffix("'s").removesuffix("'")) not in wanted:
+            continue
+        j = i + 1
+        while j < len(tokens) and (tokens[j] == "," or tokens[j].lower().rstrip(".") in _TITLES):
+            j += 1
+        if j < len(tokens) and tokens[j].lower() in ("is", "was", "called", "named"):
+            j += 1  # "my dentist is Dr Patel", "my wife is called Priya"
+            while j < len(tokens) and (
+                tokens[j].lower() in ("called", "named") or tokens[j].lower().rstrip(".") in _TITLES
+            ):
+                j += 1
+            if j < len(tokens) and (_is_name(tokens[j]) or tokens[j - 1].lower() in ("called", "named")):
+                return True
+        elif j < len(tokens) and _is_name(tokens[j]):
+            return True
+        k = i - 1
+        while k >= 0 and tokens[k].lower() in _OWNERS:
+            k -= 1
+        if k >= 1 and tokens[k] == "," and _is_name(tokens[k - 1]):
+            return True
+    return names_in_lower_case(relation, fact_text)
+
+
+def _is_name(word: str) -> bool:
+    return word[:1].isupper() and word != "I" and word.lower() not in CALENDAR_WORDS and not word.isupper()

@@ -20,25 +20,32 @@ import re
 from functools import lru_cache
 
 from memtap.longterm.answer_subject import (
+    asks_for_a_day,
     asks_for_age,
     asks_for_money,
+    asks_what_was_said,
     asks_when_it_is,
     first_person_focus,
     gives_its_time,
     gives_money,
     gives_their_age,
     kin_terms,
+    lower_case_writer,
     names_in_lower_case,
+    names_the_relation,
     only_someone_elses,
     relations_asked,
+    reports_what_was_said,
     says_their_work,
     work_subject,
 )
 from memtap.longterm.temporal import CALENDAR_WORDS
 from memtap.longterm.text import terms
 
+#: "what make of guitar?": a brand answers, which need not say "guitar" ("a Fender").
+_ASKS_MAKE = re.compile(r"\bwhat\s+(?:make|brand|model)\b", re.IGNORECASE)
 _ASKS_NAME = re.compile(
-    r"\bname\b|\bnamed\b|\bcalled\b|\bwho\s+(?:is|was|are|were)\s+my\b",
+    r"\bname\b|\bnamed\b|\bcalled\b|\bwho\s+(?:is|was|are|were)\s+my\b|\bwhat\s+(?:make|brand|model)\b",
     re.IGNORECASE,
 )
 _ASKS_NUMBER = re.compile(
@@ -240,23 +247,37 @@ def can_answer(question: str, fact_text: str) -> bool:
     other questions: always). Names written in lower case count after the relation asked
     about, in a fact typed in lower case ("my roommate yaw")."""
     focus = name_focus(question)
-    if asks_for_name(question) and not (
-        (names_something(fact_text, besides=question) or (focus and names_in_lower_case(focus, fact_text)))
-        and about_the_one_named(question, fact_text)
-    ):
-        return False
-    if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not (
-        mentions_the_focus(question, fact_text) and names_the_focus(question, fact_text)
-    ):
-        return False
-    body = _LABEL.sub("", fact_text, count=1)
+    if focus and asks_for_name(question) and focus in relations_asked(question):
+        # Someone by relation ("my sister"): the name beside the relation, not one elsewhere.
+        if not names_the_relation(focus, _LABEL.sub("", fact_text, count=1)):
+            return False
+    else:
+        if asks_for_name(question) and not (
+            (
+                names_something(fact_text, besides=question)
+                or (focus and names_in_lower_case(focus, fact_text))
+                or (_ASKS_MAKE.search(question) and lower_case_writer(fact_text))
+            )
+            and (_ASKS_MAKE.search(question) or about_the_one_named(question, fact_text))
+        ):
+            return False
+        if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not (
+            mentions_the_focus(question, fact_text) and names_the_focus(question, fact_text)
+        ):
+            return False
+    label = _LABEL.match(fact_text)
+    body = fact_text[label.end() :] if label else fact_text
     if asks_for_number(question) and _NUMBER.search(body) is None:
         return False
     if asks_for_age(question) and not gives_their_age(question, body):
         return False
-    if asks_for_money(question) and not gives_money(body):
+    if asks_for_money(question) and not gives_money(body, question):
         return False
-    if asks_when_it_is(question) and not gives_its_time(question, body):
+    if asks_what_was_said(question) and not reports_what_was_said(
+        question, body, speaker=label.group() if label else ""
+    ):
+        return False
+    if (asks_when_it_is(question) or asks_for_a_day(question)) and not gives_its_time(question, body):
         return False
     subject = work_subject(question)
     return subject is None or says_their_work(subject, body)

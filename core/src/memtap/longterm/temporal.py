@@ -412,6 +412,17 @@ def speaks_of_a_time(text: str) -> bool:
     return next(_windows(text, _ANY_NOW), None) is not None
 
 
+_DAY_OF_MONTH = re.compile(r"\b(?:[1-9]|[12]\d|3[01])(?:st|nd|rd|th)\b", re.IGNORECASE)
+
+
+def speaks_of_a_day(text: str) -> bool:
+    """Whether ``text`` names a day ("on 23 September", "the 14th", "next Friday",
+    "tomorrow"), not only a longer time ("the end of September")."""
+    if _DAY_OF_MONTH.search(text):
+        return True
+    return any(w.end - w.start <= _dt.timedelta(days=1) for w in _windows(text, _ANY_NOW))
+
+
 def resolved_note(text: str, said_at: _dt.datetime) -> str:
     """What a relative expression in ``text`` meant when it was said ("yesterday =
     2023-05-07", "last week = 2023-05-01..2023-05-07"), or ``""``: shown with the fact so
