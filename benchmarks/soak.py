@@ -8,8 +8,8 @@ every call that says something worth remembering (so every exchange makes episod
 real conversation). Printed per window of 500 registered calls: the added median (registered
 minus bare, ms) and the ratio, the process CPU per call pair, the resident memory, and how
 many stored facts still wait for a vector, and what the full model did for documents so far
-(texts embedded, vectors reused). At the end:
-``Memory.flush()`` (timed) and the facts still without a vector after it.
+(texts embedded, vectors reused). At the end: ``Memory.flush()`` (timed) and the facts
+still without a vector after it.
 
     python benchmarks/soak.py [--calls 5000] [--window 500] [--server thread|process] [--json]
     python benchmarks/soak.py --memory off    # the same run with both clients bare: the CPU baseline
