@@ -158,8 +158,8 @@ class CaptureWriter:
     keep coming (the last batch held more than one), it lingers :attr:`AMORTISE` times as
     long as its last write took, up to ``max_linger``: a DuckDB transaction of exchanges
     costs ~14 ms of CPU whether it holds 1 call or 30, and on a 5,000-call soak the
-    writer's, memorize's and DuckDB's threads used a third less CPU with batches three
-    times as large (issue 37). A call alone is written after ``linger``.
+    writer's, memorize's and DuckDB's threads used a quarter to a third less CPU with
+    batches three times as large (issue 37). A call alone is written after ``linger``.
     """
 
     #: While calls keep coming, linger at least this many times the last write's duration:

@@ -77,25 +77,45 @@ def _storable(obj: Any, search: Callable[[str], object], refused: str) -> Any:
         walk = _WALKS[kind] = _walk_of(kind)
     if walk == _ATOM:
         return obj
+    # Below, values that need no walk (numbers, None, ASCII text when nothing else is
+    # refused: most of an exchange's) are taken as they are without a call.
+    ascii_ok = not refused
     if walk == _SEQUENCE:
-        items = [_storable(item, search, refused) for item in obj]
+        items = [
+            item
+            if type(item) in _SCALARS or (ascii_ok and type(item) is str and item.isascii())
+            else _storable(item, search, refused)
+            for item in obj
+        ]
         if all(new is old for new, old in zip(items, obj, strict=True)):
             return obj
         return kind(items) if kind in (tuple, list) else obj.__class__(*items)
     if walk == _MAPPING:
-        pairs = [(_storable(k, search, refused), _storable(v, search, refused)) for k, v in obj.items()]
+        pairs = [
+            (
+                k if ascii_ok and type(k) is str and k.isascii() else _storable(k, search, refused),
+                v
+                if type(v) in _SCALARS or (ascii_ok and type(v) is str and v.isascii())
+                else _storable(v, search, refused),
+            )
+            for k, v in obj.items()
+        ]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, obj.items(), strict=True)):
             return obj
         return kind(pairs)
     changes = {}
     for name, alias in walk:  # type: ignore[union-attr]
         value = getattr(obj, name)
+        if type(value) in _SCALARS or (ascii_ok and type(value) is str and value.isascii()):
+            continue
         new = _storable(value, search, refused)
         if new is not value:
             changes[alias] = new
     return attrs.evolve(obj, **changes) if changes else obj
 
 
+#: Values with no text in them.
+_SCALARS = frozenset({int, float, bool, type(None)})
 _ATOM, _SEQUENCE, _MAPPING = 0, 1, 2
 #: How each type is walked, found once per type (an exchange holds a few hundred values:
 #: its messages, and what was injected into its call, the facts with their scores).
