@@ -353,3 +353,50 @@ def test_without_formatting_ahead_a_backlog_is_written_without_lingering():
     assert time.monotonic() - started < linger * 0.8  # not 3 lingers (not even one)
     assert [len(batch) for batch in store.batches] == [1, 10, 10, 10]
     writer.close()
+
+
+def test_under_sustained_load_the_writer_lingers_long_enough_to_amortise_its_writes():
+    """A store whose every write has a fixed cost (DuckDB: ~14 ms a transaction, whatever it
+    holds) is written in larger batches while calls keep coming: the writer lingers at least
+    :attr:`CaptureWriter.AMORTISE` times as long as its last write took (up to
+    ``max_linger``), so that the fixed costs stay a small part of its time (issue 37)."""
+    store = FlakyStore()
+    sizes: list[int] = []
+
+    def write(exchanges: list[Exchange]) -> None:
+        sizes.append(len(exchanges))
+        time.sleep(0.03)  # the fixed cost of a write
+        store(exchanges)
+
+    writer = fast_writer(write, linger=0.02, max_linger=slack(0.6), batch_size=1000)
+    n = 0
+    started = time.monotonic()
+    while time.monotonic() - started < slack(1.5):
+        writer.submit(captured(n))
+        n += 1
+        time.sleep(0.002)
+    assert writer.flush(slack(5))
+    assert store.written == [f"ex{i:03d}" for i in range(n)]
+    # With only the 20 ms linger, a batch holds what came during a linger and a write
+    # (~25 calls); lingering 10 x 30 ms, several times that.
+    assert max(sizes) > 2.5 * (0.05 / 0.002), sizes
+    writer.close()
+
+
+def test_a_lone_call_after_a_quiet_spell_is_written_after_the_short_linger():
+    """The longer linger is for calls that keep coming: a call alone (the batch before it
+    held one call too) is written after ``linger``, not ``max_linger``."""
+    store = FlakyStore()
+
+    def write(exchanges: list[Exchange]) -> None:
+        time.sleep(0.03)
+        store(exchanges)
+
+    writer = fast_writer(write, linger=0.02, max_linger=slack(3.0))
+    writer.submit(captured(0))
+    assert eventually(lambda: store.written == ["ex000"], slack(2))
+    started = time.monotonic()
+    writer.submit(captured(1))
+    assert eventually(lambda: store.written == ["ex000", "ex001"], slack(2))
+    assert time.monotonic() - started < slack(1.0)
+    writer.close()

@@ -154,8 +154,17 @@ class CaptureWriter:
 
     After the first call of a batch arrives the writer lingers up to ``linger`` seconds for
     more (unless :meth:`flush` is waiting), so a store whose every statement has a fixed
-    cost (DuckDB: about a millisecond) is written in few, larger transactions.
+    cost (DuckDB: about a millisecond) is written in few, larger transactions. While calls
+    keep coming (the last batch held more than one), it lingers :attr:`AMORTISE` times as
+    long as its last write took, up to ``max_linger``: a DuckDB transaction of exchanges
+    costs ~14 ms of CPU whether it holds 1 call or 30, and on a 5,000-call soak the
+    writer's, memorize's and DuckDB's threads used a quarter to a third less CPU with
+    batches three times as large (issue 37). A call alone is written after ``linger``.
     """
+
+    #: While calls keep coming, linger at least this many times the last write's duration:
+    #: writes then take about a tenth of the writer's time, whatever a store's fixed costs.
+    AMORTISE = 10.0
 
     def __init__(
         self,
@@ -166,6 +175,7 @@ class CaptureWriter:
         retry_initial: float = 0.05,
         retry_max: float = 5.0,
         linger: float = 0.05,
+        max_linger: float = 0.25,
         spool: Spool | None = None,
         format_in_caller: bool = False,
         storable: Callable[[Exchange], Exchange] | None = None,
@@ -188,6 +198,10 @@ class CaptureWriter:
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._linger = linger
+        self._max_linger = max(linger, max_linger)
+        #: The last write that stored a batch: its size and how long it took (seconds).
+        self._last_batch = 0
+        self._last_write = 0.0
         #: Calls arrive formatted: the thread finishing a call formats it before queueing
         #: it (:attr:`memtap.Memory.format_in_caller`), and the writer wakes once per batch,
         #: not once per call, competing less for the GIL. Otherwise the writer formats each
@@ -305,6 +319,7 @@ class CaptureWriter:
             return [], True
         batch: list[CapturedCall] = []
         ahead = not self.format_in_caller
+        linger = self._lingering()
         if first is not _FLUSH:
             batch.append(first)  # type: ignore[arg-type]
             # Format now, while the request thread waits on the network: the next call of
@@ -314,9 +329,9 @@ class CaptureWriter:
             elif not self._flushing and self._queue.empty():
                 # Linger without being woken by each call, then take what came (not when
                 # calls are already waiting: a backlog is written at once).
-                self._hurry.wait(self._linger)
+                self._hurry.wait(linger)
         self._hurry.clear()
-        deadline = time.monotonic() + self._linger
+        deadline = time.monotonic() + linger
         while len(batch) < self._batch_size:
             lingering = ahead and batch and not self._flushing
             timeout = deadline - time.monotonic() if lingering else 0.0
@@ -331,6 +346,12 @@ class CaptureWriter:
                 if ahead:
                     batch[-1].exchange()
         return batch, False
+
+    def _lingering(self) -> float:
+        """How long to linger for the next batch (see the class)."""
+        if self._last_batch < 2:
+            return self._linger
+        return min(self._max_linger, max(self._linger, self.AMORTISE * self._last_write))
 
     def _run(self) -> None:
         backoff = self._retry_initial
@@ -362,7 +383,10 @@ class CaptureWriter:
             return backoff, failing, stop
         pending = list(self._held)
         outcome = _Outcome()
+        started = time.monotonic()
         self._write_isolating(pending, outcome)
+        if not outcome.held and not outcome.refused:  # one write stored them all
+            self._last_batch, self._last_write = len(pending), time.monotonic() - started
         if outcome.refused:
             self._quarantine(outcome.refused)
         if outcome.held:

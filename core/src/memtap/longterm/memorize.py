@@ -309,7 +309,19 @@ def worth_keeping(text: str) -> bool:
     worth it), and not only questions (a question says little about the one who asks).
     Made on every path that makes episodes (a registered client, the proxy,
     ``Memory.capture``); ``Memory.remember`` stores what it is given."""
+    if len(text) > _REMEMBERED_CHARS:
+        return _worth_keeping(text)
+    return _remembered_worth_keeping(text)
+
+
+def _worth_keeping(text: str) -> bool:
     return not is_small_talk(text) and not _is_question_only(text)
+
+
+#: A turn is judged when its exchange is memorized and again when the next exchange of
+#: its session completes its context: texts up to this long are judged once (issue 37).
+_REMEMBERED_CHARS = 4096
+_remembered_worth_keeping = functools.lru_cache(maxsize=4096)(_worth_keeping)
 
 
 def episodes_of(

@@ -89,9 +89,6 @@ class RecallStats:
     #: asked it for more than it can make without making calls wait
     #: (:meth:`QueryVectors.overloaded`); counted in :attr:`model_deferred` too.
     model_shed: int = 0
-    #: Answers (assistant turns) waiting, with their quick vector, for the process to be
-    #: quiet before the full model embeds them (a gauge: :class:`EmbeddingWorker`).
-    answers_held: int = 0
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -419,13 +416,6 @@ class EmbeddingWorker:
       query's: ``known``), and an answer that restates its exchange's user turn, take the
       vector made already (:mod:`memtap.longterm.reuse`: :attr:`RecallStats.vectors_reused`).
 
-    With :attr:`MAX_HELD` set (none by default), up to that many of the model's answers
-    (assistant turns) are not sent to the full model while intercepted calls run: one that
-    restates its user turn takes the turn's vector as soon as the turn has one, the others
-    keep their quick vector until the process is quiet (no call for :attr:`QUIET_AFTER`
-    seconds) or :meth:`flush` / :meth:`close` asks for everything
-    (:attr:`RecallStats.answers_held` counts them).
-
     While the process is quiet (no intercepted call running or started, and no fact
     submitted, for :attr:`QUIET_AFTER` seconds: what a bulk import or a loop of
     ``remember`` calls left behind) a backlog is embedded over ``cores`` threads,
@@ -444,17 +434,6 @@ class EmbeddingWorker:
     QUIET_AFTER = 0.5
     #: How many steps one round takes while the process is quiet.
     QUIET_STEPS = 4
-    #: How often (seconds) a worker holding answers back looks again whether it may embed
-    #: them (the process quiet, a flush waiting).
-    HELD_POLL = 0.1
-    #: The most answers held back at once while calls run (past it the oldest go to the
-    #: model all the same). 0, the default, holds none: on a 5,000-call soak holding 2,048
-    #: did not lower the CPU or the added latency, and left twice as many facts without a
-    #: full vector after a 10 s flush (2,900-3,300 of 10,000 against 170), because a held
-    #: echo had lost its turn's vector from the reuse memory by the time it was embedded
-    #: (docs/benchmarks.md, "Sustained load"). A process that would rather give the cores
-    #: to its calls than have its answers embedded at once sets it.
-    MAX_HELD = 0
 
     def __init__(
         self,
@@ -500,11 +479,6 @@ class EmbeddingWorker:
         self._unstored: dict[str, Any] = {}
         #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
         self._quick_of: dict[str, Any] = {}
-        #: Callers of :meth:`flush` waiting now (held answers are embedded meanwhile).
-        self._flushing = 0
-        #: Answers held back while calls run, by id, and their ids by exchange.
-        self._held: dict[str, Fact] = {}
-        self._held_by_exchange: dict[str | None, list[str]] = {}
 
     @property
     def pending(self) -> int:
@@ -531,13 +505,8 @@ class EmbeddingWorker:
                     self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything queued is embedded by the full model (or failed), answers
-        held back while calls run included."""
-        self._flushing += 1
-        try:
-            return self._pending.wait(timeout)
-        finally:
-            self._flushing -= 1
+        """Wait until everything queued is embedded by the full model (or failed)."""
+        return self._pending.wait(timeout)
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish what is queued (up to ``timeout``), then stop: what is left is embedded
@@ -555,10 +524,7 @@ class EmbeddingWorker:
         lower_priority()
         waiting: deque[Fact] = deque()
         while True:
-            if waiting:
-                fresh, stop = self._take(block=False)
-            else:  # answers held: look again soon whether they may be embedded now
-                fresh, stop = self._take(block=True, timeout=self.HELD_POLL if self._held else None)
+            fresh, stop = self._take(block=not waiting)
             self._arrived(fresh, waiting)
             if waiting and not stop and not self._closed:
                 self._yield_to_queries()
@@ -566,15 +532,8 @@ class EmbeddingWorker:
                 self._arrived(fresh, waiting)
             if stop:
                 self._store_unstored()
-                self._pending.done(len(waiting) + len(self._held))
-                self._held.clear()
-                self._held_by_exchange.clear()
+                self._pending.done(len(waiting))
                 return
-            if self._held and self._answers_now():
-                waiting.extend(self._held.values())
-                self._held.clear()
-                self._held_by_exchange.clear()
-                self.stats.answers_held = 0
             size = self.step * (self.QUIET_STEPS if self._parallel_now() else 1)
             batch = [waiting.popleft() for _ in range(min(size, len(waiting)))]
             if not batch:
@@ -583,96 +542,31 @@ class EmbeddingWorker:
                 if not self._closed:
                     self._embed(batch)
             finally:
-                settled = self._settle_held(batch)
                 if not waiting or len(self._unstored) >= self.STORE_EVERY:
                     # Before the last fact is counted done: flush() finds them stored.
                     self._store_unstored()
-                self._pending.done(len(batch) + settled)
+                self._pending.done(len(batch))
                 self.stats.vectors_pending = self._pending.count
 
-    def _take(self, *, block: bool, timeout: float | None = None) -> tuple[list[Fact], bool]:
-        """What is queued now (waiting up to ``timeout`` for a first fact when ``block``),
-        and whether to stop."""
+    def _take(self, *, block: bool) -> tuple[list[Fact], bool]:
+        """What is queued now (waiting for a first fact when ``block``), and whether to stop."""
         taken: list[Fact] = []
         while True:
             try:
-                item = self._queue.get(timeout=timeout) if block and not taken else self._queue.get_nowait()
+                item = self._queue.get() if block and not taken else self._queue.get_nowait()
             except queue.Empty:
                 return taken, False
             if item is None:
                 return taken, True
             taken.append(item)
 
-    def _answers_now(self) -> bool:
-        """Whether the model's answers may go to the full model now: no call running or
-        started lately, or everything asked for (:meth:`flush`, :meth:`close`)."""
-        return bool(self._flushing) or self._closed or quiet_for(self.QUIET_AFTER)
-
     def _arrived(self, fresh: list[Fact], waiting: deque[Fact]) -> None:
         """Facts taken from the queue: quick vectors for those without one (the table was
-        late), then answers held back while calls run (see the class), the rest to embed."""
+        late), then to embed."""
         if not fresh:
             return
         self._quick_pass([f for f in fresh if f.id not in self._quick_of])
-        if not self.MAX_HELD or self._answers_now():
-            waiting.extend(fresh)
-            return
-        answers: list[Fact] = []
-        for f in fresh:
-            (answers if is_answer(f) else waiting).append(f)
-        if not answers:
-            return
-        again = 0
-        for f in answers:
-            if f.id in self._held:  # queued again (its index reloaded): held once
-                again += 1
-                continue
-            self._held[f.id] = f
-            self._held_by_exchange.setdefault(f.source_exchange_id, []).append(f.id)
-        self._pending.done(again + self._settle_held(answers))
-        while len(self._held) > self.MAX_HELD:
-            oldest = self._held.pop(next(iter(self._held)))
-            ids = self._held_by_exchange[oldest.source_exchange_id]
-            ids.remove(oldest.id)
-            if not ids:
-                del self._held_by_exchange[oldest.source_exchange_id]
-            waiting.append(oldest)
-        self.stats.answers_held = len(self._held)
-
-    def _settle_held(self, facts: Sequence[Fact]) -> int:
-        """Give the held answers of these facts' exchanges that need no model (an answer
-        that restates its turn, a text embedded already) their vectors; how many."""
-        exchanges = {f.source_exchange_id for f in facts if f.source_exchange_id is not None}
-        candidates = [
-            self._held[i] for e in exchanges for i in self._held_by_exchange.get(e, ()) if i in self._held
-        ]
-        if not candidates:
-            return 0
-        vectors: dict[str, Any] = {}
-        settled: list[Fact] = []
-        for f in candidates:
-            if self.skip is not None and self.skip(f):
-                settled.append(f)
-                continue
-            text = embedding_text(f)
-            vec = self._reuse.known(f, text, self._quick_of_now(f))
-            if vec is None and self.known is not None:
-                vec = self.known(text)
-            if vec is not None:
-                vectors[f.id] = vec
-                settled.append(f)
-        for f in settled:
-            del self._held[f.id]
-            self._quick_of.pop(f.id, None)
-            ids = self._held_by_exchange.get(f.source_exchange_id)
-            if ids is not None:
-                ids.remove(f.id)
-                if not ids:
-                    del self._held_by_exchange[f.source_exchange_id]
-        self.stats.vectors_reused += len(vectors)
-        self.stats.answers_held = len(self._held)
-        self._deliver_full(settled, vectors)
-        return len(settled)
+        waiting.extend(fresh)
 
     def _deliver_full(self, facts: Sequence[Fact], vectors: Mapping[str, Any]) -> None:
         """Hand the full model's ``vectors`` of ``facts`` (those it has) to the indexes,

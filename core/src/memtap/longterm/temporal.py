@@ -46,6 +46,7 @@ import datetime as _dt
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import lru_cache
 
 import attrs
 
@@ -393,6 +394,15 @@ def query_window(query: str, now: _dt.datetime) -> TimeWindow | None:
 def mentioned_window(text: str, said_at: _dt.datetime) -> TimeWindow | None:
     """The time a fact's ``text``, said at ``said_at``, speaks of: its first relative
     expression or date with a year ("yesterday", "on 8 May 2023"), or ``None``."""
+    # Only the start of a text is scanned: the key stays small. Equal times in two time
+    # zones are equal datetimes, but not the same days: the zone is part of the key.
+    return _mentioned_window(text[:SCAN_CHARS], said_at, said_at.tzinfo)
+
+
+@lru_cache(maxsize=4096)
+def _mentioned_window(text: str, said_at: _dt.datetime, _zone: _dt.tzinfo | None) -> TimeWindow | None:
+    """:func:`mentioned_window`, remembered: a fact is read when it is indexed and each time
+    it is injected (its line's note), the same text at the same time (issue 37)."""
     for window in _windows(text, said_at):
         if not window.year_assumed:
             return window

@@ -61,8 +61,31 @@ def _cjk_bigrams(token: str) -> list[str]:
     return [token[i : i + 2] for i in range(len(token) - 1)]
 
 
+#: Texts up to this long have their terms remembered (:func:`_known_terms`).
+_REMEMBERED_CHARS = 4096
+
+
 def terms(text: str) -> list[str]:
     """The index terms of ``text``, in order (repeats kept)."""
+    if len(text) <= _REMEMBERED_CHARS:
+        return list(_known_terms(text))
+    return _terms(text)
+
+
+def term_counts(text: str) -> Counter[str]:
+    """How often each index term occurs in ``text``."""
+    return Counter(_known_terms(text) if len(text) <= _REMEMBERED_CHARS else _terms(text))
+
+
+@lru_cache(maxsize=8192)
+def _known_terms(text: str) -> tuple[str, ...]:
+    """:func:`terms` of a text read lately: a turn is read as a fact, then again as the
+    context of the turns around it (and each time that context grows), and a question as
+    it is asked (issue 37: tokenizing was most of memorize's own CPU)."""
+    return tuple(_terms(text))
+
+
+def _terms(text: str) -> list[str]:
     out: list[str] = []
     for raw in _WORD.findall(text.lower()):
         if _CJK.search(raw):
@@ -70,8 +93,3 @@ def terms(text: str) -> list[str]:
         elif raw not in STOP_WORDS:
             out.append(stem(raw))
     return out
-
-
-def term_counts(text: str) -> Counter[str]:
-    """How often each index term occurs in ``text``."""
-    return Counter(terms(text))

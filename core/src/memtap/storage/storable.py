@@ -67,28 +67,68 @@ def storable(obj: T, refused: str = "") -> T:
 
 
 def _storable(obj: Any, search: Callable[[str], object], refused: str) -> Any:
-    if type(obj) is str:
+    kind = type(obj)
+    if kind is str:
         if (obj.isascii() and not refused) or search(obj) is None:
             return obj
         return storable_text(obj, refused)
-    if isinstance(obj, tuple | list):
-        items = [_storable(item, search, refused) for item in obj]
+    walk = _WALKS.get(kind)
+    if walk is None:
+        walk = _WALKS[kind] = _walk_of(kind)
+    if walk == _ATOM:
+        return obj
+    # Below, values that need no walk (numbers, None, ASCII text when nothing else is
+    # refused: most of an exchange's) are taken as they are without a call.
+    ascii_ok = not refused
+    if walk == _SEQUENCE:
+        items = [
+            item
+            if type(item) in _SCALARS or (ascii_ok and type(item) is str and item.isascii())
+            else _storable(item, search, refused)
+            for item in obj
+        ]
         if all(new is old for new, old in zip(items, obj, strict=True)):
             return obj
-        return type(obj)(items) if type(obj) in (tuple, list) else obj.__class__(*items)
-    if isinstance(obj, dict):
-        pairs = [(_storable(k, search, refused), _storable(v, search, refused)) for k, v in obj.items()]
+        return kind(items) if kind in (tuple, list) else obj.__class__(*items)
+    if walk == _MAPPING:
+        pairs = [
+            (
+                k if ascii_ok and type(k) is str and k.isascii() else _storable(k, search, refused),
+                v
+                if type(v) in _SCALARS or (ascii_ok and type(v) is str and v.isascii())
+                else _storable(v, search, refused),
+            )
+            for k, v in obj.items()
+        ]
         if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, obj.items(), strict=True)):
             return obj
-        return type(obj)(pairs)
-    if attrs.has(type(obj)):
-        changes = {}
-        for field in attrs.fields(type(obj)):
-            if not field.init:
-                continue
-            value = getattr(obj, field.name)
-            new = _storable(value, search, refused)
-            if new is not value:
-                changes[field.alias or field.name] = new
-        return attrs.evolve(obj, **changes) if changes else obj
-    return obj
+        return kind(pairs)
+    changes = {}
+    for name, alias in walk:  # type: ignore[union-attr]
+        value = getattr(obj, name)
+        if type(value) in _SCALARS or (ascii_ok and type(value) is str and value.isascii()):
+            continue
+        new = _storable(value, search, refused)
+        if new is not value:
+            changes[alias] = new
+    return attrs.evolve(obj, **changes) if changes else obj
+
+
+#: Values with no text in them.
+_SCALARS = frozenset({int, float, bool, type(None)})
+_ATOM, _SEQUENCE, _MAPPING = 0, 1, 2
+#: How each type is walked, found once per type (an exchange holds a few hundred values:
+#: its messages, and what was injected into its call, the facts with their scores).
+_WALKS: dict[type, int | tuple[tuple[str, str], ...]] = {}
+
+
+def _walk_of(kind: type) -> int | tuple[tuple[str, str], ...]:
+    """How :func:`_storable` walks a value of type ``kind``: as a sequence, a mapping, by
+    the (name, init alias) of an attrs class's init fields, or not at all (an atom)."""
+    if issubclass(kind, tuple | list):
+        return _SEQUENCE
+    if issubclass(kind, dict):
+        return _MAPPING
+    if attrs.has(kind):
+        return tuple((f.name, f.alias or f.name) for f in attrs.fields(kind) if f.init)
+    return _ATOM
