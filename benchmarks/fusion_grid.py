@@ -140,13 +140,20 @@ class LongMem:
     def score(self, fusion: Fusion) -> dict[str, Any]:
         _use(self.mem, fusion)
         per: dict[str, list[bool]] = {}
+        newest: list[bool] = []
         for person in self.people:
             for q in person.questions:
                 if not q.evidence:
                     continue
-                found = self.mem.recall(q.question, entity_id=person.id, k=10, now=q.asked_at)
-                per.setdefault(q.kind, []).append(any(set(q.evidence) & self.gold[s.fact.id] for s in found))
-        out: dict[str, Any] = {}
+                k = 10_000 if q.kind == "update" else 10
+                found = self.mem.recall(q.question, entity_id=person.id, k=k, now=q.asked_at)
+                ranks = [set(q.evidence) & self.gold[s.fact.id] for s in found]
+                per.setdefault(q.kind, []).append(any(ranks[:10]))
+                if q.kind == "update":
+                    stale = [i for i, s in enumerate(found) if set(q.stale) & self.gold[s.fact.id]]
+                    gold = next((i for i, hit in enumerate(ranks) if hit), None)
+                    newest.append(gold is not None and gold < min(stale, default=10_000))
+        out: dict[str, Any] = {"newest above stale": f"{sum(newest)}/{len(newest)}"}
         for kind in [*per, "overall"]:
             mine = [x for k, v in per.items() if kind in (k, "overall") for x in v]
             base = [x for k, v in self.dense.items() if kind in (k, "overall") for x in v]
