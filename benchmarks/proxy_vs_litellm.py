@@ -19,7 +19,11 @@ The load generator is ``wrk`` (C, event-driven), so that it takes little of the 
 cores: each target gets, per round, JSON chat calls and streamed (``"stream": true``) ones
 from ``--connections`` connections on ``--threads`` threads for ``--seconds`` after a
 ``--warmup``, then JSON calls from one connection (``--sequential`` seconds: the CPU a
-request costs when nothing else runs). Targets alternate in ``--rounds`` rounds (the order
+request costs when nothing else runs). Every call names one session (``x-memtap-session``,
+sent to every target) and asks the next of 16 questions (``--questions rotate``), so that
+memtap injects the session's last 20 messages into each and recalls for it (``same``: one
+fixed question, which memtap injects nothing into; ``new``: a new question each call, each
+embedded by the full model). Targets alternate in ``--rounds`` rounds (the order
 rotating), so that a busy moment of a shared machine moves one round of every target, not one
 target; figures are the medians of the rounds. Reported per target: req/s and p50 / p99
 latency (wrk's), CPU ms per request of each server process (utime + stime from
@@ -44,7 +48,8 @@ Run::
 
     python benchmarks/proxy_vs_litellm.py --litellm /work/venvs/litellm-proxy/bin/litellm
         [--rounds 3] [--seconds 10] [--warmup 2] [--sequential 5] [--connections 32]
-        [--threads 2] [--targets direct,memtap,...] [--pg postgresql://...] [--json FILE]
+        [--threads 2] [--targets direct,memtap,...] [--questions rotate|same|new]
+        [--pg postgresql://...] [--json FILE]
 
 Counts and time are bounded; nothing leaves 127.0.0.1.
 """
