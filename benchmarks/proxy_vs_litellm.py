@@ -670,6 +670,7 @@ def main() -> None:
     )
     upstream = f"http://127.0.0.1:{up_port}"
     targets: list[Target] = []
+    finished = False
     try:
         direct = Target("direct", upstream, up)
         wait_ready(direct, 30)
@@ -707,10 +708,13 @@ def main() -> None:
                     )
                 if r == 0 and t.name != "direct":
                     probe(t)
+        finished = True
     finally:
         for t in targets:
             if t.name != "direct":
                 stop(t)
+            if not finished and t.store and t.store.startswith("postgresql"):
+                drop_schema(t.store)  # a run that failed leaves no schema behind
         up.terminate()
         up.wait(10)
         up_log.close()
