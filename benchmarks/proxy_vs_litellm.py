@@ -481,7 +481,8 @@ def phase(
     u_load, g_load = (cpu_seconds(upstream_pid) or 0.0) - u0, cpu_of(pg) - g0
     waited = settle(pids, args.settle)
     c_all, u_all, g_all = cpu_of(pids) - c0, (cpu_seconds(upstream_pid) or 0.0) - u0, cpu_of(pg) - g0
-    measured = c_load + u_load + g_load + result["gen_cpu"]
+    # (direct: the target is the upstream, counted once)
+    measured = c_load + (0.0 if upstream_pid in pids else u_load) + g_load + result["gen_cpu"]
     n = int(result["requests"])
     target.answered += n
     failures = {k: result[k] for k in ("status", "connect", "read", "write", "timeout", "bad") if result[k]}
