@@ -417,8 +417,11 @@ def asks_when_it_is(question: str) -> bool:
 
 
 @lru_cache(maxsize=_PER_QUESTION)
-def _question_terms(question: str) -> frozenset[str]:
-    return frozenset(terms(question))
+def _event_terms(question: str) -> frozenset[str]:
+    """What a "when is ..." question is about: its terms but the names in it (all of them
+    when it has nothing else)."""
+    asked = frozenset(terms(question))
+    return asked - _names_in(question) or asked
 
 
 def gives_its_time(question: str, fact_text: str) -> bool:
@@ -427,10 +430,9 @@ def gives_its_time(question: str, fact_text: str) -> bool:
     names in it (what is asked about: "my sister just got engaged" has no time; "my first
     parkrun this weekend" is about something else; "Marge is busy this week" is not
     Marge's surgery)."""
-    asked = _question_terms(question) - _names_in(question) or _question_terms(question)
-    if asks_for_a_day(question):
-        return not asked.isdisjoint(terms(fact_text)) and speaks_of_a_day(fact_text)
-    return not asked.isdisjoint(terms(fact_text)) and speaks_of_a_time(fact_text)
+    if _event_terms(question).isdisjoint(terms(fact_text)):
+        return False
+    return speaks_of_a_day(fact_text) if asks_for_a_day(question) else speaks_of_a_time(fact_text)
 
 
 #: Words right after a relation that are no name of it ("my son really wants", "my

@@ -19,7 +19,11 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+# The question's side of each check is read once per question, not once per recalled fact
+# (the injector asks can_answer for every hit, and a tool loop asks the same question again
+# on each request): answer_subject's _PER_QUESTION bounds those caches here too.
 from memtap.longterm.answer_subject import (
+    _PER_QUESTION,
     asks_for_a_day,
     asks_for_age,
     asks_for_money,
@@ -112,12 +116,6 @@ _TRAILING = frozenset(
 _NOT_FOCUS = frozenset(
     ["what", "whats", "what's", "is", "was", "my", "our", "your", "his", "her", "their", "its", "the"]
 )
-
-
-#: The question's side of each check is read once per question, not once per recalled fact
-#: (the injector asks :func:`can_answer` for every hit, and a tool loop asks the same
-#: question again on each request).
-_PER_QUESTION = 1024
 
 
 @lru_cache(maxsize=_PER_QUESTION)
@@ -246,10 +244,12 @@ def can_answer(question: str, fact_text: str) -> bool:
     "when is", what someone else does for work: :mod:`memtap.longterm.answer_subject`;
     other questions: always). Names written in lower case count after the relation asked
     about, in a fact typed in lower case ("my roommate yaw")."""
+    label = _LABEL.match(fact_text)
+    body = fact_text[label.end() :] if label else fact_text
     focus = name_focus(question)
     if focus and asks_for_name(question) and focus in relations_asked(question):
         # Someone by relation ("my sister"): the name beside the relation, not one elsewhere.
-        if not names_the_relation(focus, _LABEL.sub("", fact_text, count=1)):
+        if not names_the_relation(focus, body):
             return False
     else:
         if asks_for_name(question) and not (
@@ -265,8 +265,6 @@ def can_answer(question: str, fact_text: str) -> bool:
             mentions_the_focus(question, fact_text) and names_the_focus(question, fact_text)
         ):
             return False
-    label = _LABEL.match(fact_text)
-    body = fact_text[label.end() :] if label else fact_text
     if asks_for_number(question) and _NUMBER.search(body) is None:
         return False
     if asks_for_age(question) and not gives_their_age(question, body):
