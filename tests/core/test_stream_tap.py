@@ -10,7 +10,6 @@ the SDK's own class).
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +19,7 @@ from kit_support import KIT, KitPlugin, event_json
 
 import memtap
 from memtap.sdk import Call, StreamTap, retype, subclass_of
+from memtap.testing.garbage import collect_garbage
 
 BODY = {"model": "kit-1", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -171,6 +171,6 @@ def test_a_stream_collected_unread(mem, when_collected):
     tap = StreamTap(prepared_call(mem), event_json)
     retype(stream, tap, _observing, finish_when_collected=when_collected)
     del stream
-    gc.collect()
+    collect_garbage()
     assert tap.done is when_collected
     assert [e.status for e in exchanges(mem)] == (["partial"] if when_collected else [])

@@ -9,7 +9,6 @@ the response JSON, or an iterator (async iterator) of the stream's events.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 
 import memtap
 from memtap.sdk import ChatFormatProtocol, InjectionPlan, Message, Patches, SystemBlock, Tap, tracked_kwargs
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply
 
 
@@ -190,7 +190,7 @@ def test_an_abandoned_stream_is_captured_once_as_partial(mem, memtap_server):
     with mem.scope(entity_id="kw", session_id="break"):
         for _event in client.chat(model="m", messages=user("go"), stream=True):
             break
-        gc.collect()
+        collect_garbage()
     assert mem.flush(timeout=10)
     (exchange,) = mem.store.exchanges(session_id="break")
     assert exchange.status == "partial"

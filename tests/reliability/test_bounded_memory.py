@@ -25,6 +25,7 @@ from reliability_support import API_KEY
 import memtap
 from memtap.capture.writer import CapturedCall
 from memtap.request.tap import Call
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import ScriptedModelServer
 
 CALLS = 300
@@ -74,7 +75,7 @@ HISTORY = {
 def _alive(kind: type, entity_id: str) -> int:
     """Objects of ``kind`` alive for calls of ``entity_id`` (not those of other tests, which
     a loaded machine may still be closing)."""
-    gc.collect()
+    collect_garbage()
     return sum(
         1
         for o in gc.get_objects()

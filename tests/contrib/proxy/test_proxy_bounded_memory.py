@@ -17,6 +17,7 @@ from proxy_support import API_KEY, needs_anthropic, settle
 
 import memtap
 from memtap.request.tap import Call
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import ScriptedModelServer
 from memtap.testing.timing import eventually
 from memtap_proxy import Proxy, ProxyConfig, ProxyThread
@@ -32,7 +33,7 @@ def _stored(mem: memtap.Memory) -> int:
 
 
 def _alive_calls() -> int:
-    gc.collect()
+    collect_garbage()
     return sum(1 for o in gc.get_objects() if isinstance(o, Call))
 
 

@@ -5,10 +5,10 @@ ChatAnthropic calls, streamed turns included), are tapped by the same Memory."""
 from __future__ import annotations
 
 import asyncio
-import gc
 
 import pytest
 
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply
 
 
@@ -60,7 +60,7 @@ def test_derived_clients_are_held_weakly(client, mem):
     before = len(list(mem.registered()))
     for _ in range(10):
         client.with_options(timeout=30)
-    gc.collect()
+    collect_garbage()
     assert len(list(mem.registered())) == before
 
 
@@ -99,7 +99,7 @@ def test_an_abandoned_raw_stream_is_captured_as_partial(client, server, mem):
         for _event in raw.parse():
             break
         del raw, _event
-        gc.collect()
+        collect_garbage()
     assert mem.flush(5)
     (ex,) = mem.store.exchanges(session_id="raw-break")
     assert ex.status == "partial"

@@ -5,11 +5,11 @@ unchanged and each call is captured exactly once."""
 from __future__ import annotations
 
 import asyncio
-import gc
 
 import anthropic
 import pytest
 
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply, ToolCallSpec
 
 
@@ -72,7 +72,7 @@ def test_stream_helper_get_final_message_alone_is_captured_once(client, mem):
         with client.messages.stream(**ARGS, messages=[user("hello")]) as stream:
             message = stream.get_final_message()
             assert stream.get_final_text() == "You said: hello"
-        gc.collect()
+        collect_garbage()
     assert message.stop_reason == "end_turn"
     (ex,) = exchanges(mem, "final")
     assert ex.status == "ok" and [m.content for m in ex.messages] == ["hello", "You said: hello"]
@@ -85,7 +85,7 @@ def test_stream_helper_left_early_is_captured_once_as_partial(client, server, me
             for event in stream:
                 if event.type == "text":
                     break
-        gc.collect()
+        collect_garbage()
     (ex,) = exchanges(mem, "early")
     assert ex.status == "partial" and ex.output[0].content == "a "
 
@@ -94,7 +94,7 @@ def test_stream_helper_never_entered_sends_and_stores_nothing(client, server, me
     with mem.scope(session_id="idle"):
         manager = client.messages.stream(**ARGS, messages=[user("never sent")])
         del manager
-        gc.collect()
+        collect_garbage()
     assert server.requests == []
     assert exchanges(mem, "idle") == []
 
@@ -166,7 +166,7 @@ def test_async_stream_closed_early_finalises_once(aclient, server, mem):
                     break
 
     asyncio.run(main())
-    gc.collect()
+    collect_garbage()
     (ex,) = exchanges(mem, "aclose")
     assert ex.status == "partial"
 

@@ -4,7 +4,6 @@ what went over the wire (camelCase JSON) and what was stored."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 
 import pytest
@@ -17,6 +16,7 @@ from memtap import hookimpl
 from memtap.formats.blocks import OPEN_TAG
 from memtap.protocol.model import Attribution, Exchange, Message, ToolCall
 from memtap.protocol.wire import InjectionPlan, SystemBlock
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply, ToolCallSpec
 
 MODEL = "gemini-x"
@@ -378,7 +378,7 @@ def test_async_stream_left_early_is_captured_once_as_partial(client, server, mem
             await chunks.aclose()
 
     asyncio.run(main())
-    gc.collect()
+    collect_garbage()
     (ex,) = exchanges(mem, "abreak")
     assert ex.status == "partial"
 

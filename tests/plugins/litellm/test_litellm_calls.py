@@ -4,7 +4,6 @@ provider names, credentials, restore, and that nothing imports litellm unasked."
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import memtap
 import memtap_litellm
 from memtap.formats.blocks import OPEN_TAG
 from memtap.protocol.wire import SystemBlock
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply
 
 KEY = "sk-test-0123456789abcdefghijklmnop"
@@ -108,14 +108,14 @@ def test_abandoned_mock_stream_is_captured_once_as_partial(mem, how):
         else:
             next(stream)
         del stream
-        gc.collect()
+        collect_garbage()
     if how == "next-then-drop":
         # Only collection can tell a stream read with next() was abandoned, and litellm's
         # background logging holds the stream for a moment after the caller let it go.
         deadline = time.monotonic() + 10
         while not list(mem.store.exchanges(session_id="abandon-next-then-drop")):
             assert time.monotonic() < deadline, "the abandoned stream was never finalised"
-            gc.collect()
+            collect_garbage()
             mem.flush(1)
             time.sleep(0.02)
     assert mem.flush(10)

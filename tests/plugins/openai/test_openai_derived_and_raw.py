@@ -6,7 +6,6 @@ per client) streamed or not, read through ``parse()`` — what LangChain does.""
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 
 import openai
@@ -14,6 +13,7 @@ import pytest
 from openai_support import API_KEY, user
 
 import memtap
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply
 
 
@@ -78,7 +78,7 @@ def test_derived_clients_are_not_kept_alive_by_memtap(client, mem):
     before = len(list(mem.registered()))
     for _ in range(20):
         client.with_options(timeout=30)
-    gc.collect()
+    collect_garbage()
     assert len(list(mem.registered())) == before
 
 
@@ -201,7 +201,7 @@ def test_a_raw_stream_never_parsed_is_not_stored_and_says_why(client, server, me
         ) as response:
             lines = [line for line in response.iter_lines() if line]
         del response
-        gc.collect()
+        collect_garbage()
     assert any("You said" in line for line in lines)
     assert mem.history("raw-unread") == []
     assert "parse()" in caplog.text

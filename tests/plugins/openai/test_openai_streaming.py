@@ -4,12 +4,11 @@ chunk it did not ask for."""
 
 from __future__ import annotations
 
-import gc
-
 import openai
 import pytest
 from openai_support import user
 
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply, ToolCallSpec
 
 DROP = {"id", "created"}
@@ -93,7 +92,7 @@ def test_break_out_of_the_loop_finalises_once_as_partial(client, server, mem):
         assert ex.status == "partial"
         stream.close()
         del stream
-        gc.collect()
+        collect_garbage()
     assert len(stored(mem, "brk")) == 1
 
 

@@ -4,7 +4,6 @@ streams, errors, restore, secrets."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import memtap
 import memtap_xai
 from memtap.formats.blocks import OPEN_TAG
 from memtap.protocol.wire import SystemBlock
+from memtap.testing.garbage import collect_garbage
 from memtap.testing.server import Reply, ToolCallSpec
 
 MODEL = "grok-test"
@@ -132,7 +132,7 @@ def test_async_stream_break_is_partial(mem, xai_server):
             async for _ in stream:
                 break
             await stream.aclose()
-        gc.collect()
+        collect_garbage()
 
     asyncio.run(main())
     assert mem.flush(10)
