@@ -27,7 +27,8 @@ def start(
     store_url: str, server: ScriptedModelServer, tag: str, mode: str, spool: Path
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(CHILD), store_url, server.openai_base_url, tag, mode, str(spool)],
+        # faulthandler: a child that hangs dumps its threads when the watchdog aborts it.
+        [sys.executable, "-X", "faulthandler", str(CHILD), store_url, server.openai_base_url, tag, mode, str(spool)],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -35,9 +36,20 @@ def start(
     )
 
 
+def abort(proc: subprocess.Popen[str]) -> None:
+    """Stop a hung child so that it says where it hung: SIGABRT makes its faulthandler
+    write every thread's stack to stderr; SIGKILL if it is still running 5 s later."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def wait_for(proc: subprocess.Popen[str], line: str, timeout: float = 120.0) -> None:
-    """Read the child's output until it prints ``line`` (killed after ``timeout``)."""
-    watchdog = threading.Timer(timeout, proc.kill)
+    """Read the child's output until it prints ``line`` (aborted after ``timeout``, its
+    threads' stacks in the failure)."""
+    watchdog = threading.Timer(timeout, abort, [proc])
     watchdog.start()
     try:
         assert proc.stdout is not None
