@@ -28,7 +28,17 @@ def start(
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         # faulthandler: a child that hangs dumps its threads when the watchdog aborts it.
-        [sys.executable, "-X", "faulthandler", str(CHILD), store_url, server.openai_base_url, tag, mode, str(spool)],
+        [
+            sys.executable,
+            "-X",
+            "faulthandler",
+            str(CHILD),
+            store_url,
+            server.openai_base_url,
+            tag,
+            mode,
+            str(spool),
+        ],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
