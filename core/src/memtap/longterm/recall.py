@@ -1235,7 +1235,11 @@ class RecallEngine:
         if deadline is None and self.embedder is not None and entry.index is not None:
             self._embed_missing(entity_id, entry)
 
-        window = self._window(query, entry, now)
+        # The time the question names, parsed once (a pass of the temporal grammar costs
+        # about as much as the index search): it ranks facts of that time first when some
+        # fact is of it, and a relative one is left out of the words either way.
+        named = query_window(query, aware(now) if now is not None else utcnow())
+        window = self._window(named, entry)
         asked = (
             query,
             window,
@@ -1259,9 +1263,6 @@ class RecallEngine:
         present = asks_present(query)
         # A relative time is left out of the words even when no fact is of it (the window
         # is then ignored): words nothing uses would still lower every fact's coverage.
-        named = (
-            window if window is not None else query_window(query, aware(now) if now is not None else utcnow())
-        )
         if named is not None and named.relative:
             query = named.cut_from(query)
         counts = term_counts(query)
@@ -1372,9 +1373,8 @@ class RecallEngine:
         return found
 
     @staticmethod
-    def _window(query: str, entry: _Entry, now: _dt.datetime | None) -> TimeWindow | None:
-        """The time ``query`` names, if some fact of the entity is of that time."""
-        window = query_window(query, aware(now) if now is not None else utcnow())
+    def _window(window: TimeWindow | None, entry: _Entry) -> TimeWindow | None:
+        """``window`` (the time a question names), if some fact of the entity is of that time."""
         if window is None:
             return None
         with entry.lock:
