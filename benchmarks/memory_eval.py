@@ -20,7 +20,9 @@ Sets and halves (read by ``recall_sets.py``)
 - ``fresh``: ``benchmarks/longmem_fresh/users_*.json`` (two authors' users, written on
   2026-12-06 apart from the ranking code, after the rules were tuned on both halves of
   ``longmem``), every user held out (``--half heldout``; its tuning half is empty), their
-  filler from ``benchmarks/longmem``'s files, placed as ``longmem``'s.
+  filler from ``benchmarks/longmem``'s files, placed as ``longmem``'s. ``--fresh DIR`` reads
+  another such folder: ``benchmarks/longmem_fresh2`` (authors g and h, written the same way,
+  never run) is the next held-out set, for when ``longmem_fresh`` has been spent.
 - ``paraphrase``: ``memtap.testing.paraphrases`` as one user's facts, each said alone in a
   session of its own a minute apart: the pairs at even positions (tune) or odd (held out),
   and every distractor in both halves; asked a day after the last.
@@ -525,7 +527,10 @@ def load(name: str, half: str, args: argparse.Namespace) -> list[Person] | str:
             return f"LOCOMO not found at {args.locomo} (set --locomo)"
         return recall_sets.locomo_people(args.locomo, half)
     if name == "fresh":
-        return recall_sets.longmem_people(FRESH_DIR, half, held_out_only=True, filler_from=[LONGMEM_DIR])
+        fresh = Path(args.fresh)
+        if not any(fresh.glob("users_*.json")):
+            return f"no users_*.json in {fresh} (set --fresh)"
+        return recall_sets.longmem_people(fresh, half, held_out_only=True, filler_from=[LONGMEM_DIR])
     folder = Path(args.longmem)
     if not any(folder.glob("users_*.json")):
         return f"no users_*.json in {folder} (set --longmem)"
@@ -652,6 +657,11 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--path", choices=["all", *PATHS], default="all")
     parser.add_argument("--longmem", default=str(LONGMEM_DIR), help="folder of users_*.json / filler_*.json")
     parser.add_argument("--locomo", default=recall_sets.LOCOMO_DATA)
+    parser.add_argument(
+        "--fresh",
+        default=str(FRESH_DIR),
+        help="folder of --set fresh's held-out users_*.json (benchmarks/longmem_fresh2: the next, never run)",
+    )
     parser.add_argument("--quick", action="store_true", help="tuning halves of paraphrase and longmem only")
     parser.add_argument(
         "--budget",

@@ -168,3 +168,12 @@ def test_the_question_is_asked_at_its_time():
         seen.append(recall_module.utcnow())
     assert seen == [_dt.datetime(2024, 6, 1, tzinfo=UTC)]
     assert recall_module.utcnow().year >= 2025
+
+
+def test_fresh_reads_the_folder_given(tmp_path):
+    import argparse
+
+    said = memory_eval.load("fresh", "heldout", argparse.Namespace(fresh=str(tmp_path)))
+    assert said == f"no users_*.json in {tmp_path} (set --fresh)"
+    default = memory_eval.load("fresh", "heldout", argparse.Namespace(fresh=str(memory_eval.FRESH_DIR)))
+    assert not isinstance(default, str) and {p.id[0] for p in default} == {"e", "f"}
