@@ -13,6 +13,7 @@ import pytest
 import memtap
 from memtap.longterm.recall_injector import RecallBudget
 from memtap.storage.store import InMemoryStore
+from memtap.testing.timing import slack
 
 GROUPS = [{"dog", "beagle", "puppy", "pet"}, {"work", "job", "engineer"}]
 
@@ -82,6 +83,9 @@ def test_request_path_recall_answers_by_words_while_the_model_loads(emb):
     emb.gate.set()
     assert mem.longterm.engine.queries.warm_up(wait=True, timeout=5)
     assert emb.load_threads and caller not in emb.load_threads
+    # The fact's own vector is made in the background once the model is there (a recall
+    # with a deadline serves what the index has meanwhile: by words alone it finds nothing).
+    assert mem.longterm.engine.flush(slack(5))
     # Once loaded, the query vector bridges meaning again.
     assert [h.text for h in mem.recall("what pet do I have?", entity_id="alice", deadline=5.0)] == [
         "I adopted a beagle"
