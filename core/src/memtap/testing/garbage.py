@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 
-from memtap.testing.timing import slack
+from memtap.testing.timing import eventually, slack
 
 __all__ = ["collect_garbage"]
 
@@ -30,15 +29,13 @@ def collect_garbage(timeout: float = 5.0) -> None:
         if phase == "start" and info.get("generation") == 2 and threading.get_ident() == me:
             ran.append(True)
 
-    deadline = time.monotonic() + slack(timeout)
+    def collected() -> bool:
+        gc.collect()
+        return bool(ran)
+
     gc.callbacks.append(seen)
     try:
-        while True:
-            gc.collect()
-            if ran:
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no garbage collection could run within {slack(timeout):.1f} s")
-            time.sleep(0.005)
+        if not eventually(collected, timeout):
+            raise AssertionError(f"no garbage collection could run within {slack(timeout):.1f} s")
     finally:
         gc.callbacks.remove(seen)
