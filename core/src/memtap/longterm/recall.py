@@ -44,6 +44,7 @@ from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import Fact, ScoredFact, aware, utcnow
 from memtap.storage.store import Store
 from memtap.workers.background import DaemonPool, lower_priority, quiet_for
+from memtap.workers.native import InterpreterExiting, native_work
 from memtap.workers.pending import PendingWork
 
 log = logging.getLogger("memtap.longterm.recall")
@@ -472,6 +473,8 @@ class EmbeddingWorker:
         self._thread_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: close() gave up waiting for the thread (a batch was still running).
+        self._abandoned = False
         self._failing = False
         self._quick_failing = False
         self._reuse = VectorReuse()
@@ -517,8 +520,9 @@ class EmbeddingWorker:
             self._helpers.shutdown()
         if self._thread is not None:
             self._queue.put(None)
-            # An embedder still running at interpreter exit can abort the process.
             self._thread.join(timeout)
+            # Still in a batch: interpreter exit waits for it (memtap.workers.native).
+            self._abandoned = self._thread.is_alive()
 
     def _run(self) -> None:
         lower_priority()
@@ -539,12 +543,22 @@ class EmbeddingWorker:
             if not batch:
                 continue
             try:
-                if not self._closed:
-                    self._embed(batch)
+                # One unit for interpreter exit to wait on: the model and the store are
+                # native code, which a thread ended at exit aborts the process in.
+                with native_work():
+                    try:
+                        if not self._closed:
+                            self._embed(batch)
+                    finally:
+                        if not waiting or len(self._unstored) >= self.STORE_EVERY:
+                            # Before the last fact is counted done: flush() finds them stored.
+                            self._store_unstored()
+            except InterpreterExiting:
+                # The process is exiting: what is left is embedded at the next start.
+                self._pending.done(len(waiting))
+                waiting.clear()
+                return
             finally:
-                if not waiting or len(self._unstored) >= self.STORE_EVERY:
-                    # Before the last fact is counted done: flush() finds them stored.
-                    self._store_unstored()
                 self._pending.done(len(batch))
                 self.stats.vectors_pending = self._pending.count
 
@@ -630,6 +644,8 @@ class EmbeddingWorker:
             # The user's turns first: an answer that restates one then takes its vector.
             for group in ([f for f in batch if not is_answer(f)], [f for f in batch if is_answer(f)]):
                 self._embed_group(group, quick, vectors)
+        except InterpreterExiting:
+            raise
         except Exception as exc:
             self.stats.embed_failures += 1
             count("failed", reason="embed")
@@ -685,24 +701,46 @@ class EmbeddingWorker:
     def _embed_texts(self, texts: list[str]) -> Any:
         """The model's rows for ``texts``: split over :attr:`cores` threads (this one and
         low-priority helpers) while the process is quiet, else in this thread."""
-        if len(texts) < 2 or not self._parallel_now():
+        if len(texts) < 2 or self._closed or not self._parallel_now():
             return self.embedder.embed(texts)
         if self._helpers is None:
             self._helpers = DaemonPool(self.cores - 1, "memtap-embed-helper", low_priority=True)
         parts = min(self.cores, len(texts))
         cut = [len(texts) * i // parts for i in range(parts + 1)]
-        helped = [
-            self._helpers.submit(self.embedder.embed, texts[cut[i] : cut[i + 1]]) for i in range(1, parts)
-        ]
-        rows = list(self.embedder.embed(texts[: cut[1]]))
-        for future in helped:
-            rows.extend(future.result())
+        shares = [texts[cut[i] : cut[i + 1]] for i in range(parts)]
+        helped = [self._help(share) for share in shares[1:]]
+        rows = list(self.embedder.embed(shares[0]))
+        for future, share in zip(helped, shares[1:]):
+            try:
+                if future is None:
+                    raise CancelledError
+                rows.extend(future.result())
+            except CancelledError:  # close() shut the helpers down before they began
+                rows.extend(self.embedder.embed(share))
         return rows
+
+    def _help(self, texts: list[str]) -> Future[Any] | None:
+        """A helper's future of ``texts``' rows; ``None`` once close() shut the helpers."""
+        assert self._helpers is not None
+        try:
+            return self._helpers.submit(self._embed_unit, texts)
+        except RuntimeError:
+            return None
+
+    def _embed_unit(self, texts: list[str]) -> Any:
+        """A helper thread's share of :meth:`_embed_texts`, as a unit of native work."""
+        with native_work():
+            return self.embedder.embed(texts)
 
     def store_vectors(self, vectors: Mapping[str, Any]) -> None:
         """Persist vectors when the store can (failures are logged: memory still has them)."""
         setter = getattr(self.store, "set_embeddings", None)
         if setter is None or not vectors:
+            return
+        if self._abandoned:
+            # close() stopped waiting for this batch: the store may be closed too, and
+            # these facts are embedded again at their index's next load.
+            log.debug("memtap: %d fact vectors made after close are not stored", len(vectors))
             return
         try:
             setter(vectors, model=self.embedder.name)

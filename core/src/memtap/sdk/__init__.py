@@ -53,7 +53,9 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
 - **agent scaffolding**: :class:`AgentProfile`, :class:`Segment`, :func:`detect_profile`,
   :class:`TaggedScaffolding`, :func:`own_view`, :func:`is_side_call`, :func:`looks_like_agent`.
 - **redaction, background work**: :func:`redact_text`, :func:`redact_url`,
-  :func:`lower_priority`, :func:`wait_for_quiet`.
+  :func:`lower_priority`, :func:`wait_for_quiet`, :func:`native_work` (and
+  :class:`InterpreterExiting`: a background thread's model run that the interpreter's exit
+  waits for, since one ended mid-run aborts the process).
 - **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`UnsupportedClientError`.
 
 A few core names would be ambiguous side by side (the chat and the Anthropic format both
@@ -159,6 +161,7 @@ from memtap.request.tap import Call, Tap, active_call
 from memtap.sdk import server as _server
 from memtap.sdk import storage as _storage
 from memtap.workers.background import lower_priority, wait_for_quiet
+from memtap.workers.native import InterpreterExiting, native_work
 
 #: Where each name that left this module lives now (importable from here, with a
 #: DeprecationWarning, until the next minor release).
@@ -275,6 +278,8 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "with_texts",
     # redaction, background work
     "lower_priority",
+    "native_work",
+    "InterpreterExiting",
     "redact_text",
     "redact_url",
     "wait_for_quiet",

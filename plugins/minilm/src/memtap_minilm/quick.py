@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from memtap.sdk import lower_priority
+from memtap.sdk import InterpreterExiting, lower_priority, native_work
 
 log = logging.getLogger("memtap.minilm")
 
@@ -296,7 +296,11 @@ class QuickQueryTable:
             ids = np.arange(first, min(first + self.batch_tokens, stop), dtype=np.int64)
             cls, sep = self.special
             seq = np.stack([np.full(len(ids), cls), ids, np.full(len(ids), sep)], axis=1)
-            rows[first - start : first - start + len(ids)] = self._run(seq, np.ones_like(seq))
+            try:
+                with native_work():  # the interpreter's exit waits for the model's run
+                    rows[first - start : first - start + len(ids)] = self._run(seq, np.ones_like(seq))
+            except InterpreterExiting:
+                return None
         return rows
 
     def _gather(self) -> np.ndarray[Any, np.dtype[np.float16]] | None:
