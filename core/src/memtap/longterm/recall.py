@@ -179,6 +179,7 @@ class FactIndexes:
         self._generation = 0
         # Daemon threads: a load stuck on a frozen store must not hang the process's exit.
         self._loader = DaemonPool(1, "memtap-index")
+        self._closed = False
 
     def get(self, entity_id: str, *, wait: bool, cold_wait: float = 0.0) -> _Entry | None:
         """The entity's loaded entry. ``wait=False`` (the request path) starts a
@@ -261,7 +262,14 @@ class FactIndexes:
             self.stats.load_failures += 1
             count("failed", reason="recall_load")
             entry.error = exc
-            log.warning("memtap could not load the facts of %r for recall: %s", entity_id, exc)
+            # A load that memtap's own close() cut short (its store closed under it) is
+            # no failure: an application that exits right after starting logs nothing.
+            log.log(
+                logging.DEBUG if self._closed else logging.WARNING,
+                "memtap could not load the facts of %r for recall: %s",
+                entity_id,
+                exc,
+            )
             with self._lock:
                 if entry.index is None and self._entries.get(entity_id) is entry:
                     del self._entries[entity_id]  # retried on the next call
@@ -387,6 +395,7 @@ class FactIndexes:
 
     def close(self) -> None:
         """Stop the loader thread."""
+        self._closed = True
         self._loader.shutdown()
 
 

@@ -44,12 +44,13 @@ _exiting = False
 
 @contextlib.contextmanager
 def native_work() -> Iterator[None]:
-    """Run the body as one unit of background work that calls native code: interpreter
-    exit waits for it. Raises :class:`InterpreterExiting` instead of starting once the
-    interpreter is exiting."""
+    """Run the body as one unit of work that calls native code: interpreter exit waits
+    for it. In a daemon thread, raises :class:`InterpreterExiting` instead of starting
+    once the interpreter is exiting (other threads have ended or are the one exiting:
+    their work goes on)."""
     global _in_flight
     with _units:
-        if _exiting:
+        if _exiting and threading.current_thread().daemon:
             raise InterpreterExiting("the interpreter is exiting: background work stops")
         _in_flight += 1
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import duckdb
 
-from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError
+from memtap.sdk import Exchange, Fact, Message, SessionInfo, StoreError, native_work
 from memtap.sdk.storage import EXCHANGE_SELECT as _EXCHANGE_SELECT
 from memtap.sdk.storage import FACT_SELECT as _FACT_SELECT
 from memtap.sdk.storage import (
@@ -314,7 +314,10 @@ class DuckDBStore:
 
     @contextlib.contextmanager
     def _transaction(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._write_lock:
+        # Units of native work: DuckDB is C++, and memtap's background threads (the
+        # writer, the index loader) call it; interpreter exit waits for a statement in
+        # flight, which aborts the process if its thread is ended inside it.
+        with native_work(), self._write_lock:
             self._check()
             with self._errors(action, writing=True):
                 self._conn.begin()
@@ -330,20 +333,21 @@ class DuckDBStore:
 
     @contextlib.contextmanager
     def _reader(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._pool_lock:
-            self._check()
-            with self._errors(action):
-                cursor = self._idle.pop() if self._idle else self._conn.cursor()
-        try:
-            with self._errors(action):
-                yield cursor
-        finally:
+        with native_work():  # see _transaction
             with self._pool_lock:
-                if self._closed:
-                    with contextlib.suppress(duckdb.Error):
-                        cursor.close()
-                else:
-                    self._idle.append(cursor)
+                self._check()
+                with self._errors(action):
+                    cursor = self._idle.pop() if self._idle else self._conn.cursor()
+            try:
+                with self._errors(action):
+                    yield cursor
+            finally:
+                with self._pool_lock:
+                    if self._closed:
+                        with contextlib.suppress(duckdb.Error):
+                            cursor.close()
+                    else:
+                        self._idle.append(cursor)
 
     @staticmethod
     def _allocate(conn: duckdb.DuckDBPyConnection, table: str, items: Sequence[Any]) -> tuple[list[Any], int]:
