@@ -4,7 +4,9 @@ right after the last call returned (no atexit, no flush, no close).
 Arguments: store URL, base URL, number of calls, tag, and optionally a mode: ``kill`` (the
 default: SIGKILL at once), ``flush-kill`` or ``flush-term`` (wait until the calls are stored
 and memorized, print the fact count, then SIGKILL or SIGTERM, whose default action ends the
-process as abruptly). Flush modes send statements, which become episode facts.
+process as abruptly), ``exit`` (end normally: the interpreter's exit closes the Memory) or
+``exit-now`` (``close()`` with no time to wait, then end normally). Modes other than ``kill``
+send statements, which become episode facts.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ with mem.scope(entity_id=f"e-{tag}", session_id=f"s-{tag}"):
         else:
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": text("call", i)}])
 print("calls done", flush=True)
+if mode.startswith("exit"):
+    if mode == "exit-now":
+        mem.close(0.0)
+    sys.exit(0)
 if mode != "kill":
     mem.flush(30)
     print("facts", len(mem.facts(entity_id=f"e-{tag}")), flush=True)

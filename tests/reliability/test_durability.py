@@ -220,3 +220,50 @@ def test_restarts_after_kill_or_sigterm_leave_the_fact_count_unchanged(
             assert len(mem.facts(entity_id="e-replay")) == before
             assert mem.stats()["exchanges"] == 12
     assert _segments(tmp_path / "home") == []
+
+
+#: What a child that ends normally must not print: an abort (a native thread ended inside
+#: C++ at interpreter exit), a traceback, or a failure memtap caused by closing itself.
+EXIT_NOISE = ("terminate called", "FATAL", "Fatal Python error", "Traceback", "could not", "failed")
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+@pytest.mark.parametrize("mode", ["exit", "exit-now"])
+@pytest.mark.parametrize("calls", [1, 6, 13, 24])
+def test_a_normal_exit_mid_background_work_ends_cleanly_and_keeps_every_call(
+    store_url: str, server: ScriptedModelServer, tmp_path: Path, mode: str, calls: int
+) -> None:
+    """The application ends normally while memtap still writes, memorizes and embeds its
+    calls (``exit``: the interpreter's exit closes the Memory; ``exit-now``: ``close(0)``
+    first): the process ends with status 0 and says nothing alarming, and every call is
+    stored once, the ones ``close(0)`` left from the spool at the next start."""
+    env = {**os.environ, "MEMTAP_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "faulthandler",
+            str(CHILD),
+            store_url,
+            server.openai_base_url,
+            str(calls),
+            "end",
+            mode,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "calls done" in proc.stdout
+    noise = [line for line in proc.stderr.splitlines() if any(word in line for word in EXIT_NOISE)]
+    assert noise == [], proc.stderr[-3000:]
+    if mode == "exit":
+        assert proc.stderr == "", proc.stderr[-3000:]
+    with memtap.Memory(store_url) as mem:  # the same MEMTAP_HOME: it replays that spool
+        assert mem.flush(30)
+        exchanges = list(mem.store.exchanges(entity_id="e-end"))
+    ids = [ex.id for ex in exchanges]
+    assert len(ids) == len(set(ids)) == calls
+    assert _segments(tmp_path / "home") == []

@@ -218,6 +218,11 @@ class CaptureWriter:
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         self._closed = False
+        #: close() stopped waiting for the thread: it writes nothing more (the store may
+        #: be closed; what it held is in the spool for the next start).
+        self._abandoned = False
+        #: Whether the last write failed (what close() says of the calls left).
+        self._store_failing = False
         self.stats = CaptureStats()
         self.on_written: list[Callable[[list[Exchange]], None]] = []
         #: Told each stored batch after the ``on_written`` callbacks, with a function that
@@ -301,10 +306,15 @@ class CaptureWriter:
             self._queue.put(_STOP)
             self._hurry.set()
             self._thread.join(timeout)
+            self._abandoned = self._thread.is_alive()
         if not ok:
             log.warning(
-                "memtap closed with %d captured call(s) not stored (store unavailable)",
+                "memtap closed with %d captured call(s) not stored: %s; %s",
                 self._pending.count,
+                "the store is failing" if self._store_failing else f"close() waited {timeout} s for them",
+                "they are in the spool and are stored at the next start"
+                if self.spool is not None
+                else "without a spool they are lost",
             )
         return ok
 
@@ -358,7 +368,10 @@ class CaptureWriter:
         failing = False
         while True:
             batch, stop = self._take_batch(backoff if self._held else None)
+            if self._abandoned:
+                return  # close() gave up on this thread: its calls stay in the spool
             backoff, failing, stop = self._process(batch, stop, backoff, failing)
+            self._store_failing = failing
             del batch  # let go of the batch's calls while waiting for the next one
             if stop:
                 return
@@ -392,6 +405,10 @@ class CaptureWriter:
         if outcome.held:
             exc = outcome.error
             count("failed", len(outcome.held), reason="store_write")
+            if self._abandoned:
+                # close() gave up on this write and closed the store under it: the calls
+                # are in the spool for the next start; nothing failed.
+                return backoff, failing, True
             if not failing:
                 log.error(
                     "memtap could not store %d exchange(s): %s; they are kept and "
