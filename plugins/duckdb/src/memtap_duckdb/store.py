@@ -332,22 +332,25 @@ class DuckDBStore:
                     self._keep_files_private()
 
     @contextlib.contextmanager
-    def _reader(self, action: str) -> Iterator[duckdb.DuckDBPyConnection]:
-        with native_work():  # see _transaction
-            with self._pool_lock:
-                self._check()
-                with self._errors(action):
-                    cursor = self._idle.pop() if self._idle else self._conn.cursor()
-            try:
-                with self._errors(action):
-                    yield cursor
-            finally:
-                with self._pool_lock:
-                    if self._closed:
-                        with contextlib.suppress(duckdb.Error):
-                            cursor.close()
-                    else:
-                        self._idle.append(cursor)
+    def _reader(self, action: str, *, across_yields: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A pooled cursor, as one unit of native work (see :meth:`_transaction`); with
+        ``across_yields`` (a generator's cursor, which its consumer may hold for long, or
+        drop unfinished) the unit covers taking and returning it only, and the generator
+        runs each statement in a unit of its own."""
+        with native_work(), self._pool_lock:
+            self._check()
+            with self._errors(action):
+                cursor = self._idle.pop() if self._idle else self._conn.cursor()
+        try:
+            with contextlib.nullcontext() if across_yields else native_work(), self._errors(action):
+                yield cursor
+        finally:
+            with native_work(), self._pool_lock:
+                if self._closed:
+                    with contextlib.suppress(duckdb.Error):
+                        cursor.close()
+                else:
+                    self._idle.append(cursor)
 
     @staticmethod
     def _allocate(conn: duckdb.DuckDBPyConnection, table: str, items: Sequence[Any]) -> tuple[list[Any], int]:
@@ -648,9 +651,14 @@ class DuckDBStore:
 
     def session_keys(self) -> Iterator[tuple[str, str]]:
         """Every stored ``(entity_id, session_id)``."""
-        with self._reader("listing sessions") as cur:
-            cur.execute("SELECT entity_id, session_id FROM sessions")
-            while rows := cur.fetchmany(_FETCH_ROWS):
+        with self._reader("listing sessions", across_yields=True) as cur:
+            with native_work():
+                cur.execute("SELECT entity_id, session_id FROM sessions")
+            while True:
+                with native_work():
+                    rows = cur.fetchmany(_FETCH_ROWS)
+                if not rows:
+                    return
                 yield from rows
 
     def identity(self) -> str | None:
