@@ -12,7 +12,13 @@
 from __future__ import annotations
 
 from memtap._version import __version__
-from memtap.errors import MemtapError, StoreError, UnknownStoreURLError, UnsupportedClientError
+from memtap.errors import (
+    ForkedMemoryError,
+    MemtapError,
+    StoreError,
+    UnknownStoreURLError,
+    UnsupportedClientError,
+)
 from memtap.history.injector import HistoryBudget
 from memtap.hookspecs import hookimpl
 from memtap.longterm.memorize import LiteLLMPort
@@ -41,6 +47,7 @@ __all__ = [
     "ExplainedFact",
     "Explanation",
     "Fact",
+    "ForkedMemoryError",
     "HistoryBudget",
     "InjectedBlock",
     "LiteLLMPort",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ForkedMemoryError",
     "MemtapError",
     "StoreError",
     "StoreLockedError",
@@ -66,6 +67,27 @@ LOCKED_STORE_WAYS_OUT = (
     "own file (--store / MEMTAP_STORE=duckdb:///other.duckdb); or share one store between "
     "processes with PostgreSQL (postgresql://...)"
 )
+
+
+class ForkedMemoryError(MemtapError, RuntimeError):
+    """A :class:`memtap.Memory` was used in a process forked from the one that created it.
+
+    Its store connection, spool and threads belong to the parent: using them from the
+    child would corrupt the parent's (a PostgreSQL connection shared by two processes, a
+    DuckDB file written by two). In the child, LLM calls through its registered clients
+    pass through without memory, and its reading and writing methods raise this."""
+
+    @classmethod
+    def refusing(cls, what: str, parent: int, child: int) -> ForkedMemoryError:
+        """The error for ``what`` (``"remember()"``), in ``child``, a fork of ``parent``."""
+        return cls(
+            f"{what} refused: this memtap.Memory was created in process {parent}, and process "
+            f"{child} is a fork of it (its store connection and threads are the parent's; the "
+            "clients registered there pass calls through here without memory). Create the "
+            "Memory in each process after the fork: gunicorn, in a post_fork hook or without "
+            "preload_app; celery, in worker_process_init; multiprocessing, with the 'spawn' or "
+            "'forkserver' start method or in the child's target"
+        )
 
 
 class UnknownStoreURLError(MemtapError, ValueError):

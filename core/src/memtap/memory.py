@@ -25,6 +25,7 @@ from memtap.capture.private import make_private
 from memtap.capture.quarantine import open_quarantine
 from memtap.capture.writer import CapturedCall, CaptureWriter
 from memtap.errors import (
+    ForkedMemoryError,
     StoreError,
     StoreLockedError,
     UnknownStoreURLError,
@@ -321,6 +322,9 @@ class Memory:
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
         self._closed = False
+        #: The process that created this Memory: in a fork of it, calls pass through and
+        #: the store is not touched (:class:`~memtap.ForkedMemoryError`).
+        self._pid = os.getpid()
         self._follow_store_changes()
         ref = weakref.ref(self)
 
@@ -331,6 +335,17 @@ class Memory:
 
         self._atexit = close_at_exit
         atexit.register(close_at_exit)
+
+    @property
+    def forked(self) -> bool:
+        """Whether this process is a fork of the one that created this Memory: its clients'
+        calls pass through without memory here, and reading or writing memory raises
+        :class:`~memtap.ForkedMemoryError` (create the Memory after the fork)."""
+        return os.getpid() != self._pid
+
+    def _refuse_if_forked(self, what: str) -> None:
+        if os.getpid() != self._pid:
+            raise ForkedMemoryError.refusing(what, self._pid, os.getpid())
 
     def _count_replayed_resent(self, raw: RawExchange) -> int:
         """What a replayed call resent of its session, counted as its own process would
@@ -419,6 +434,7 @@ class Memory:
         Idempotent; returns ``client``. Raises :class:`~memtap.UnsupportedClientError`
         naming the installed providers when no plugin recognises the client.
         """
+        self._refuse_if_forked("register()")
         with self._lock:
             if self._closed:
                 raise StoreError("this Memory is closed; create a new memtap.Memory to register clients")
@@ -553,7 +569,7 @@ class Memory:
 
     def _preload_recall(self, entity_id: str | None) -> None:
         """Start loading ``entity_id``'s recall index in the background (fail open)."""
-        if entity_id is None or self._closed:
+        if entity_id is None or self._closed or self.forked:
             return
         try:
             self.longterm.engine.indexes.get(entity_id, wait=False)
@@ -571,6 +587,7 @@ class Memory:
 
         ``session_id`` defaults to the current scope's session; ``entity_id`` filters.
         """
+        self._refuse_if_forked("history()")
         self.flush()
         session_id, entity_id = redact_optional_id(session_id), redact_optional_id(entity_id)
         if session_id is None:
@@ -581,6 +598,7 @@ class Memory:
 
     def sessions(self, *, entity_id: str | None = None, limit: int = 100) -> list[SessionInfo]:
         """Stored sessions, most recently active first."""
+        self._refuse_if_forked("sessions()")
         self.flush()
         return self.store.sessions(entity_id=redact_optional_id(entity_id), limit=limit)
 
@@ -588,6 +606,7 @@ class Memory:
         """Stored exchanges (captured calls), oldest first, each with its id and what memtap
         injected into it (``Exchange.injected``); filtered by session and entity (pending
         writes are flushed first). Without filters: every exchange of the store."""
+        self._refuse_if_forked("exchanges()")
         self.flush()
         return list(
             self.store.exchanges(
@@ -603,6 +622,7 @@ class Memory:
 
         An exchange captured before this was recorded (or into which nothing was injected)
         has an explanation without blocks."""
+        self._refuse_if_forked("explain()")
         self.flush()
         return explain_exchange(self.store, exchange_id)
 
@@ -630,6 +650,7 @@ class Memory:
         redacted, added to the session's history and stored in the background like any
         captured call; storage problems never raise here.
         """
+        self._refuse_if_forked("capture()")
         inputs = given_messages(input, "user", "capture(input=...)")
         outputs = given_messages(output, "assistant", "capture(output=...)")
         when = aware(at) if at is not None else utcnow()
@@ -672,6 +693,7 @@ class Memory:
         where. ``at`` is when it was true or said (default: now; a naive time is UTC).
         Secrets in the text and context are redacted before they are stored (the returned
         fact is what was stored)."""
+        self._refuse_if_forked("remember()")
         if not isinstance(text, str) or not text.strip():
             raise ValueError("remember() needs the fact as a non-empty string")
         if context is not None and not isinstance(context, str):
@@ -706,6 +728,7 @@ class Memory:
         A time the question names ("yesterday", "last week", "in May 2023") ranks the
         facts said then, or speaking of then, first; ``now`` is when the question is asked
         (default: now; a naive time is UTC). See docs/time-in-recall.md."""
+        self._refuse_if_forked("recall()")
         entity = redact_optional_id(entity_id) or self.current_attribution().entity_id
         return self.longterm.recall(
             query,
@@ -734,6 +757,7 @@ class Memory:
 
     def facts(self, *, entity_id: str | None = None, process_id: str | None = None) -> list[Fact]:
         """An entity's current facts, newest first."""
+        self._refuse_if_forked("facts()")
         entity = redact_optional_id(entity_id) or self.current_attribution().entity_id
         return self.longterm.facts(entity_id=entity, process_id=redact_optional_id(process_id))
 
@@ -748,6 +772,7 @@ class Memory:
         """Store what the agent's ``remember`` call asked (arguments as a mapping or JSON
         text), for the current scope's entity. Raises :class:`memtap.longterm.remember_tool.MemoryToolError`
         (a ``ValueError``) with a message for the agent when the arguments are invalid."""
+        self._refuse_if_forked("handle_memory_tool()")
         attribution = self.current_attribution()
         return self.longterm.handle_tool(
             args,
@@ -763,6 +788,7 @@ class Memory:
         replaced and the records of their retraction (the conversation it came from stays:
         forget the entity to delete that too); returns how many facts were deleted (0: the
         entity has no such fact). Needs a store with ``forget_facts`` (every bundled one)."""
+        self._refuse_if_forked("forget()")
         if not entity_id:
             raise ValueError("forget() needs the entity_id whose data to delete")
         entity_id = redact_id(entity_id)
@@ -795,17 +821,27 @@ class Memory:
 
     def stats(self) -> dict[str, int]:
         """Row counts of the store."""
+        self._refuse_if_forked("stats()")
         self.flush()
         return self.store.stats()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until captured calls are stored and memorized (facts learned from them
-        stored); ``False`` if that did not happen in time."""
+        stored); ``False`` if that did not happen in time. In a fork of the process that
+        created this Memory, ``True`` at once: nothing is captured there."""
+        if self.forked:
+            return True
         stored = self.writer.flush(timeout)
         return self.longterm.flush(timeout) and stored
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Flush, restore every registered client and close the store. Idempotent."""
+        """Flush, restore every registered client and close the store. Idempotent. In a
+        fork of the process that created this Memory, only marks it closed: its store,
+        spool and threads are the parent's, which closing them here would break."""
+        if self.forked:
+            self._closed = True
+            atexit.unregister(self._atexit)
+            return
         with self._lock:
             if self._closed:
                 return

@@ -18,6 +18,7 @@ import contextvars
 import enum
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -33,6 +34,7 @@ from memtap import telemetry
 from memtap.capture.finished import FinishedCall, captured
 from memtap.capture.spool import RequestJournal, Spool, journal_request
 from memtap.capture.writer import CapturedCall, CaptureWriter
+from memtap.errors import ForkedMemoryError
 from memtap.formats.scaffolding import own_view
 from memtap.history.injector import SessionHistories, without_waiting
 from memtap.metrics import count
@@ -136,6 +138,24 @@ class Tap:
         #: The ``session_init`` blocks kept per session.
         self.session_blocks = SessionBlocks()
         self._profiles: list[AgentProfile] | None = None
+        #: The process that made this tap (a fork of it passes calls through).
+        self._pid = os.getpid()
+        self._told_fork: int | None = None
+
+    def forked_away(self) -> bool:
+        """Whether this process is a fork of the one that made this tap: its Memory's
+        store, spool and threads are the parent's, so calls pass through without memory
+        (said once per process, at the first call)."""
+        pid = os.getpid()
+        if pid == self._pid:
+            return False
+        if self._told_fork != pid:
+            self._told_fork = pid
+            log.warning(
+                "memtap: %s; this call and the next ones go to the provider unchanged and are not stored",
+                ForkedMemoryError.refusing("memory for LLM calls", self._pid, pid),
+            )
+        return True
 
     @property
     def default_attribution(self) -> Attribution:
@@ -276,8 +296,9 @@ class Call:
         #: Whether the request was sent again without memtap's changes.
         self.resent = False
         self._stream_items: list[Any] = []
-        #: memtap's own LLM work (memorize): neither injected into nor captured.
-        self.internal = in_internal_call()
+        #: memtap's own LLM work (memorize), or a call in a fork of the process that made
+        #: the tap: neither injected into nor captured.
+        self.internal = in_internal_call() or tap.forked_away()
         self._finished = threading.Lock()
         call_started()  # ended by whichever of failed / untracked / _capture comes first
         self.span = telemetry.tracer().start_span(

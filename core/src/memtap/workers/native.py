@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 
@@ -82,4 +83,15 @@ def settle(timeout: float | None = None) -> bool:
         return _units.wait_for(lambda: not _in_flight, EXIT_GRACE if timeout is None else timeout)
 
 
+def _after_fork_in_child() -> None:
+    # The child has one thread: units of the parent's other threads are not running here,
+    # and the condition's lock may have been held by one of them at the fork.
+    global _units, _in_flight, _exiting
+    _units = threading.Condition()
+    _in_flight = 0
+    _exiting = False
+
+
 atexit.register(settle)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
