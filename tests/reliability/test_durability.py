@@ -264,6 +264,10 @@ def test_a_normal_exit_mid_background_work_ends_cleanly_and_keeps_every_call(
     with memtap.Memory(store_url) as mem:  # the same MEMTAP_HOME: it replays that spool
         assert mem.flush(30)
         exchanges = list(mem.store.exchanges(entity_id="e-end"))
+        remembered = {fact.text for fact in mem.facts(entity_id="e-end")}
     ids = [ex.id for ex in exchanges]
     assert len(ids) == len(set(ids)) == calls
+    # Every turn memorized too: what close() left unmemorized is memorized at the next start.
+    said = {ex.input[-1].content for ex in exchanges}
+    assert said <= remembered, sorted(said - remembered)
     assert _segments(tmp_path / "home") == []

@@ -508,6 +508,9 @@ class Memorizer:
         self._thread_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: close() stopped waiting with work left: the thread stops without it (the spool
+        #: keeps those exchanges; the next start memorizes them).
+        self._abandoned = False
 
     @property
     def active(self) -> bool:
@@ -547,9 +550,12 @@ class Memorizer:
         return self._pending.wait(timeout, most=most)
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Process what is queued (up to ``timeout``), then stop."""
-        self.flush(timeout)
+        """Process what is queued (up to ``timeout``), then stop. What is left then is
+        not memorized here: its exchanges stay in the spool, and the next start memorizes
+        them (the store may be closed right after this)."""
+        done = self.flush(timeout)
         self._closed = True
+        self._abandoned = not done
         if self._thread is not None:
             self._queue.put(_STOP)
 
@@ -575,9 +581,13 @@ class Memorizer:
                     stop = True
                     break
             try:
+                if self._abandoned:
+                    return  # close() gave up: this stays in the spool for the next start
                 if batch:
                     work = functools.partial(self._process, batch)
                     self._guarded(work, f"{len(batch)} exchange(s)", len(batch))
+                if self._abandoned:
+                    return  # close() gave up on this batch (and may have closed the store)
                 # Also after a failure (logged, counted): a replay would most likely fail
                 # alike, and records kept for it would pile up in the spool.
                 for then in thens:
@@ -588,11 +598,13 @@ class Memorizer:
                 return
             del batch, thens, item  # not kept alive while waiting for the next exchanges
 
-    @staticmethod
-    def _guarded(work: Callable[[], None], what: str, n: int = 1) -> None:
+    def _guarded(self, work: Callable[[], None], what: str, n: int = 1) -> None:
         try:
             work()
         except Exception:
+            if self._abandoned:  # close() gave up on it: the spool keeps it for the next start
+                log.debug("memtap memorize stopped by close() for %s", what, exc_info=True)
+                return
             log.exception("memtap memorize failed for %s", what)
             count("failed", n, reason="memorize")
 
