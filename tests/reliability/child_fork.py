@@ -30,6 +30,12 @@ client = mem.register(
 )
 
 
+def say(line: str) -> None:
+    """One line on stdout in one write (atomic on a pipe under 4 KB): the two forks print at
+    the same time, and print() may write a line and its newline apart (unbuffered output)."""
+    os.write(1, (line + "\n").encode())
+
+
 def ask(entity: str, text: str) -> str:
     with mem.scope(entity_id=entity, session_id="s"):
         reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])
@@ -50,11 +56,11 @@ for k in range(2):
                 assert answer == f"You said: {question}", answer
             try:
                 mem.remember("I like tea.", entity_id=f"fork{k}-{tag}")
-                print(f"fork {k}: remember was allowed", flush=True)
+                say(f"fork {k}: remember was allowed")
             except memtap.ForkedMemoryError as exc:
-                print(f"fork {k} refused: {exc}", flush=True)
+                say(f"fork {k} refused: {exc}")
             assert mem.flush(5)
-            print(f"fork {k} done", flush=True)
+            say(f"fork {k} done")
         except BaseException:
             traceback.print_exc()
             status = 1
