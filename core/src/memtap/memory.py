@@ -322,9 +322,6 @@ class Memory:
         self._registrations: dict[int, _Registration] = {}
         self._lock = threading.RLock()
         self._closed = False
-        #: The process that created this Memory: in a fork of it, calls pass through and
-        #: the store is not touched (:class:`~memtap.ForkedMemoryError`).
-        self._pid = os.getpid()
         self._follow_store_changes()
         ref = weakref.ref(self)
 
@@ -341,11 +338,11 @@ class Memory:
         """Whether this process is a fork of the one that created this Memory: its clients'
         calls pass through without memory here, and reading or writing memory raises
         :class:`~memtap.ForkedMemoryError` (create the Memory after the fork)."""
-        return os.getpid() != self._pid
+        return os.getpid() != self.tap.pid
 
     def _refuse_if_forked(self, what: str) -> None:
-        if os.getpid() != self._pid:
-            raise ForkedMemoryError.refusing(what, self._pid, os.getpid())
+        if self.forked:
+            raise ForkedMemoryError.refusing(what, self.tap.pid, os.getpid())
 
     def _count_replayed_resent(self, raw: RawExchange) -> int:
         """What a replayed call resent of its session, counted as its own process would

@@ -721,11 +721,11 @@ class EmbeddingWorker:
         rows = list(self.embedder.embed(shares[0]))
         for future, share in zip(helped, shares[1:]):
             try:
-                if future is None:
-                    raise CancelledError
-                rows.extend(future.result())
-            except CancelledError:  # close() shut the helpers down before they began
-                rows.extend(self.embedder.embed(share))
+                part = future.result() if future is not None else None
+            except CancelledError:
+                part = None
+            # None: close() shut the helpers down before they began; this thread does it.
+            rows.extend(self.embedder.embed(share) if part is None else part)
         return rows
 
     def _help(self, texts: list[str]) -> Future[Any] | None:

@@ -138,8 +138,9 @@ class Tap:
         #: The ``session_init`` blocks kept per session.
         self.session_blocks = SessionBlocks()
         self._profiles: list[AgentProfile] | None = None
-        #: The process that made this tap (a fork of it passes calls through).
-        self._pid = os.getpid()
+        #: The process that made this tap and its Memory (a fork of it passes calls
+        #: through, and its Memory refuses to read or write memory).
+        self.pid = os.getpid()
         self._told_fork: int | None = None
 
     def forked_away(self) -> bool:
@@ -147,13 +148,13 @@ class Tap:
         store, spool and threads are the parent's, so calls pass through without memory
         (said once per process, at the first call)."""
         pid = os.getpid()
-        if pid == self._pid:
+        if pid == self.pid:
             return False
         if self._told_fork != pid:
             self._told_fork = pid
             log.warning(
                 "memtap: %s; this call and the next ones go to the provider unchanged and are not stored",
-                ForkedMemoryError.refusing("memory for LLM calls", self._pid, pid),
+                ForkedMemoryError.refusing("memory for LLM calls", self.pid, pid),
             )
         return True
 

@@ -68,11 +68,6 @@ def exiting() -> bool:
     return _exiting
 
 
-def in_flight() -> int:
-    """How many units of native work are running now."""
-    return _in_flight
-
-
 def settle(timeout: float | None = None) -> bool:
     """Start no new unit of native work, and wait (up to ``timeout`` seconds, by default
     :data:`EXIT_GRACE`) for those in flight to end; whether they did. Called at
