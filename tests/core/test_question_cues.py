@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from memtap.longterm.answerable import asks_for_name, can_answer, name_focus, names_something
+from memtap.longterm.answerable import (
+    asks_a_kind_of_answer,
+    asks_for_name,
+    can_answer,
+    name_focus,
+    names_something,
+)
 from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import asks_present
 
@@ -377,3 +383,30 @@ def test_details_given_about_the_one_asked(question, fact):
 )
 def test_details_beside_the_one_asked(question, fact, answers):
     assert can_answer(question, fact) is answers
+
+
+#: A question for each kind of answer :func:`can_answer` checks, and a fact that does not
+#: give it: recall asks once per question whether any check applies
+#: (``asks_a_kind_of_answer``), so each kind must be seen there.
+ASKS_A_KIND = [
+    ("What's my dog called?", "We walked by the river yesterday."),  # a name
+    ("What's the title of the book I was reading?", "I read in the garden all afternoon."),
+    ("How far did I run on Sunday?", "I went running in the park on Sunday."),  # a number
+    ("How old is Rudi?", "Rudi started school this week."),  # an age
+    ("When is the wedding?", "The wedding venue is a barn in Kent."),  # its time
+    ("What day is the party?", "The party is at Maya's flat."),
+    ("What did my brother tell me about Lisbon?", "Lisbon has lovely trams."),  # what was said
+    ("What does my sister do for work?", "My sister lives in Leeds with two cats."),
+]
+
+
+@pytest.mark.parametrize(("question", "fact"), ASKS_A_KIND)
+def test_a_question_asking_a_kind_of_answer_is_checked_against_each_fact(question: str, fact: str) -> None:
+    assert asks_a_kind_of_answer(question)
+    assert not can_answer(question, fact)
+
+
+@pytest.mark.parametrize("question", ["What food should you suggest?", "Did I tell you about my sister?"])
+def test_a_question_asking_no_kind_of_answer_takes_any_fact(question: str) -> None:
+    assert not asks_a_kind_of_answer(question)
+    assert can_answer(question, "We walked by the river yesterday.")

@@ -237,6 +237,31 @@ def names_the_focus(question: str, fact_text: str) -> bool:
     return names_in_lower_case(focus, fact_text)
 
 
+@lru_cache(maxsize=_PER_QUESTION)
+def asks_for_title(question: str) -> bool:
+    """Whether ``question`` asks a thing's title ("what's the title of the book?"; not a
+    job title)."""
+    return _ASKS_TITLE.search(question) is not None
+
+
+@lru_cache(maxsize=_PER_QUESTION)
+def asks_a_kind_of_answer(question: str) -> bool:
+    """Whether ``question`` asks for any kind of answer :func:`can_answer` checks a fact
+    for (a question that asks none is answered by any fact: recall asks this once per
+    question instead of once per fact it found)."""
+    return (
+        asks_for_name(question)
+        or asks_for_title(question)
+        or asks_for_number(question)
+        or asks_for_age(question)
+        or asks_for_money(question)
+        or asks_what_was_said(question)
+        or asks_when_it_is(question)
+        or asks_for_a_day(question)
+        or work_subject(question) is not None
+    )
+
+
 def can_answer(question: str, fact_text: str) -> bool:
     """Whether a fact of ``fact_text`` could answer ``question`` by the kind of answer it
     asks for (a name of the one asked about, a title or name of a thing it mentions, a
@@ -244,6 +269,8 @@ def can_answer(question: str, fact_text: str) -> bool:
     "when is", what someone else does for work: :mod:`memtap.longterm.answer_subject`;
     other questions: always). Names written in lower case count after the relation asked
     about, in a fact typed in lower case ("my roommate yaw")."""
+    if not asks_a_kind_of_answer(question):
+        return True
     label = _LABEL.match(fact_text)
     body = fact_text[label.end() :] if label else fact_text
     focus = name_focus(question)
@@ -261,7 +288,7 @@ def can_answer(question: str, fact_text: str) -> bool:
             and (_ASKS_MAKE.search(question) or about_the_one_named(question, fact_text))
         ):
             return False
-        if (asks_for_name(question) or _ASKS_TITLE.search(question)) and not (
+        if (asks_for_name(question) or asks_for_title(question)) and not (
             mentions_the_focus(question, fact_text) and names_the_focus(question, fact_text)
         ):
             return False

@@ -877,24 +877,41 @@ class EntityIndex:
         updates = f.update_similarity <= 1
         if len(ranked) < 2 or not (user_first or updates):
             return ranked, newer, lifted
-        np = _np()
         slots = [slot for slot, _ in ranked]
-        alike = np.zeros((len(slots), len(slots)), bool)
-        echoes = np.ones((len(slots), len(slots)), bool)
-        if self._vecs is not None:
-            has = self._has_vec[slots]
-            vecs = self._vecs[slots]
-            both = has[:, None] & has[None, :]
-            cosines = vecs @ vecs.T
-            alike = (cosines >= f.update_similarity) & both
-            echoes = (cosines >= f.echo_similarity) | ~both
-        # Lists: the loop below reads single cells, which numpy makes ten times dearer.
-        alike_of: list[list[bool]] = alike.tolist()
-        echoes_of: list[list[bool]] = echoes.tolist()
         apart = max(f.update_margin, f.user_first_margin if user_first else 0.0)
         role = self._assistant[slots].tolist()
         created = self._created[slots].tolist()
         exchange = [getattr(self.facts[s], "source_exchange_id", None) for s in slots]
+        # The pairs (by position in ``ranked``) that could ever move, whatever the scores:
+        # an assistant turn and the user turn of its exchange that it echoes, and two facts
+        # about the same thing. Most facts are in none, and the loop below only tries
+        # these (a Python walk over every pair was most of a recall's reordering time).
+        echoes: set[tuple[int, int]] = set()
+        alike: set[tuple[int, int]] = set()
+        if user_first:
+            users_of: dict[str, list[int]] = {}
+            for p, (assistant, said_in) in enumerate(zip(role, exchange)):
+                if not assistant and said_in is not None:
+                    users_of.setdefault(said_in, []).append(p)
+            for a, (assistant, said_in) in enumerate(zip(role, exchange)):
+                if assistant and said_in is not None:
+                    echoes.update(
+                        (a, b) for b in users_of.get(said_in, ()) if self._echoes(slots[a], slots[b])
+                    )
+        if f.update_similarity <= 1 and self._vecs is not None:
+            np = _np()
+            has = self._has_vec[slots]
+            vecs = self._vecs[slots]
+            close = ((vecs @ vecs.T) >= f.update_similarity) & has[:, None] & has[None, :]
+            alike = {(a, b) for a, b in np.argwhere(close).tolist() if a != b}
+        possible_of: list[set[int]] = [set() for _ in slots]
+        for a, b in echoes:
+            possible_of[a].add(b)
+        for a, b in alike:
+            if (user_first and role[a] and not role[b]) or (
+                updates and role[a] == role[b] and created[b] > created[a]
+            ):
+                possible_of[a].add(b)
         order = list(range(len(ranked)))  # positions into ``ranked``
         scores = [score for _, score in ranked]
         i = 0
@@ -902,17 +919,19 @@ class EntityIndex:
         while i < len(order) and moves < 4 * len(order):
             a = order[i]
             found = None
-            for j in range(i + 1, len(order)):
+            # The later positions of the facts ``a`` could give way to, nearest first:
+            # scores only fall along ``order``, so the first that is too far below ends
+            # the search, as a pair further down is further apart still (an assistant
+            # turn's echo of its own exchange's user turn has no distance limit).
+            later = possible_of[a]
+            for j in sorted(at for at in map(order.index, later) if at > i) if later else ():
                 b = order[j]
                 gap = scores[i] - scores[j]
                 if (
                     user_first
                     and role[a]
                     and not role[b]
-                    and (
-                        (exchange[a] is not None and exchange[a] == exchange[b] and echoes_of[a][b])
-                        or (alike_of[a][b] and gap <= f.user_first_margin)
-                    )
+                    and ((a, b) in echoes or ((a, b) in alike and gap <= f.user_first_margin))
                 ):
                     found = j
                     break
@@ -920,7 +939,7 @@ class EntityIndex:
                     updates
                     and role[a] == role[b]
                     and gap <= f.update_margin
-                    and alike_of[a][b]
+                    and (a, b) in alike
                     and created[b] > created[a]
                 ):
                     newer[slots[a]] = slots[b]
@@ -937,6 +956,14 @@ class EntityIndex:
             scores.insert(i, scores[i])
             moves += 1
         return [(slots[p], score) for p, score in zip(order, scores)], newer, lifted
+
+    def _echoes(self, slot: int, other: int) -> bool:
+        """Whether the fact at ``slot`` echoes the one at ``other`` (vectors at least
+        :attr:`Fusion.echo_similarity` alike; without both vectors, taken as an echo)."""
+        vecs = self._vecs
+        if vecs is None or not (self._has_vec[slot] and self._has_vec[other]):
+            return True
+        return float(vecs[slot] @ vecs[other]) >= self.fusion.echo_similarity
 
     def _age(self, created: Any) -> Any:
         """Where ``created`` (timestamps) lies between the entity's oldest fact (0) and its
