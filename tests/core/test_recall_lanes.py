@@ -553,3 +553,93 @@ def test_a_search_that_may_not_wait_on_an_event_loop_leaves_the_vector_for_next_
         hits = engine.search("which pet do I own?", entity_id="alice", k=3, deadline=10.0, model_wait=10.0)
     assert hits and hits[0].fact.text == "Alice adopted a beagle"
     mem.close()
+
+
+class _HeldIndex:
+    """A background change of the entity's index that runs until released (an index update
+    slowed by the GIL or a growing array: the lock the request path takes is held)."""
+
+    def __init__(self, mem: memtap.Memory, entity_id: str) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+        def change(index) -> None:
+            self.started.set()
+            self.release.wait(slack(10))
+
+        self.thread = threading.Thread(
+            target=mem.longterm.engine.indexes.update, args=(entity_id, change), daemon=True
+        )
+
+    def __enter__(self) -> _HeldIndex:
+        self.thread.start()
+        assert self.started.wait(slack(5))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.thread.join(slack(5))
+
+
+@pytest.mark.parametrize("how", ["search", "search_async", "injection"])
+def test_recall_keeps_its_deadline_while_a_background_update_holds_the_index(how: str) -> None:
+    """The deadline bounds the whole search, the wait for the index included: the call
+    goes on without recalled facts (counted) instead of waiting for the update."""
+    import asyncio
+
+    mem = memory(LaneEmbedder(quick="good"), recall=RecallBudget(deadline=0.05))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    engine = mem.longterm.engine
+    with _HeldIndex(mem, "alice"):
+        started = time.monotonic()
+        if how == "search":
+            found = engine.search("which pet do I own?", entity_id="alice", deadline=0.05)
+        elif how == "search_async":
+            found = asyncio.run(engine.search_async("which pet do I own?", entity_id="alice", deadline=0.05))
+        else:
+            found = inject(mem, "which pet do I own?")
+        took = time.monotonic() - started
+    assert not found
+    assert took < slack(0.5), f"the search waited {took:.2f} s for the update"
+    assert engine.stats.busy_skips == 1
+    # Once the update is done, the same question is answered.
+    assert any("beagle" in block.text for block in inject(mem, "which pet do I own?"))
+
+
+def test_without_a_deadline_recall_waits_for_the_update() -> None:
+    mem = memory(LaneEmbedder(quick="good"))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    held = _HeldIndex(mem, "alice")
+    with held:
+        threading.Timer(0.2, held.release.set).start()
+        hits = mem.recall("which pet do I own?", entity_id="alice")
+    assert [h.fact.text for h in hits][:1] == ["Alice adopted a beagle"]
+    assert mem.longterm.engine.stats.busy_skips == 0
+
+
+def test_the_quick_answer_stands_when_the_index_is_taken_while_the_full_model_answers() -> None:
+    embedder = LaneEmbedder(quick="good")
+    mem = memory(embedder)
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    question = "which pet do I own?"  # no word of the fact: the full model is asked too
+    held = _HeldIndex(mem, "alice")
+    model = embedder.embed
+
+    def embed(texts):
+        if question in texts:
+            held.__enter__()  # a background change takes the index while the model answers
+        return model(texts)
+
+    embedder.embed = embed  # type: ignore[method-assign]
+    engine = mem.longterm.engine
+    escalations = engine.stats.escalations
+    try:
+        found = engine.search(question, entity_id="alice", deadline=slack(0.5), model_wait=slack(0.5))
+    finally:
+        held.__exit__()
+    assert engine.stats.escalations == escalations + 1
+    assert [h.fact.text for h in found or []] == ["Alice adopted a beagle"]
+    assert engine.stats.busy_skips == 1

@@ -108,6 +108,7 @@ def _recall_status(memory: Memory) -> str:
     return (
         f"recall since start: {st.searches} search(es), {st.quick_queries} with a quick query "
         f"vector ({st.escalations} asked the full model too), {st.lexical_only} words only, "
-        f"{st.cold_skips} skipped while loading; embedder {embedder}, "
+        f"{st.cold_skips} skipped while loading, {st.busy_skips} while a background change "
+        f"held the index; embedder {embedder}, "
         f"{st.facts_embedded} fact(s) embedded"
     )

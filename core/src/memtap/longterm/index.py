@@ -303,62 +303,56 @@ class EntityIndex:
     def add(self, facts: Iterable[Fact], vectors: Mapping[str, Any] | None = None) -> None:
         """Index ``facts`` (known ids and hidden kinds are skipped) with their vectors,
         if given; a fact that supersedes an indexed one removes it."""
+        if self.add_prepared(prepare_facts(facts, self.fusion)) and vectors:
+            self.set_vectors(vectors)
+
+    def add_prepared(self, prepared: Sequence[IndexedFact]) -> int:
+        """:meth:`add` of facts read by :func:`prepare_facts` (with this index's fusion):
+        the index is changed only by what is left, the share of an add that must hold it.
+        Returns how many facts were new."""
         # A fact named twice (identical episodes of repeated requests share an id) takes
         # one slot: a second would be a live duplicate the id map no longer reaches.
-        fresh: dict[str, Fact] = {}
-        for f in facts:
-            if f.id not in self.slot_of and f.kind not in HIDDEN_KINDS:
-                fresh.setdefault(f.id, f)
+        fresh: dict[str, IndexedFact] = {}
+        for item in prepared:
+            if item.fact.id not in self.slot_of:
+                fresh.setdefault(item.fact.id, item)
         batch = list(fresh.values())
         if not batch:
-            return
+            return 0
         self.version += 1
         start = len(self.facts)
         self._grow(start + len(batch))
-        for offset, fact in enumerate(batch):
+        for offset, item in enumerate(batch):
             slot = start + offset
+            fact = item.fact
             self.facts.append(fact)
             self.slot_of[fact.id] = slot
-            counts = self._indexed_terms(fact)
-            length = float(sum(counts.values()))
-            for term, n in counts.items():
+            for term, n in item.terms.items():
                 p = self.postings.get(term)
                 if p is None:
                     p = self.postings[term] = _Postings()
                 p.slots.append(slot)
                 p.tf.append(n)
-            self._doclen[slot] = length
-            self.total_len += length
+            self._doclen[slot] = item.length
+            self.total_len += item.length
             self._alive[slot] = True
-            self._assistant[slot] = fact.metadata.get("role") == "assistant"
-            created = fact.created_at.timestamp()
-            self._created[slot] = created
-            mentioned = mentioned_window(fact.text, fact.created_at)
-            if mentioned is not None:
-                self._mention_start[slot] = mentioned.start.timestamp()
-                self._mention_end[slot] = mentioned.end.timestamp()
-            self._created_range = (min(self._created_range[0], created), max(self._created_range[1], created))
+            self._assistant[slot] = item.assistant
+            self._created[slot] = item.created
+            if item.mentioned is not None:
+                self._mention_start[slot], self._mention_end[slot] = item.mentioned
+            self._created_range = (
+                min(self._created_range[0], item.created),
+                max(self._created_range[1], item.created),
+            )
             code = self._process_codes.setdefault(fact.process_id, len(self._process_codes))
             self._process[slot] = code
             self.alive_count += 1
-        self.remove(f.supersedes for f in batch if f.supersedes)
-        if vectors:
-            self.set_vectors(vectors)
+        self.remove(item.fact.supersedes for item in batch if item.fact.supersedes)
+        return len(batch)
 
     def _indexed_terms(self, fact: Fact) -> dict[str, float]:
-        """The weighted terms a fact is indexed under: its text's, its context's (weighted
-        :attr:`Fusion.context_weight`) and its date's (:attr:`Fusion.date_weight`)."""
-        counts: dict[str, float] = {t: float(n) for t, n in term_counts(fact.text).items()}
-        context = fact.metadata.get(CONTEXT_KEY)
-        if context:
-            w = self.fusion.context_weight
-            for term, times in term_counts(context).items():
-                counts[term] = counts.get(term, 0.0) + w * times
-        dw = self.fusion.date_weight
-        if dw:
-            for term, times in term_counts(date_text(fact)).items():
-                counts[term] = counts.get(term, 0.0) + dw * times
-        return counts
+        """The weighted terms a fact is indexed under (:func:`indexed_terms`)."""
+        return indexed_terms(fact, self.fusion)
 
     def replace_context(self, facts: Iterable[Fact]) -> list[Fact]:
         """Index these facts' ``metadata["context"]`` in place of the one their indexed
@@ -437,35 +431,40 @@ class EntityIndex:
         """Attach embeddings to indexed facts (unknown ids are ignored). ``quick`` vectors
         (the embedder's cheap approximation, in the same space) only go where a fact has
         no vector yet; the full model's replace them."""
+        self.set_prepared_vectors(prepare_vectors(vectors), model, quick=quick)
+
+    def set_prepared_vectors(
+        self, prepared: PreparedVectors | None, model: str | None = None, *, quick: bool = False
+    ) -> None:
+        """:meth:`set_vectors` of vectors read by :func:`prepare_vectors` (normalised and
+        sketched before: only their placing changes the index)."""
         np = _np()
         if model is not None and self.model not in (None, model):
             self._drop_vectors()
         if model is not None:
             self.model = model
+        if prepared is None:
+            return
+        rows: list[int] = []
         slots: list[int] = []
-        rows: list[Any] = []
-        for fact_id, vec in vectors.items():
+        for row, fact_id in enumerate(prepared.ids):
             slot = self.slot_of.get(fact_id)
-            if slot is None or vec is None or (quick and self._has_vec[slot]):
+            if slot is None or (quick and self._has_vec[slot]):
                 continue
-            v = np.asarray(vec, dtype=np.float32).ravel()
-            if self._vecs is None:
-                self.dim = len(v)
-                self._vecs = np.zeros((len(self._alive), self.dim), np.float32)
-                self._sketch = np.zeros((sketch_words(), len(self._alive)), np.uint64)
-            if len(v) != self.dim:
-                continue
+            rows.append(row)
             slots.append(slot)
-            rows.append(v)
         if not slots:
             return
+        if self._vecs is None:
+            self.dim = prepared.dim
+            self._vecs = np.zeros((len(self._alive), self.dim), np.float32)
+            self._sketch = np.zeros((sketch_words(), len(self._alive)), np.uint64)
+        if prepared.dim != self.dim:
+            return
         self.version += 1
-        block = np.stack(rows)
-        norms = np.linalg.norm(block, axis=1, keepdims=True)
-        block /= np.where(norms > 0, norms, 1.0)
         where = np.asarray(slots, dtype=np.intp)
-        self._vecs[where] = block
-        self._sketch[:, where] = sketch_of(block)
+        self._vecs[where] = prepared.block[rows]
+        self._sketch[:, where] = prepared.sketch[:, rows]
         new = where[~self._has_vec[where]]
         self._has_vec[new] = True
         self.vector_count += len(np.unique(new))
@@ -1113,6 +1112,93 @@ def _posted(postings: _Postings | None, slot: int | None) -> bool:
 
 def _has_digit(term: str) -> bool:
     return any(c.isdigit() for c in term)
+
+
+class IndexedFact(NamedTuple):
+    """What indexing a fact reads from it (:func:`prepare_facts`), ready to be placed in an
+    index (:meth:`EntityIndex.add_prepared`)."""
+
+    fact: Fact
+    #: Its weighted terms (:func:`indexed_terms`).
+    terms: dict[str, float]
+    length: float
+    assistant: bool
+    created: float
+    #: The span of time its text speaks of (timestamps), or ``None``.
+    mentioned: tuple[float, float] | None
+
+
+def indexed_terms(fact: Fact, fusion: Fusion) -> dict[str, float]:
+    """The weighted terms a fact is indexed under: its text's, its context's (weighted
+    :attr:`Fusion.context_weight`) and its date's (:attr:`Fusion.date_weight`)."""
+    counts: dict[str, float] = {t: float(n) for t, n in term_counts(fact.text).items()}
+    context = fact.metadata.get(CONTEXT_KEY)
+    if context:
+        w = fusion.context_weight
+        for term, times in term_counts(context).items():
+            counts[term] = counts.get(term, 0.0) + w * times
+    dw = fusion.date_weight
+    if dw:
+        for term, times in term_counts(date_text(fact)).items():
+            counts[term] = counts.get(term, 0.0) + dw * times
+    return counts
+
+
+def prepare_facts(facts: Iterable[Fact], fusion: Fusion) -> list[IndexedFact]:
+    """Read ``facts`` for an index of ``fusion`` (hidden kinds left out), apart from any
+    index: a background thread does it before it takes the index a search may be waiting
+    for, and holds it only to place them (:meth:`EntityIndex.add_prepared`)."""
+    out: list[IndexedFact] = []
+    for fact in facts:
+        if fact.kind in HIDDEN_KINDS:
+            continue
+        terms = indexed_terms(fact, fusion)
+        mentioned = mentioned_window(fact.text, fact.created_at)
+        out.append(
+            IndexedFact(
+                fact,
+                terms,
+                float(sum(terms.values())),
+                fact.metadata.get("role") == "assistant",
+                fact.created_at.timestamp(),
+                None if mentioned is None else (mentioned.start.timestamp(), mentioned.end.timestamp()),
+            )
+        )
+    return out
+
+
+class PreparedVectors(NamedTuple):
+    """Vectors read by :func:`prepare_vectors`: unit rows and their sign sketches."""
+
+    ids: list[str]
+    dim: int
+    #: One unit-length float32 row per id.
+    block: Any
+    #: Their sign sketches (:func:`sketch_of`).
+    sketch: Any
+
+
+def prepare_vectors(vectors: Mapping[str, Any]) -> PreparedVectors | None:
+    """``vectors`` (by fact id) normalised and sketched, apart from any index (what
+    :meth:`EntityIndex.set_prepared_vectors` would otherwise do while holding it); rows of
+    another dimension than the first are left out. ``None`` when there is none."""
+    np = _np()
+    ids: list[str] = []
+    rows: list[Any] = []
+    for fact_id, vec in vectors.items():
+        if vec is None:
+            continue
+        v = np.asarray(vec, dtype=np.float32).ravel()
+        if rows and len(v) != len(rows[0]):
+            continue
+        ids.append(fact_id)
+        rows.append(v)
+    if not rows:
+        return None
+    block = np.stack(rows)
+    norms = np.linalg.norm(block, axis=1, keepdims=True)
+    block /= np.where(norms > 0, norms, 1.0)
+    return PreparedVectors(ids, block.shape[1], block, sketch_of(block))
 
 
 def sketch_words() -> int:

@@ -34,7 +34,15 @@ from typing import Any
 import attrs
 
 from memtap.history.injector import LOAD_DEADLINE, may_wait, without_waiting
-from memtap.longterm.index import HIDDEN_KINDS, EntityIndex, Fusion, ScoreParts, embedding_text
+from memtap.longterm.index import (
+    HIDDEN_KINDS,
+    EntityIndex,
+    Fusion,
+    ScoreParts,
+    embedding_text,
+    prepare_facts,
+    prepare_vectors,
+)
 from memtap.longterm.reuse import VectorReuse, is_answer
 from memtap.longterm.roles import asks_assistant
 from memtap.longterm.temporal import TimeWindow, asks_present, query_window
@@ -90,6 +98,35 @@ class RecallStats:
     #: asked it for more than it can make without making calls wait
     #: (:meth:`QueryVectors.overloaded`); counted in :attr:`model_deferred` too.
     model_shed: int = 0
+    #: Request-path searches that a background change of the entity's index (new facts,
+    #: vectors) held up past their deadline: they went without recalled facts, or with the
+    #: quick vector's when the index was taken while the full model answered.
+    busy_skips: int = 0
+
+
+class _IndexBusy(Exception):
+    """A search with a deadline could not read the entity's index within it (a background
+    change held it): the call goes on without recalled facts."""
+
+
+class _Held:
+    """``entry.lock`` held for a search: waited for at most until ``until``
+    (``time.monotonic()``; ``None``: as long as it takes), else :class:`_IndexBusy`."""
+
+    __slots__ = ("_lock", "_until")
+
+    def __init__(self, lock: threading.Lock, until: float | None) -> None:
+        self._lock = lock
+        self._until = until
+
+    def __enter__(self) -> None:
+        if self._until is None:
+            self._lock.acquire()
+        elif not self._lock.acquire(timeout=max(0.0, self._until - time.monotonic())):
+            raise _IndexBusy
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _indexable(store: Store, entity_id: str, model: str | None) -> list[tuple[Fact, Any]]:
@@ -373,12 +410,15 @@ class FactIndexes:
         facts = [f for f, _ in rows]
         vectors = {f.id: v for f, v in rows if v is not None}
         model = self.model
+        # Read before the index is taken (a search may be waiting for it).
+        prepared = prepare_facts(facts, self.fusion)
+        unit_vectors = prepare_vectors(vectors)
 
         def change(index: EntityIndex) -> None:
-            index.add(facts)
+            index.add_prepared(prepared)
             index.replace_context(facts)  # a known fact named again: its context changed
-            if vectors:
-                index.set_vectors(vectors, model)
+            if unit_vectors is not None:
+                index.set_prepared_vectors(unit_vectors, model)
 
         self.update(entity_id, change)
         missing = [f for f in facts if f.id not in vectors and f.kind not in HIDDEN_KINDS]
@@ -1126,7 +1166,9 @@ class RecallEngine:
 
     def _deliver(self, entity_id: str, vectors: dict[str, Any], quick: bool = False) -> None:
         model = self.embedder.name if self.embedder is not None else None
-        self.indexes.update(entity_id, lambda index: index.set_vectors(vectors, model, quick=quick))
+        # Normalised and sketched before the index is taken (a search may be waiting for it).
+        prepared = prepare_vectors(vectors)
+        self.indexes.update(entity_id, lambda index: index.set_prepared_vectors(prepared, model, quick=quick))
 
     def added(self, facts: Sequence[Fact]) -> None:
         """Facts were stored: index them where cached, embed them in the background."""
@@ -1134,7 +1176,8 @@ class RecallEngine:
         for f in facts:
             by_entity.setdefault(f.entity_id, []).append(f)
         for entity_id, group in by_entity.items():
-            self.indexes.update(entity_id, lambda index, g=group: index.add(g))  # type: ignore[misc]
+            prepared = prepare_facts(group, self.indexes.fusion)  # before the index is taken
+            self.indexes.update(entity_id, lambda index, p=prepared: index.add_prepared(p))  # type: ignore[misc]
             retired = [f.supersedes for f in group if f.supersedes]
             if retired:
                 self.indexes.update(entity_id, lambda index, r=retired: index.remove(r))  # type: ignore[misc]
@@ -1231,6 +1274,9 @@ class RecallEngine:
                     wanted = steps.send(vector)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+        except _IndexBusy:
+            self._busy(entity_id)
+            return None
 
     async def search_async(self, query: str, **options: Any) -> list[ScoredFact] | None:
         """:meth:`search` (the same arguments) for a caller on an event loop: the wait for
@@ -1250,6 +1296,15 @@ class RecallEngine:
                         wanted = steps.send(vector)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
+            except _IndexBusy:
+                self._busy(options.get("entity_id"))
+                return None
+
+    def _busy(self, entity_id: str | None) -> None:
+        """Count a search that could not read the entity's index within its deadline (it
+        answers ``None``, as for an index still loading)."""
+        self.stats.busy_skips += 1
+        log.debug("memtap: the fact index of %r was busy past the recall deadline", entity_id)
 
     def _search(
         self,
@@ -1271,6 +1326,9 @@ class RecallEngine:
         text it yields ``(text, timeout)``; it is sent the vector, or thrown what the wait
         raised (:class:`TimeoutError`: late). One search, a blocking and an awaiting driver."""
         started = time.monotonic()
+        # The deadline bounds the waits for the entity's index too: a background change
+        # (new facts, vectors) may hold it for tens of milliseconds on a busy machine.
+        until = None if deadline is None else started + deadline
         self.stats.searches += 1
         cold_wait = COLD_INDEX_WAIT if deadline is not None and may_wait() else 0.0
         entry = self.indexes.get(entity_id, wait=deadline is None, cold_wait=cold_wait)
@@ -1286,7 +1344,7 @@ class RecallEngine:
         # about as much as the index search): it ranks facts of that time first when some
         # fact is of it, and a relative one is left out of the words either way.
         named = query_window(query, aware(now) if now is not None else utcnow())
-        window = self._window(named, entry)
+        window = self._window(named, entry, until)
         asked = (
             query,
             window,
@@ -1297,7 +1355,7 @@ class RecallEngine:
             parts is not None,
             below is not None,
         )
-        memo = self._memo(entry, asked)
+        memo = self._memo(entry, asked, until)
         if memo is not None:
             self.stats.memo_hits += 1
             if parts is not None:
@@ -1318,7 +1376,7 @@ class RecallEngine:
         def search_with(qvec: Any, judge: bool = False) -> tuple[list[tuple[Fact, float]], bool] | None:
             """The hits for ``qvec`` and, with ``judge``, whether the words of the question
             found them (:meth:`_words_carry`)."""
-            with entry.lock:
+            with _Held(entry.lock, until):
                 index = entry.index
                 if index is None:
                     return None
@@ -1360,28 +1418,37 @@ class RecallEngine:
                 return None
             hits, sure = found
             if sure:
-                return self._remember(entry, asked, searched, hits, parts, below)
+                return self._remember(entry, asked, searched, hits, parts, below, until)
             self.stats.escalations += 1
         full = (yield from self._full_vector(query, deadline, started, model_wait, shed)) if wanted else None
         if full is not None or found is None:
             if full is None:
                 self.stats.lexical_only += 1
-            found = search_with(full)
+            quick_found = found
+            try:
+                found = search_with(full)
+            except _IndexBusy:
+                if quick_found is None:
+                    raise
+                # The index was taken while the full model answered: the quick vector's
+                # answer stands (not remembered: a later search may have the full model).
+                self.stats.busy_skips += 1
+                return [ScoredFact(fact=f, score=s) for f, s in quick_found[0]]
         # else the full model is late, failing or shed: the quick vector's answer stands
         if found is None:
             return None
         if wanted and full is None:  # a later search may have the full model: not remembered
             return [ScoredFact(fact=f, score=s) for f, s in found[0]]
-        return self._remember(entry, asked, searched, found[0], parts, below)
+        return self._remember(entry, asked, searched, found[0], parts, below, until)
 
     #: How many searches each entity's memo keeps.
     MEMO_SIZE = 8
 
     @staticmethod
-    def _memo(entry: _Entry, asked: tuple[Any, ...]) -> _Memo | None:
+    def _memo(entry: _Entry, asked: tuple[Any, ...], until: float | None = None) -> _Memo | None:
         """The remembered answer to ``asked``, if the entity's index is still the one it
         came from, unchanged."""
-        with entry.lock:
+        with _Held(entry.lock, until):
             memo = entry.memo.get(asked)
             if memo is None:
                 return None
@@ -1399,9 +1466,11 @@ class RecallEngine:
         hits: list[tuple[Fact, float]],
         parts: dict[str, ScoreParts] | None,
         below: list[ScoredFact] | None,
+        until: float | None = None,
     ) -> list[ScoredFact]:
         """``hits`` as the search's answer, remembered for the same search (``searched``:
-        the index and version they were found in)."""
+        the index and version they were found in) unless the index is not free before
+        ``until``: the answer is given all the same."""
         found = [ScoredFact(fact=f, score=s) for f, s in hits]
         if searched:
             index, version = searched[0]
@@ -1412,7 +1481,7 @@ class RecallEngine:
                 dict(parts) if parts is not None else None,
                 tuple(below) if below is not None else None,
             )
-            with entry.lock:
+            with contextlib.suppress(_IndexBusy), _Held(entry.lock, until):
                 entry.memo[asked] = memo
                 entry.memo.move_to_end(asked)
                 while len(entry.memo) > self.MEMO_SIZE:
@@ -1420,11 +1489,11 @@ class RecallEngine:
         return found
 
     @staticmethod
-    def _window(window: TimeWindow | None, entry: _Entry) -> TimeWindow | None:
+    def _window(window: TimeWindow | None, entry: _Entry, until: float | None = None) -> TimeWindow | None:
         """``window`` (the time a question names), if some fact of the entity is of that time."""
         if window is None:
             return None
-        with entry.lock:
+        with _Held(entry.lock, until):
             index = entry.index
             return window if index is not None and bool(index.in_window(window).any()) else None
 

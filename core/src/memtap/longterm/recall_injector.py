@@ -99,8 +99,9 @@ def _why_none(hits: list[ScoredFact] | None, below: list[ScoredFact]) -> str:
     """Why a search gave nothing to inject (for the debug log)."""
     if hits is None:
         return (
-            "its fact index was still loading from the store after the call's wait (the next "
-            "call has it; `Memory.scope` or `register` start the load early)"
+            "its fact index was not ready within the recall deadline: still loading from the "
+            "store (the next call has it; `Memory.scope` or `register` start the load early), "
+            "or held by a background change (RecallStats.busy_skips)"
         )
     if below:
         return f"{len(below)} fact(s) scored under min_score"
