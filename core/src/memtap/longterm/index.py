@@ -465,13 +465,15 @@ class EntityIndex:
         where = np.asarray(slots, dtype=np.intp)
         self._vecs[where] = prepared.block[rows]
         self._sketch[:, where] = prepared.sketch[:, rows]
+        # Each id has one slot, so ``where`` holds no slot twice (and np.unique's first
+        # call costs 30 ms of imports, under the lock a search may be waiting for).
         new = where[~self._has_vec[where]]
         self._has_vec[new] = True
-        self.vector_count += len(np.unique(new))
+        self.vector_count += len(new)
         if not quick:
             upgraded = where[~self._full[where]]
             self._full[upgraded] = True
-            self.full_count += len(np.unique(upgraded))
+            self.full_count += len(upgraded)
 
     def _drop_vectors(self) -> None:
         self.version += 1
