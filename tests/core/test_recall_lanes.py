@@ -603,6 +603,8 @@ def test_recall_keeps_its_deadline_while_a_background_update_holds_the_index(how
     assert not found
     assert took < slack(0.5), f"the search waited {took:.2f} s for the update"
     assert engine.stats.busy_skips == 1
+    assert engine.stats.index_waits == 1
+    assert 0.04 <= engine.stats.index_wait_seconds < slack(0.5)  # its deadline, not the update
     # Once the update is done, the same question is answered.
     assert any("beagle" in block.text for block in inject(mem, "which pet do I own?"))
 
@@ -616,7 +618,18 @@ def test_without_a_deadline_recall_waits_for_the_update() -> None:
         threading.Timer(0.2, held.release.set).start()
         hits = mem.recall("which pet do I own?", entity_id="alice")
     assert [h.fact.text for h in hits][:1] == ["Alice adopted a beagle"]
-    assert mem.longterm.engine.stats.busy_skips == 0
+    stats = mem.longterm.engine.stats
+    assert stats.busy_skips == 0
+    assert stats.index_waits == 1 and stats.index_wait_seconds >= 0.15
+
+
+def test_a_search_that_finds_the_index_free_counts_no_wait() -> None:
+    mem = memory(LaneEmbedder(quick="good"), recall=RecallBudget(deadline=0.05))
+    mem.remember("Alice adopted a beagle", entity_id="alice")
+    mem.recall("warm", entity_id="alice")
+    assert any("beagle" in block.text for block in inject(mem, "which pet do I own?"))
+    stats = mem.longterm.engine.stats
+    assert (stats.index_waits, stats.index_wait_seconds, stats.busy_skips) == (0, 0.0, 0)
 
 
 def test_the_quick_answer_stands_when_the_index_is_taken_while_the_full_model_answers() -> None:

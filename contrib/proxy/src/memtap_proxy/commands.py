@@ -109,6 +109,7 @@ def _recall_status(memory: Memory) -> str:
         f"recall since start: {st.searches} search(es), {st.quick_queries} with a quick query "
         f"vector ({st.escalations} asked the full model too), {st.lexical_only} words only, "
         f"{st.cold_skips} skipped while loading, {st.busy_skips} while a background change "
-        f"held the index; embedder {embedder}, "
+        f"held the index ({st.index_waits} waited for it, {st.index_wait_seconds * 1e3:.1f} ms "
+        f"in all); embedder {embedder}, "
         f"{st.facts_embedded} fact(s) embedded"
     )

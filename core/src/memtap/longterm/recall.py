@@ -102,6 +102,10 @@ class RecallStats:
     #: vectors) held up past their deadline: they went without recalled facts, or with the
     #: quick vector's when the index was taken while the full model answered.
     busy_skips: int = 0
+    #: Times a search found the entity's index taken by a background change and waited
+    #: for it (up to its deadline), and how long those waits took in all (seconds).
+    index_waits: int = 0
+    index_wait_seconds: float = 0.0
 
 
 class _IndexBusy(Exception):
@@ -111,18 +115,27 @@ class _IndexBusy(Exception):
 
 class _Held:
     """``entry.lock`` held for a search: waited for at most until ``until``
-    (``time.monotonic()``; ``None``: as long as it takes), else :class:`_IndexBusy`."""
+    (``time.monotonic()``; ``None``: as long as it takes), else :class:`_IndexBusy`; a
+    wait is counted in ``stats``."""
 
-    __slots__ = ("_lock", "_until")
+    __slots__ = ("_lock", "_stats", "_until")
 
-    def __init__(self, lock: threading.Lock, until: float | None) -> None:
+    def __init__(self, lock: threading.Lock, until: float | None, stats: RecallStats) -> None:
         self._lock = lock
         self._until = until
+        self._stats = stats
 
     def __enter__(self) -> None:
+        if self._lock.acquire(blocking=False):
+            return
+        started = time.monotonic()
         if self._until is None:
-            self._lock.acquire()
-        elif not self._lock.acquire(timeout=max(0.0, self._until - time.monotonic())):
+            got = self._lock.acquire()
+        else:
+            got = self._lock.acquire(timeout=max(0.0, self._until - started))
+        self._stats.index_waits += 1
+        self._stats.index_wait_seconds += time.monotonic() - started
+        if not got:
             raise _IndexBusy
 
     def __exit__(self, *exc: object) -> None:
@@ -1376,7 +1389,7 @@ class RecallEngine:
         def search_with(qvec: Any, judge: bool = False) -> tuple[list[tuple[Fact, float]], bool] | None:
             """The hits for ``qvec`` and, with ``judge``, whether the words of the question
             found them (:meth:`_words_carry`)."""
-            with _Held(entry.lock, until):
+            with _Held(entry.lock, until, self.stats):
                 index = entry.index
                 if index is None:
                     return None
@@ -1444,11 +1457,10 @@ class RecallEngine:
     #: How many searches each entity's memo keeps.
     MEMO_SIZE = 8
 
-    @staticmethod
-    def _memo(entry: _Entry, asked: tuple[Any, ...], until: float | None = None) -> _Memo | None:
+    def _memo(self, entry: _Entry, asked: tuple[Any, ...], until: float | None = None) -> _Memo | None:
         """The remembered answer to ``asked``, if the entity's index is still the one it
         came from, unchanged."""
-        with _Held(entry.lock, until):
+        with _Held(entry.lock, until, self.stats):
             memo = entry.memo.get(asked)
             if memo is None:
                 return None
@@ -1481,19 +1493,20 @@ class RecallEngine:
                 dict(parts) if parts is not None else None,
                 tuple(below) if below is not None else None,
             )
-            with contextlib.suppress(_IndexBusy), _Held(entry.lock, until):
+            with contextlib.suppress(_IndexBusy), _Held(entry.lock, until, self.stats):
                 entry.memo[asked] = memo
                 entry.memo.move_to_end(asked)
                 while len(entry.memo) > self.MEMO_SIZE:
                     entry.memo.popitem(last=False)
         return found
 
-    @staticmethod
-    def _window(window: TimeWindow | None, entry: _Entry, until: float | None = None) -> TimeWindow | None:
+    def _window(
+        self, window: TimeWindow | None, entry: _Entry, until: float | None = None
+    ) -> TimeWindow | None:
         """``window`` (the time a question names), if some fact of the entity is of that time."""
         if window is None:
             return None
-        with _Held(entry.lock, until):
+        with _Held(entry.lock, until, self.stats):
             index = entry.index
             return window if index is not None and bool(index.in_window(window).any()) else None
 
@@ -1557,7 +1570,7 @@ class RecallEngine:
     def _embed_missing(self, entity_id: str, entry: Any) -> None:
         """Without a deadline recall waits for vectors: embed what the background worker
         has not done yet (in memory; the worker still stores its own)."""
-        with entry.lock:
+        with _Held(entry.lock, None, self.stats):
             missing = entry.index.missing_vectors() if entry.index is not None else []
         if not missing or self.embedder is None:
             return
