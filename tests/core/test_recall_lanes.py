@@ -656,3 +656,15 @@ def test_the_quick_answer_stands_when_the_index_is_taken_while_the_full_model_an
     assert engine.stats.escalations == escalations + 1
     assert [h.fact.text for h in found or []] == ["Alice adopted a beagle"]
     assert engine.stats.busy_skips == 1
+
+
+def test_a_change_of_an_uncached_entity_reads_nothing() -> None:
+    """What a change reads of its facts and vectors is read only for an entity whose index
+    is cached (an uncached one reads the store when it loads)."""
+    mem = memory(LaneEmbedder(quick="good"))
+    mem.recall("warm", entity_id="alice")  # alice's index is cached, bob's is not
+    indexes = mem.longterm.engine.indexes
+    read: list[str] = []
+    for entity in ("alice", "bob"):
+        indexes.update_with(entity, lambda entity=entity: read.append(entity), lambda index, _: None)
+    assert read == ["alice"]

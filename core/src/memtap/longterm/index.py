@@ -350,10 +350,6 @@ class EntityIndex:
         self.remove(item.fact.supersedes for item in batch if item.fact.supersedes)
         return len(batch)
 
-    def _indexed_terms(self, fact: Fact) -> dict[str, float]:
-        """The weighted terms a fact is indexed under (:func:`indexed_terms`)."""
-        return indexed_terms(fact, self.fusion)
-
     def replace_context(self, facts: Iterable[Fact]) -> list[Fact]:
         """Index these facts' ``metadata["context"]`` in place of the one their indexed
         versions have (an episode's following turns arrived): their context terms are
@@ -368,7 +364,7 @@ class EntityIndex:
                 continue
             new = old.with_context_of(fact)
             self.version += 1
-            self._reindex_terms(slot, self._indexed_terms(old), self._indexed_terms(new))
+            self._reindex_terms(slot, indexed_terms(old, self.fusion), indexed_terms(new, self.fusion))
             self.facts[slot] = new
             if embedding_text(new) != embedding_text(old) and self._has_vec[slot]:
                 self._clear_vector(slot)

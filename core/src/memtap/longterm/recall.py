@@ -29,7 +29,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -38,6 +38,8 @@ from memtap.longterm.index import (
     HIDDEN_KINDS,
     EntityIndex,
     Fusion,
+    IndexedFact,
+    PreparedVectors,
     ScoreParts,
     embedding_text,
     prepare_facts,
@@ -62,6 +64,8 @@ log = logging.getLogger("memtap.longterm.recall")
 #: first call; the load starts at the first ``scope``/``register``), as history waits for
 #: its session's read (:data:`memtap.history.injector.LOAD_DEADLINE`).
 COLD_INDEX_WAIT = LOAD_DEADLINE
+
+_T = TypeVar("_T")
 
 
 @attrs.define
@@ -382,15 +386,28 @@ class FactIndexes:
     def update(self, entity_id: str, change: Callable[[EntityIndex], None]) -> None:
         """Apply ``change`` to the entity's index if it is cached (and to the one being
         loaded, once it is); an uncached entity reads the change from the store later."""
+        self.update_with(entity_id, lambda: None, lambda index, _: change(index))
+
+    def update_with(
+        self, entity_id: str, prepare: Callable[[], _T], change: Callable[[EntityIndex, _T], object]
+    ) -> None:
+        """:meth:`update` with ``change(index, prepare())``: ``prepare`` (what the change
+        reads of its facts and vectors) runs only for a cached entity, and before its index
+        is taken, so that a search waiting for the index waits only for the change."""
         with self._lock:
             entry = self._entries.get(entity_id)
         if entry is None:
             return
+        prepared = prepare()
+
+        def apply(index: EntityIndex) -> None:
+            change(index, prepared)
+
         with entry.lock:
             if entry.loading:
-                entry.pending.append(change)
+                entry.pending.append(apply)
             if entry.index is not None:
-                change(entry.index)
+                apply(entry.index)
                 if entry.index.needs_compaction():
                     entry.loaded_at = -math.inf  # reloaded (compacted) in the background next time
 
@@ -423,17 +440,17 @@ class FactIndexes:
         facts = [f for f, _ in rows]
         vectors = {f.id: v for f, v in rows if v is not None}
         model = self.model
-        # Read before the index is taken (a search may be waiting for it).
-        prepared = prepare_facts(facts, self.fusion)
-        unit_vectors = prepare_vectors(vectors)
 
-        def change(index: EntityIndex) -> None:
-            index.add_prepared(prepared)
+        def prepare() -> tuple[list[IndexedFact], PreparedVectors | None]:
+            return prepare_facts(facts, self.fusion), prepare_vectors(vectors)
+
+        def change(index: EntityIndex, prepared: tuple[list[IndexedFact], PreparedVectors | None]) -> None:
+            index.add_prepared(prepared[0])
             index.replace_context(facts)  # a known fact named again: its context changed
-            if unit_vectors is not None:
-                index.set_prepared_vectors(unit_vectors, model)
+            if prepared[1] is not None:
+                index.set_prepared_vectors(prepared[1], model)
 
-        self.update(entity_id, change)
+        self.update_with(entity_id, prepare, change)
         missing = [f for f in facts if f.id not in vectors and f.kind not in HIDDEN_KINDS]
         if missing and self.on_unembedded is not None:
             self.on_unembedded(missing)
@@ -1179,9 +1196,11 @@ class RecallEngine:
 
     def _deliver(self, entity_id: str, vectors: dict[str, Any], quick: bool = False) -> None:
         model = self.embedder.name if self.embedder is not None else None
-        # Normalised and sketched before the index is taken (a search may be waiting for it).
-        prepared = prepare_vectors(vectors)
-        self.indexes.update(entity_id, lambda index: index.set_prepared_vectors(prepared, model, quick=quick))
+        self.indexes.update_with(
+            entity_id,
+            lambda: prepare_vectors(vectors),
+            lambda index, prepared: index.set_prepared_vectors(prepared, model, quick=quick),
+        )
 
     def added(self, facts: Sequence[Fact]) -> None:
         """Facts were stored: index them where cached, embed them in the background."""
@@ -1189,8 +1208,11 @@ class RecallEngine:
         for f in facts:
             by_entity.setdefault(f.entity_id, []).append(f)
         for entity_id, group in by_entity.items():
-            prepared = prepare_facts(group, self.indexes.fusion)  # before the index is taken
-            self.indexes.update(entity_id, lambda index, p=prepared: index.add_prepared(p))  # type: ignore[misc]
+            self.indexes.update_with(
+                entity_id,
+                lambda g=group: prepare_facts(g, self.indexes.fusion),  # type: ignore[misc]
+                EntityIndex.add_prepared,
+            )
             retired = [f.supersedes for f in group if f.supersedes]
             if retired:
                 self.indexes.update(entity_id, lambda index, r=retired: index.remove(r))  # type: ignore[misc]
@@ -1437,16 +1459,15 @@ class RecallEngine:
         if full is not None or found is None:
             if full is None:
                 self.stats.lexical_only += 1
-            quick_found = found
             try:
                 found = search_with(full)
             except _IndexBusy:
-                if quick_found is None:
+                if found is None:
                     raise
                 # The index was taken while the full model answered: the quick vector's
-                # answer stands (not remembered: a later search may have the full model).
+                # answer stands, as when the full model is late (below).
                 self.stats.busy_skips += 1
-                return [ScoredFact(fact=f, score=s) for f, s in quick_found[0]]
+                full = None
         # else the full model is late, failing or shed: the quick vector's answer stands
         if found is None:
             return None
