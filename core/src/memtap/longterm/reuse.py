@@ -9,7 +9,8 @@ exchange costs in the background. Two kinds of text already have their vector:
   in May." after "I moved to Tokyo in May"): its quick vector (the token-table
   approximation, same space) is at least :data:`RESTATES` alike to the turn's, so it says
   nothing the turn's vector does not; it gets the turn's. A real answer adds words of its
-  own ("beagles are great dogs, how is she settling in?": 0.64 alike) and is embedded.
+  own ("beagles are great dogs, how is she settling in?": 0.72 alike; a long letter drafted
+  from a long request, 0.90) and is embedded.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 from memtap.protocol.model import Fact
 
 #: How alike (cosine of quick vectors) an answer and its exchange's user turn must be for
-#: the answer to take the turn's vector: "You said: <the turn>" 0.99, "You moved to Tokyo in
-#: May." 0.95; "I bought a bike in Accra" / "... in Lisbon" 0.85.
+#: the answer to take the turn's vector, with memtap-minilm's quick vectors: "You said:
+#: <the turn>" 0.997, "You moved to Tokyo in May." 0.999; "I bought a bike in Accra" /
+#: "... in Lisbon" 0.68; of 972 real answers of ``benchmarks/longmem``, none above 0.91
+#: (before its quick vectors weighed tokens by rarity: 6 of them above 0.95).
 RESTATES = 0.95
 
 

@@ -182,12 +182,19 @@ class MiniLMEmbedder:
             return self._quick
         with self._quick_lock:
             if self._quick is None:
-                from .quick import table_for
+                from .quick import first_word_id, table_for
 
                 tok = self._load_tokenizer()
                 special = (tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"))
                 self._cache_word_ids()
-                self._quick = table_for(model_path(), tok.get_vocab_size(), DIM, self._run_pooled, special)
+                self._quick = table_for(
+                    model_path(),
+                    tok.get_vocab_size(),
+                    DIM,
+                    self._run_pooled,
+                    special,
+                    first_word_id(tok.get_vocab()),
+                )
         return self._quick
 
     def _run_pooled(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

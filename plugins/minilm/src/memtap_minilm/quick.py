@@ -4,11 +4,19 @@ Running MiniLM on a short query costs 4-9 ms on a 2-core machine, which is more 
 whole budget recall has on a request path. Documents are embedded in the background, so
 only the query needs a shortcut. The shortcut is a table with one row per vocabulary
 token: MiniLM's own output for the sequence ``[CLS] token [SEP]`` (mean-pooled, the way
-sentences are pooled). A query's vector is the mean of its tokens' rows, minus half the
-table's mean row (the direction every token shares, which otherwise drowns the
-differences), normalised: about 50 µs, and in the *same vector space* as the stored
+sentences are pooled). A query's vector is the weighted mean of its tokens' rows, minus
+half the table's mean row (the direction every token shares, which otherwise drowns the
+differences), normalised: about 50-100 µs, and in the *same vector space* as the stored
 MiniLM vectors, so nothing stored changes. On LOCOMO it keeps most of what the full query
 embedding adds over words alone (``docs/benchmarks.md``).
+
+A token weighs by how rare it is (:func:`token_weights`): ``r / (r + ZIPF_HALF)`` for the
+token of frequency rank ``r``, so "the", "my" or "?" count for little beside "beagle".
+The full model learns that from context; a mean of token rows cannot, and without the
+weights its vectors lean toward a sentence's function words. No word counts are needed:
+a WordPiece vocabulary lists its tokens most frequent first (after its special and
+single-character entries), so the rank is the token's place in it. The weights are
+applied as the table is loaded; the table on disk is the model's rows alone.
 
 The same idea, with more training, is what Model2Vec publishes; here the table is made
 from the installed model on first use (~30,000 short sequences, ~45 s of one core, in a
@@ -37,6 +45,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +62,12 @@ CHUNK_TOKENS = 2048
 BATCH_TOKENS = 128
 #: Share of the table's mean row removed from a query vector.
 CENTERING = 0.5
+#: The frequency rank at which a token weighs half as much as the rarest ones
+#: (:func:`token_weights`). Chosen on the tuning half of ``benchmarks/longmem`` (dense
+#: ranking by quick query vectors against full-model facts, R@10: uniform weights 0.868;
+#: ranks halved at 100 / 300 / 1,000: 0.915 / 0.919 / 0.919; quick against quick 0.841 →
+#: 0.868 / 0.876 / 0.852), then checked once on its held-out half (docs/benchmarks.md).
+ZIPF_HALF = 300.0
 #: A build lock older than this is considered abandoned (sooner when it names a process
 #: of this host that no longer runs).
 STALE_LOCK_SECONDS = 600.0
@@ -71,6 +86,25 @@ def cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "memtap"
 
 
+def first_word_id(vocab: Mapping[str, int]) -> int | None:
+    """The id of the first word of a WordPiece vocabulary (the first entry of two letters
+    or more: before it come special, unused and single-character tokens), or ``None``
+    when it has none."""
+    ids = [i for token, i in vocab.items() if len(token) > 1 and token.isalpha()]
+    return min(ids) if ids else None
+
+
+def token_weights(vocab_size: int, first_word: int | None) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+    """Each token's weight in a quick vector, for a vocabulary listed most frequent first
+    from ``first_word`` on: ``r / (r + ZIPF_HALF)`` with ``r`` the token's rank from there
+    (1 for the first word and for every entry before it). ``None`` (every token weighs
+    the same) without a ``first_word``."""
+    if first_word is None:
+        return None
+    rank = np.maximum(np.arange(vocab_size, dtype=np.float64) - (first_word - 1), 1.0)
+    return (rank / (rank + ZIPF_HALF)).astype(np.float32)
+
+
 def model_digest(path: Path) -> str:
     """A short digest of the model file (a new model never reuses an old table)."""
     h = hashlib.sha256()
@@ -84,7 +118,9 @@ class QuickQueryTable:
     """The static token table of one model: built in the background, saved in chunks.
 
     ``run(ids, mask)`` runs the model and returns mean-pooled rows; ``vocab_size`` is the
-    tokenizer's. Use :func:`table_for` to share one table per model and process.
+    tokenizer's; ``first_word`` the id of its first word (:func:`first_word_id`: tokens
+    then weigh by their rank, :func:`token_weights`; ``None``: all alike). Use
+    :func:`table_for` to share one table per model and process.
     """
 
     def __init__(
@@ -97,6 +133,7 @@ class QuickQueryTable:
         *,
         chunk_tokens: int = CHUNK_TOKENS,
         batch_tokens: int = BATCH_TOKENS,
+        first_word: int | None = None,
     ) -> None:
         self.directory = directory
         self.special = special
@@ -105,8 +142,10 @@ class QuickQueryTable:
         self.vocab_size = vocab_size
         self.dim = dim
         self._run = run
-        #: float16 rows (23 MB for MiniLM's vocabulary); a query's few rows are widened.
+        #: float16 rows (23 MB for MiniLM's vocabulary), each times its token's weight; a
+        #: query's few rows are widened.
         self._table: np.ndarray[Any, np.dtype[np.float16]] | None = None
+        self._weights = token_weights(vocab_size, first_word)
         self._center: np.ndarray[Any, np.dtype[np.float32]] | None = None
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -138,7 +177,8 @@ class QuickQueryTable:
             return None
         assert self._center is not None
         v = table[ids].sum(axis=0, dtype=np.float32)
-        v *= np.float32(1 / len(ids))
+        weights = self._weights
+        v *= np.float32(1 / (float(weights[ids].sum()) if weights is not None else len(ids)))
         v -= self._center
         norm = math.sqrt(float(v @ v))
         return v / np.float32(norm) if norm else None
@@ -197,7 +237,15 @@ class QuickQueryTable:
         return None
 
     def _install(self, table: np.ndarray[Any, np.dtype[np.float16]]) -> None:
-        self._center = (CENTERING * table.astype(np.float32).mean(axis=0)).astype(np.float32)
+        """Use ``table`` (the model's rows, as saved): its centre, then its rows weighted."""
+        self._center = (CENTERING * table.mean(axis=0, dtype=np.float32)).astype(np.float32)
+        weights = self._weights
+        if weights is not None:
+            weighted = np.empty_like(table)
+            for start in range(0, len(table), self.chunk_tokens):  # no float32 copy of it all
+                part = slice(start, start + self.chunk_tokens)
+                weighted[part] = table[part].astype(np.float32) * weights[part, None]
+            table = weighted
         self._table = table
         self.ready.set()
 
@@ -358,13 +406,23 @@ _tables_lock = threading.Lock()
 _digests: dict[Path, str] = {}
 
 
-def table_for(model: Path, vocab_size: int, dim: int, run: Any, special: tuple[int, int]) -> QuickQueryTable:
+def table_for(
+    model: Path,
+    vocab_size: int,
+    dim: int,
+    run: Any,
+    special: tuple[int, int],
+    first_word: int | None = None,
+) -> QuickQueryTable:
     """The process's one table for ``model`` (built or loaded on first use). ``run(ids,
-    mask)`` returns mean-pooled model outputs; ``special`` is the ([CLS], [SEP]) ids."""
+    mask)`` returns mean-pooled model outputs; ``special`` is the ([CLS], [SEP]) ids;
+    ``first_word`` the vocabulary's first word (:func:`first_word_id`)."""
     with _tables_lock:
         digest = _digests.get(model) or _digests.setdefault(model, model_digest(model))
         directory = cache_dir() / f"minilm-quick-{_FORMAT}-{digest}"
         table = _tables.get(directory)
         if table is None:
-            table = _tables[directory] = QuickQueryTable(directory, vocab_size, dim, run, special)
+            table = _tables[directory] = QuickQueryTable(
+                directory, vocab_size, dim, run, special, first_word=first_word
+            )
         return table
