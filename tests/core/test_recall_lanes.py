@@ -668,3 +668,48 @@ def test_a_change_of_an_uncached_entity_reads_nothing() -> None:
     for entity in ("alice", "bob"):
         indexes.update_with(entity, lambda entity=entity: read.append(entity), lambda index, _: None)
     assert read == ["alice"]
+
+
+class LateQuickEmbedder(LaneEmbedder):
+    """A quick path that has nothing (``None``) until :attr:`quick_ready` is set, as while
+    a process's quick table is still loading; the full model takes ``delay`` a batch and
+    sets :attr:`embedding` when it starts its first."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay=delay, quick="good")
+        self.quick_ready = threading.Event()
+        self.embedding = threading.Event()
+
+    def _quick_query(self, text):
+        return super()._quick_query(text) if self.quick_ready.is_set() else None
+
+    def embed(self, texts):
+        self.embedding.set()
+        return super().embed(texts)
+
+
+def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_is():
+    """A busy process's first facts arrive before its quick table has loaded (the warm-up
+    waits for a quiet moment; in a soak of back-to-back calls, ~4 s and ~500 calls): they
+    must not wait for the full model, which takes minutes for a backlog, to become
+    findable by meaning."""
+    embedder = LateQuickEmbedder(delay=0.15)
+    quick_of: dict[str, object] = {}
+    full_of: dict[str, object] = {}
+
+    def deliver(entity, vectors, quick):
+        (quick_of if quick else full_of).update(vectors)
+
+    worker = EmbeddingWorker(
+        embedder, InMemoryStore(), deliver, RecallStats(), quick=embedder.quick_query, cores=1
+    )
+    facts = [Fact(entity_id="alice", text=f"note {i}: my {i}th dog is a beagle") for i in range(24)]
+    worker.submit(facts)
+    assert embedder.embedding.wait(5)
+    assert not quick_of  # nothing to make them with yet
+    embedder.quick_ready.set()
+    wait_for(lambda: all(f.id in quick_of or f.id in full_of for f in facts), what="every fact has a vector")
+    # Well before the full model reached them: one or two of its batches of four.
+    assert len(full_of) <= 3 * worker.step, len(full_of)
+    assert worker.stats.facts_quick == len(quick_of) >= len(facts) - 3 * worker.step
+    worker.close()

@@ -486,7 +486,8 @@ class EmbeddingWorker:
 
     - with ``quick`` (the embedder's cheap approximation, ~50 µs a text), every fact gets a
       quick vector as it is submitted, in the submitting thread (one taken from the queue
-      without one, when the quick table was not ready, gets it then), for the indexes only
+      without one, when the quick table was not ready, gets it then, or as soon as the
+      table is, while it waits for the full model), for the indexes only
       (it is not stored: the full model's is);
     - the full model then embeds them ``step`` at a time (a few tens of ms of one core), and
       before each step waits while ``lane_busy()`` says a call waits for a query's vector
@@ -561,6 +562,9 @@ class EmbeddingWorker:
         self._unstored: dict[str, Any] = {}
         #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
         self._quick_of: dict[str, Any] = {}
+        #: Facts taken from the queue got no quick vector: the worker gives them one when
+        #: the quick path has some (:meth:`_quick_waiting`).
+        self._quick_late = False
 
     @property
     def pending(self) -> int:
@@ -613,6 +617,8 @@ class EmbeddingWorker:
                 self._yield_to_queries()
                 fresh, stop = self._take(block=False)
                 self._arrived(fresh, waiting)
+            if self._quick_late and waiting and not stop:
+                self._quick_late = not self._quick_waiting(waiting)
             if stop:
                 self._store_unstored()
                 self._pending.done(len(waiting))
@@ -658,8 +664,22 @@ class EmbeddingWorker:
         late), then to embed."""
         if not fresh:
             return
-        self._quick_pass([f for f in fresh if f.id not in self._quick_of])
+        if self._quick_pass([f for f in fresh if f.id not in self._quick_of]):
+            self._quick_late = True
         waiting.extend(fresh)
+
+    def _quick_waiting(self, waiting: deque[Fact]) -> bool:
+        """Quick vectors for the facts waiting without one, if the quick path has any now;
+        whether it had. Until then such facts are findable by their words only, and a
+        backlog's last fact reaches the full model minutes later (a busy process's first
+        facts come before its quick table has loaded: issue 37)."""
+        blind = [f for f in waiting if f.id not in self._quick_of]
+        if not blind:
+            return True
+        if self._quick_pass(blind[:1]):  # one probe: the quick path still has nothing
+            return False
+        self._quick_pass(blind[1:])
+        return True
 
     def _deliver_full(self, facts: Sequence[Fact], vectors: Mapping[str, Any]) -> None:
         """Hand the full model's ``vectors`` of ``facts`` (those it has) to the indexes,
@@ -679,11 +699,13 @@ class EmbeddingWorker:
         while self.lane_busy() and time.monotonic() < until:
             time.sleep(0.001)
 
-    def _quick_pass(self, facts: list[Fact]) -> None:
-        """Give the facts without a vector a quick one, at once (indexes only)."""
+    def _quick_pass(self, facts: list[Fact]) -> int:
+        """Give the facts without a vector a quick one, at once (indexes only); how many
+        of them the quick path had none for (its table not loaded yet, say)."""
         if self.quick is None or self._closed:
-            return
+            return 0
         by_entity: dict[str, dict[str, Any]] = {}
+        missed = 0
         try:
             for f in facts:
                 if self.skip is not None and self.skip(f):
@@ -692,14 +714,17 @@ class EmbeddingWorker:
                 if vec is not None:
                     by_entity.setdefault(f.entity_id, {})[f.id] = vec
                     self._quick_of[f.id] = vec
+                else:
+                    missed += 1
         except Exception as exc:  # the full model still embeds them
             if not self._quick_failing:
                 log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
                 self._quick_failing = True
-            return
+            return 0
         for entity_id, vecs in by_entity.items():
             self.stats.facts_quick += len(vecs)
             self.deliver(entity_id, vecs, True)
+        return missed
 
     def _quick_of_now(self, fact: Fact, *, keep: bool = True) -> Any:
         """``fact``'s quick vector: the one it was given, else one made now (the quick
