@@ -56,9 +56,11 @@ def test_questions_about_the_user(question):
         ("Am I still vegetarian?", True),
         ("what phone do i have right now?", True),
         ("Which city am I currently based in?", True),
+        ("What was my due date in the end?", True),  # how a change turned out
         ("What did I do in May?", False),
         ("When did I adopt Miso?", False),
         ("How many books have I read?", False),
+        ("What did Anthony and John end up playing at the charity event?", False),  # one event
     ],
 )
 def test_questions_about_the_present(question, present):

@@ -448,13 +448,15 @@ def resolved_note(text: str, said_at: _dt.datetime) -> str:
 
 _PRESENT = re.compile(
     r"\b(?:now|nowadays|these days|at the moment|at present|currently|current|right now|"
-    r"any ?more|still|latest|most recent|lately)\b",
+    r"any ?more|still|latest|most recent|lately|in the end)\b",
     re.IGNORECASE,
 )
 
 
 def asks_present(question: str) -> bool:
     """Whether ``question`` asks how things are now ("where do I live now?", "what's my
-    job these days?", "am I still vegan?"): when two facts answer it, the newer one says
-    how things are (:attr:`memtap.longterm.index.Fusion.present_boost`)."""
+    job these days?", "am I still vegan?"), or how a change turned out ("what was my due
+    date in the end?"): when two facts answer it, the newer one says how things are
+    (:attr:`memtap.longterm.index.Fusion.present_boost`). "Ended up" is not such a cue: it
+    asks how one event went ("what did they end up playing?")."""
     return _PRESENT.search(question) is not None
