@@ -672,28 +672,41 @@ def test_a_change_of_an_uncached_entity_reads_nothing() -> None:
 
 class LateQuickEmbedder(LaneEmbedder):
     """A quick path that has nothing (``None``) until :attr:`quick_ready` is set, as while
-    a process's quick table is still loading; the full model takes ``delay`` a batch and
-    sets :attr:`embedding` when it starts its first."""
+    a process's quick table is still loading; a full model whose first batch sets
+    :attr:`embedding` and ends when :attr:`first_done` is set, and whose later batches
+    wait for :attr:`rest`."""
 
-    def __init__(self, delay: float) -> None:
-        super().__init__(delay=delay, quick="good")
+    def __init__(self) -> None:
+        super().__init__(quick="good")
         self.quick_ready = threading.Event()
         self.embedding = threading.Event()
+        self.first_done = threading.Event()
+        self.rest = threading.Event()
 
     def _quick_query(self, text):
-        return super()._quick_query(text) if self.quick_ready.is_set() else None
+        # A text of no word the quick table knows has no quick vector, even when it is ready.
+        if not self.quick_ready.is_set() or text.startswith("@@"):
+            return None
+        return super()._quick_query(text)
 
     def embed(self, texts):
-        self.embedding.set()
+        if not self.embedding.is_set():
+            self.embedding.set()
+            self.first_done.wait(10)
+        else:
+            self.rest.wait(10)
         return super().embed(texts)
 
 
-def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_is():
+@pytest.mark.parametrize(
+    "unquickable_waits_first", [False, True], ids=["plain", "first-waiting-has-no-quick-vector"]
+)
+def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_is(unquickable_waits_first):
     """A busy process's first facts arrive before its quick table has loaded (the warm-up
     waits for a quiet moment; in a soak of back-to-back calls, ~4 s and ~500 calls): they
     must not wait for the full model, which takes minutes for a backlog, to become
     findable by meaning."""
-    embedder = LateQuickEmbedder(delay=0.15)
+    embedder = LateQuickEmbedder()
     quick_of: dict[str, object] = {}
     full_of: dict[str, object] = {}
 
@@ -704,12 +717,19 @@ def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_
         embedder, InMemoryStore(), deliver, RecallStats(), quick=embedder.quick_query, cores=1
     )
     facts = [Fact(entity_id="alice", text=f"note {i}: my {i}th dog is a beagle") for i in range(24)]
+    if unquickable_waits_first:  # after the model's first batch: the first fact still waiting
+        facts.insert(worker.step, Fact(entity_id="alice", text="@@ ## @@"))
     worker.submit(facts)
     assert embedder.embedding.wait(5)
     assert not quick_of  # nothing to make them with yet
     embedder.quick_ready.set()
-    wait_for(lambda: all(f.id in quick_of or f.id in full_of for f in facts), what="every fact has a vector")
-    # Well before the full model reached them: one or two of its batches of four.
-    assert len(full_of) <= 3 * worker.step, len(full_of)
-    assert worker.stats.facts_quick == len(quick_of) >= len(facts) - 3 * worker.step
+    embedder.first_done.set()
+    quickable = [f for f in facts if not f.text.startswith("@@")]
+    wait_for(
+        lambda: all(f.id in quick_of or f.id in full_of for f in quickable), what="every fact has a vector"
+    )
+    # As soon as the model's first batch of four ended: its later ones wait.
+    assert len(full_of) == worker.step, len(full_of)
+    assert worker.stats.facts_quick == len(quick_of) == len(quickable) - worker.step
+    embedder.rest.set()
     worker.close()

@@ -515,6 +515,9 @@ class EmbeddingWorker:
     QUIET_AFTER = 0.5
     #: How many steps one round takes while the process is quiet.
     QUIET_STEPS = 4
+    #: How many facts taken without a quick vector are tried again, per step, until one
+    #: gets one (:meth:`_quick_waiting`).
+    QUICK_TRIES = 4
 
     def __init__(
         self,
@@ -669,16 +672,22 @@ class EmbeddingWorker:
         waiting.extend(fresh)
 
     def _quick_waiting(self, waiting: deque[Fact]) -> bool:
-        """Quick vectors for the facts waiting without one, if the quick path has any now;
-        whether it had. Until then such facts are findable by their words only, and a
-        backlog's last fact reaches the full model minutes later (a busy process's first
-        facts come before its quick table has loaded: issue 37)."""
-        blind = [f for f in waiting if f.id not in self._quick_of]
-        if not blind:
-            return True
-        if self._quick_pass(blind[:1]):  # one probe: the quick path still has nothing
-            return False
-        self._quick_pass(blind[1:])
+        """Quick vectors for the facts waiting without one, once the quick path makes them
+        (one of the first few of them gets one now); whether it did, or none is left.
+        Until then such facts are findable by their words only, and a backlog's last fact
+        reaches the full model minutes later (a busy process's first facts come before
+        its quick table has loaded: issue 37)."""
+        blind = (
+            f for f in waiting if f.id not in self._quick_of and not (self.skip is not None and self.skip(f))
+        )
+        # A few tries, not one: a text of no word the quick table knows has no quick
+        # vector even when the table is ready.
+        for tries, fact in enumerate(blind, start=1):
+            if not self._quick_pass([fact]):
+                self._quick_pass(list(blind))
+                return True
+            if tries >= self.QUICK_TRIES:
+                return False
         return True
 
     def _deliver_full(self, facts: Sequence[Fact], vectors: Mapping[str, Any]) -> None:
