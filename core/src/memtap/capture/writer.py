@@ -26,6 +26,7 @@ from memtap.capture.quarantine import Quarantine, is_refusal
 from memtap.capture.spool import Segment, Spool
 from memtap.metrics import count
 from memtap.protocol.model import Exchange
+from memtap.workers.background import LazyThread
 from memtap.workers.pending import PendingWork
 
 log = logging.getLogger("memtap.capture.writer")
@@ -215,8 +216,7 @@ class CaptureWriter:
         self._held: deque[tuple[Exchange, CapturedCall]] = deque()
         self._pending = PendingWork()
         self._flushing_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._thread_lock = threading.Lock()
+        self._thread = LazyThread(self._run, "memtap-writer")
         self._closed = False
         #: close() stopped waiting for the thread: it writes nothing more (the store may
         #: be closed; what it held is in the spool for the next start).
@@ -240,8 +240,7 @@ class CaptureWriter:
         self._pending.add()
         self.stats.captured += 1
         self._queue.put(item)
-        if self._thread is None:
-            self._start()
+        self._thread.start()
 
     @contextmanager
     def expecting(self) -> Iterator[None]:
@@ -268,12 +267,6 @@ class CaptureWriter:
         finally:
             with self._flushing_lock:
                 self._flushing -= 1
-
-    def _start(self) -> None:
-        with self._thread_lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="memtap-writer", daemon=True)
-                self._thread.start()
 
     def _finish(self, n: int) -> None:
         self._pending.done(n)
@@ -302,11 +295,12 @@ class CaptureWriter:
         """Flush, then stop the thread. Returns whether everything was stored."""
         ok = self.flush(timeout)
         self._closed = True
-        if self._thread is not None:
+        thread = self._thread.started()
+        if thread is not None:
             self._queue.put(_STOP)
             self._hurry.set()
-            self._thread.join(timeout)
-            self._abandoned = self._thread.is_alive()
+            thread.join(timeout)
+            self._abandoned = thread.is_alive()
         if not ok:
             log.warning(
                 "memtap closed with %d captured call(s) not stored: %s; %s",

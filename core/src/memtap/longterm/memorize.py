@@ -35,7 +35,6 @@ import logging
 import os
 import queue
 import re
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -53,7 +52,7 @@ from memtap.protocol.model import AGENT_KEY, Exchange, Fact, Message, derived_id
 from memtap.redact import redact_fact, redact_text
 from memtap.request.scope import internal_calls
 from memtap.storage.store import Store
-from memtap.workers.background import lower_priority
+from memtap.workers.background import LazyThread, lower_priority
 from memtap.workers.pending import PendingWork
 
 log = logging.getLogger("memtap.longterm.memorize")
@@ -505,8 +504,7 @@ class Memorizer:
         self.tails = SessionTails()
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._pending = PendingWork()
-        self._thread_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = LazyThread(self._run, "memtap-memorize")
         self._closed = False
         #: close() stopped waiting with work left: the thread stops without it (the spool
         #: keeps those exchanges; the next start memorizes them).
@@ -533,11 +531,7 @@ class Memorizer:
             self._queue.put(ex)
         if then is not None:
             self._queue.put(_Then(then))
-        if self._thread is None:
-            with self._thread_lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="memtap-memorize", daemon=True)
-                    self._thread.start()
+        self._thread.start()
         return then is not None
 
     def flush(self, timeout: float | None = 30.0) -> bool:
@@ -556,7 +550,7 @@ class Memorizer:
         done = self.flush(timeout)
         self._closed = True
         self._abandoned = not done
-        if self._thread is not None:
+        if self._thread.started() is not None:
             self._queue.put(_STOP)
 
     def _run(self) -> None:

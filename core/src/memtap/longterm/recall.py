@@ -53,7 +53,7 @@ from memtap.metrics import count
 from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import Fact, ScoredFact, aware, utcnow
 from memtap.storage.store import Store
-from memtap.workers.background import DaemonPool, lower_priority, quiet_for
+from memtap.workers.background import DaemonPool, LazyThread, lower_priority, quiet_for
 from memtap.workers.native import InterpreterExiting, native_work
 from memtap.workers.pending import PendingWork
 
@@ -553,8 +553,7 @@ class EmbeddingWorker:
         self.learned = learned
         self._queue: queue.SimpleQueue[Fact | None] = queue.SimpleQueue()
         self._pending = PendingWork()
-        self._thread_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread = LazyThread(self._run, "memtap-embed")
         self._closed = False
         #: close() gave up waiting for the thread (a batch was still running).
         self._abandoned = False
@@ -587,11 +586,7 @@ class EmbeddingWorker:
             self._pending.add()
             self._queue.put(fact)
         self.stats.vectors_pending = self._pending.count
-        if self._thread is None:
-            with self._thread_lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="memtap-embed", daemon=True)
-                    self._thread.start()
+        self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything queued is embedded by the full model (or failed)."""
@@ -604,11 +599,12 @@ class EmbeddingWorker:
         self._closed = True
         if self._helpers is not None:
             self._helpers.shutdown()
-        if self._thread is not None:
+        thread = self._thread.started()
+        if thread is not None:
             self._queue.put(None)
-            self._thread.join(timeout)
+            thread.join(timeout)
             # Still in a batch: interpreter exit waits for it (memtap.workers.native).
-            self._abandoned = self._thread.is_alive()
+            self._abandoned = thread.is_alive()
 
     def _run(self) -> None:
         lower_priority()

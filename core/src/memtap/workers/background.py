@@ -5,7 +5,8 @@ building the quick query table) runs in threads of the application's own process
 small machine such a thread competes with the threads serving requests for the same
 cores; Linux gives each thread its own nice value, so the worker lowers its own.
 
-:class:`DaemonPool` runs store reads that the request path must never wait on for long.
+:class:`DaemonPool` runs store reads that the request path must never wait on for long;
+:class:`LazyThread` is a worker's one thread, started on first use.
 """
 
 from __future__ import annotations
@@ -34,6 +35,35 @@ def lower_priority(niceness: int = BACKGROUND_NICENESS) -> bool:
     except OSError:
         return False
     return True
+
+
+class LazyThread:
+    """A worker's one daemon thread, started by the first caller that needs it (from any
+    thread), and seen by others only once its start has returned: a ``close()`` racing the
+    first submit must not join a thread that is not started yet (``RuntimeError: cannot
+    join thread before it is started``, seen when an app closed memtap at once while its
+    first calls were being queued)."""
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self._target = target
+        self.name = name
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread, unless it was started already."""
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is None:
+                thread = threading.Thread(target=self._target, name=self.name, daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def started(self) -> threading.Thread | None:
+        """The thread once started (a start in progress is waited for), or ``None``."""
+        with self._lock:
+            return self._thread
 
 
 class DaemonPool:
