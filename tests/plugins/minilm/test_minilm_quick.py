@@ -589,3 +589,39 @@ def _eventually(condition, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+def test_waiting_for_a_table_whose_build_is_starting_in_another_thread_does_not_fail(small, monkeypatch):
+    """The warm-up thread starts the build while the app asks for the table
+    (``prepare_quick_queries``): a wait that came during the start must wait for the build,
+    never join a thread not started yet (``RuntimeError: cannot join thread before it is
+    started``; the same race as the core workers')."""
+    table, _ = small()
+    starting, go = threading.Event(), threading.Event()
+    real_start = threading.Thread.start
+
+    def slow_start(self: threading.Thread) -> None:
+        if self.name == "memtap-quick-table":
+            starting.set()
+            go.wait(5)
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+    starter = threading.Thread(target=table.start, name="test-warm-up")
+    starter.start()
+    assert starting.wait(5)
+    outcome: list[object] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(table.wait(30))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait, name="test-app")
+    waiter.start()
+    time.sleep(0.05)  # the wait is under way while the start has not returned
+    go.set()
+    waiter.join(30)
+    starter.join(5)
+    assert outcome == [True]

@@ -192,8 +192,11 @@ class QuickQueryTable:
                 return
             if self._load():
                 return
-            self._thread = threading.Thread(target=self._build, name="memtap-quick-table", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._build, name="memtap-quick-table", daemon=True)
+            thread.start()
+            # Seen by other threads once started: a wait that comes meanwhile takes the
+            # lock above and finds it, rather than joining a thread not started yet.
+            self._thread = thread
             atexit.register(self.stop)
 
     def wait(self, timeout: float | None = None) -> bool:
