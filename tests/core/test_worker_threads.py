@@ -18,6 +18,7 @@ from memtap.longterm.memorize import Memorizer
 from memtap.longterm.recall import EmbeddingWorker, RecallEngine, RecallStats
 from memtap.protocol.model import Attribution, Exchange, Fact, Message
 from memtap.storage.store import InMemoryStore
+from memtap.testing.threads import HeldStart, held_start
 from memtap.workers.background import LazyThread
 
 
@@ -64,21 +65,25 @@ WORKERS = {
 
 
 @pytest.mark.parametrize("name", list(WORKERS))
-def test_close_while_the_workers_thread_is_being_started_stops_it_cleanly(monkeypatch, name):
-    starting, go = threading.Event(), threading.Event()
-    real_start = threading.Thread.start
+def test_close_while_the_workers_thread_is_being_started_stops_it_cleanly(name):
+    with held_start(name) as held:
+        worker, submit = WORKERS[name]()
+        submitter = threading.Thread(target=submit, name="test-submitter")
+        submitter.start()
+        assert held.starting.wait(5)
+        errors = close_meanwhile(worker, held)
+        submitter.join(5)
+    assert not submitter.is_alive()
+    assert not errors, errors
+    thread = worker._thread.started()  # this worker's own (other tests leave theirs)
+    assert thread is not None and thread.name == name
+    thread.join(5)
+    assert not thread.is_alive(), "the worker's thread was left running"
 
-    def slow_start(self: threading.Thread) -> None:
-        if self.name == name:  # the worker's first start, held until the close has begun
-            starting.set()
-            go.wait(5)
-        real_start(self)
 
-    monkeypatch.setattr(threading.Thread, "start", slow_start)
-    worker, submit = WORKERS[name]()
-    submitter = threading.Thread(target=submit, name="test-submitter")
-    submitter.start()
-    assert starting.wait(5)
+def close_meanwhile(worker: Any, held: HeldStart) -> list[BaseException]:
+    """``worker.close(0)`` begun while its thread's start is held, then the start let go:
+    what the close raised."""
     errors: list[BaseException] = []
 
     def close() -> None:
@@ -90,15 +95,10 @@ def test_close_while_the_workers_thread_is_being_started_stops_it_cleanly(monkey
     closer = threading.Thread(target=close, name="test-closer")
     closer.start()
     time.sleep(0.05)  # the close is under way while the start has not returned
-    go.set()
+    held.release()
     closer.join(5)
-    submitter.join(5)
-    assert not closer.is_alive() and not submitter.is_alive()
-    assert not errors, errors
-    thread = worker._thread.started()  # this worker's own (other tests leave theirs)
-    assert thread is not None and thread.name == name
-    thread.join(5)
-    assert not thread.is_alive(), "the worker's thread was left running"
+    assert not closer.is_alive()
+    return errors
 
 
 def test_a_lazy_thread_starts_once_and_is_seen_only_once_started():

@@ -19,6 +19,7 @@ import memtap
 import memtap_minilm
 from memtap.storage.store import InMemoryStore
 from memtap.testing import paraphrases
+from memtap.testing.threads import held_start
 from memtap_minilm import quick
 from memtap_minilm.embedder import DIM, MiniLMEmbedder
 from memtap_minilm.quick import QuickQueryTable
@@ -591,25 +592,12 @@ def _eventually(condition, timeout: float = 30.0) -> bool:
     return False
 
 
-def test_waiting_for_a_table_whose_build_is_starting_in_another_thread_does_not_fail(small, monkeypatch):
+def test_waiting_for_a_table_whose_build_is_starting_in_another_thread_does_not_fail(small):
     """The warm-up thread starts the build while the app asks for the table
     (``prepare_quick_queries``): a wait that came during the start must wait for the build,
     never join a thread not started yet (``RuntimeError: cannot join thread before it is
     started``; the same race as the core workers')."""
     table, _ = small()
-    starting, go = threading.Event(), threading.Event()
-    real_start = threading.Thread.start
-
-    def slow_start(self: threading.Thread) -> None:
-        if self.name == "memtap-quick-table":
-            starting.set()
-            go.wait(5)
-        real_start(self)
-
-    monkeypatch.setattr(threading.Thread, "start", slow_start)
-    starter = threading.Thread(target=table.start, name="test-warm-up")
-    starter.start()
-    assert starting.wait(5)
     outcome: list[object] = []
 
     def wait() -> None:
@@ -618,10 +606,14 @@ def test_waiting_for_a_table_whose_build_is_starting_in_another_thread_does_not_
         except BaseException as exc:
             outcome.append(exc)
 
-    waiter = threading.Thread(target=wait, name="test-app")
-    waiter.start()
-    time.sleep(0.05)  # the wait is under way while the start has not returned
-    go.set()
-    waiter.join(30)
-    starter.join(5)
+    with held_start("memtap-quick-table") as held:
+        starter = threading.Thread(target=table.start, name="test-warm-up")
+        starter.start()
+        assert held.starting.wait(5)
+        waiter = threading.Thread(target=wait, name="test-app")
+        waiter.start()
+        time.sleep(0.05)  # the wait is under way while the start has not returned
+        held.release()
+        waiter.join(30)
+        starter.join(5)
     assert outcome == [True]
