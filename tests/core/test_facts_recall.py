@@ -16,6 +16,7 @@ import pytest
 import memtap
 from memtap.formats.blocks import CLOSE_TAG, OPEN_TAG, render_blocks
 from memtap.hookspecs import hookimpl
+from memtap.longterm import products
 from memtap.longterm.embedding import resolve_embedder
 from memtap.longterm.index import EntityIndex, Fusion
 from memtap.longterm.litellm_embedder import LiteLLMEmbedderPlugin
@@ -144,7 +145,7 @@ def test_vector_scan_in_chunks_matches_one_product(monkeypatch):
     rng = np.random.default_rng(1)
     vecs = rng.normal(size=(3000, 32)).astype("float32")
     facts = [fact(f"fact {i}", i) for i in range(3000)]
-    monkeypatch.setattr(EntityIndex, "CHUNK_ROWS", 100)
+    monkeypatch.setattr(products, "MAX_WORK", 100 * 32)  # products of 100 rows
     index = EntityIndex()
     index.add(facts, {f.id: v for f, v in zip(facts, vecs)})
     q = vecs[7] + 0.1 * rng.normal(size=32).astype("float32")

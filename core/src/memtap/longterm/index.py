@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from memtap.longterm.products import product, rows_dot
 from memtap.longterm.temporal import TimeWindow, mentioned_window
 from memtap.longterm.text import term_counts, terms
 from memtap.protocol.model import CONTEXT_KEY, Fact
@@ -208,9 +209,6 @@ class EntityIndex:
     lets readers search a consistent state under a lock.
     """
 
-    #: Rows per matrix-vector product: small enough that OpenBLAS stays on one thread (its
-    #: threads, on a busy 2-core machine, turned a 0.3 ms product into 7 ms).
-    CHUNK_ROWS = 1024
     #: Up to this many slots, :meth:`search` scores in plain Python (one product for the
     #: vectors): numpy's fixed cost per operation (~1-3 µs, some forty of them) is most
     #: of a search over a handful of facts, which is what most entities have.
@@ -633,14 +631,8 @@ class EntityIndex:
         return q / qn if qn else None
 
     def _exact_cosines(self, q: Any, n: int) -> Any:
-        """Cosine of every slot with the unit vector ``q`` (``-1`` where there is no vector),
-        in products of :attr:`CHUNK_ROWS` rows."""
-        np = _np()
-        out = np.empty(n, np.float32)
-        step = self.CHUNK_ROWS
-        for start in range(0, n, step):
-            stop = min(start + step, n)
-            np.matmul(self._vecs[start:stop], q, out=out[start:stop])
+        """Cosine of every slot with the unit vector ``q`` (``-1`` where there is no vector)."""
+        out = rows_dot(self._vecs[:n], q)
         if self.vector_count < n:
             out[~self._has_vec[:n]] = -1.0
         return out
@@ -675,7 +667,7 @@ class EntityIndex:
             best = best[eligible[best]]
         cos = np.full(len(best), -1.0, np.float32)
         known = self._has_vec[best]
-        cos[known] = self._vecs[best[known]] @ q
+        cos[known] = rows_dot(self._vecs[best[known]], q)
         return best, cos
 
     def _eligible(self, n: int, process_id: str | None, exclude: Sequence[str]) -> Any:
@@ -779,7 +771,7 @@ class EntityIndex:
                     if cos is not None:
                         more = np.full(len(extra), -1.0, np.float32)
                         known = self._has_vec[extra]
-                        more[known] = self._vecs[extra[known]] @ q
+                        more[known] = rows_dot(self._vecs[extra[known]], q)
                         cos = np.concatenate([cos, more])
         fused = self._words(lex[slots], covered[slots])
         if cos is not None:
@@ -899,7 +891,7 @@ class EntityIndex:
             np = _np()
             has = self._has_vec[slots]
             vecs = self._vecs[slots]
-            close = ((vecs @ vecs.T) >= f.update_similarity) & has[:, None] & has[None, :]
+            close = (product(vecs, vecs.T) >= f.update_similarity) & has[:, None] & has[None, :]
             alike = {(a, b) for a, b in np.argwhere(close).tolist() if a != b}
         possible_of: list[set[int]] = [set() for _ in slots]
         for a, b in echoes:
@@ -1025,7 +1017,7 @@ class EntityIndex:
         q = self._unit_query(qvec)
         cos: list[float] | None = None
         if q is not None:
-            cos = (self._vecs[:n] @ q).tolist()
+            cos = rows_dot(self._vecs[:n], q).tolist()
             has_vec = self._has_vec[:n].tolist()
         code = None
         if process_id is not None and len(self._process_codes) > 1:
@@ -1219,7 +1211,7 @@ def sketch_of(rows: Any) -> Any:
     """Sign sketches of ``rows`` (n x dim) as ``(words, n)`` uint64: bit i says which side
     of random hyperplane i the vector is on."""
     np = _np()
-    bits = np.packbits(rows @ _planes_for(rows.shape[1]) > 0, axis=1, bitorder="little")
+    bits = np.packbits(product(rows, _planes_for(rows.shape[1])) > 0, axis=1, bitorder="little")
     words: Any = bits.view(np.uint64).T.copy()
     return words
 
