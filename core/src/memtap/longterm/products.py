@@ -4,14 +4,15 @@ numpy hands a float32 product to its BLAS, and a BLAS runs a product above some 
 several threads. numpy's wheels bundle OpenBLAS, whose helper threads then spin for the
 next product (about 2^28 cycles) before they sleep: on this project's 2-core machine a
 sketch of 8 vectors (6 µs of work) cost the other core ~1.2 ms, and over a soak of 2,000
-captured exchanges the helper burned 5.7 s, about 2.8 ms of CPU per exchange (issue 37).
+captured exchanges the helper burned ~7 s, about 3.5 ms of CPU per exchange (issue 37).
 memtap's products are small and many, and it runs beside the app's own threads, so each
 call here hands BLAS pieces below the size where any BLAS starts threads; the app's own
 use of numpy is left as it is (limiting BLAS's threads for the process, as threadpoolctl
 does, would also limit the app's).
 
-Measured thresholds of numpy 2.4's OpenBLAS 0.3.31 (rows x columns x depth): 393k
-single-threaded, from 470-590k threaded. :data:`MAX_WORK` keeps a margin of 3x below.
+Measured on this project's machine (numpy 2.4, OpenBLAS 0.3.31; rows x columns x depth):
+up to 491k on one thread, from 524k (2^19) on two. :data:`MAX_WORK` keeps a margin of 2x
+(a recall's gram matrix of 60 hits then takes 6 pieces, ~0.02 ms more than one product).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 #: The largest product (rows x columns x depth) handed to BLAS in one call.
-MAX_WORK = 1 << 17
+MAX_WORK = 1 << 18
 
 
 def _np() -> Any:
