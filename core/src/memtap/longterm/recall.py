@@ -11,7 +11,8 @@ index is reloaded in the background, the old one serving meanwhile); on any stor
 the entity's index is refreshed: ``refresh_after`` seconds after it
 was loaded, or later for a large entity (its reload may take at most ``refresh_share`` of
 the time: a 100k-fact entity that took 8 s to load is reloaded every ~13 minutes, not
-every minute), in the background while the stale index serves; or when it is evicted.
+every minute; and all refreshes together at most that share too), in the background while
+the stale index serves; or when it is evicted.
 """
 
 from __future__ import annotations
@@ -206,8 +207,16 @@ class FactIndexes:
     ``model`` names the embedder whose stored vectors are loaded; ``on_unembedded``
     receives the facts a loaded index has no vector for. An entry is reloaded (refreshed)
     ``refresh_after`` seconds after its last load, or after ``load time / refresh_share``
-    seconds if that is longer, so that refreshing costs at most that share of a core.
+    seconds if that is longer, so that refreshing costs at most that share of a core; and
+    the refreshes of all entries together take at most that share of the time (banked over
+    :attr:`REFRESH_WINDOW` seconds), so that many large entities in use do not keep a core
+    reloading them (200 entities whose loads take 1.4 s each, refreshed every 140 s: two
+    cores). A refresh asked for (:meth:`refresh`, a store's change feed) is not limited.
     """
+
+    #: Seconds over which refreshes may bank their share of the time (what a burst of
+    #: them may spend after a quiet spell: ``refresh_share`` times this).
+    REFRESH_WINDOW = 60.0
 
     def __init__(
         self,
@@ -234,6 +243,9 @@ class FactIndexes:
         # Daemon threads: a load stuck on a frozen store must not hang the process's exit.
         self._loader = DaemonPool(1, "memtap-index")
         self._closed = False
+        #: Seconds of loading the refreshes may still spend (:meth:`_may_refresh`).
+        self._refresh_credit = refresh_share * self.REFRESH_WINDOW
+        self._credited_at = time.monotonic()
 
     def get(self, entity_id: str, *, wait: bool, cold_wait: float = 0.0) -> _Entry | None:
         """The entity's loaded entry. ``wait=False`` (the request path) starts a
@@ -249,7 +261,9 @@ class FactIndexes:
                     self._entries.popitem(last=False)
             else:
                 self._entries.move_to_end(entity_id)
-            start = not entry.loading and (entry.index is None or self._stale(entry))
+            start = not entry.loading and (
+                entry.index is None or (self._stale(entry) and self._may_refresh(entry.load_seconds))
+            )
             if start:
                 entry.loading = True
                 if entry.index is None:
@@ -288,6 +302,21 @@ class FactIndexes:
         if self.refresh_share > 0:
             interval = max(interval, entry.load_seconds / self.refresh_share)
         return time.monotonic() - entry.loaded_at > interval
+
+    def _may_refresh(self, cost: float) -> bool:
+        """Whether the refreshes' share of the time has room for one more, which is then
+        charged ``cost`` seconds (what the entry's last load took). Called under the lock."""
+        if self.refresh_share <= 0:
+            return True
+        now = time.monotonic()
+        earned = (now - self._credited_at) * self.refresh_share
+        self._refresh_credit = min(self.refresh_share * self.REFRESH_WINDOW, self._refresh_credit + earned)
+        self._credited_at = now
+        if self._refresh_credit <= 0:
+            return False
+        # May go below zero: a load longer than the bank is paid back before the next.
+        self._refresh_credit -= cost
+        return True
 
     def _load(self, entity_id: str, entry: _Entry) -> None:
         started = time.monotonic()
