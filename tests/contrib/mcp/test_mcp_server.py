@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,13 +20,18 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 import memtap
+from memtap.sdk.server import Grant, TokenRule, token_digest
 from memtap.testing.timing import wait_listening
+from memtap_mcp.server import EntityRules, build_server
 
 TOOLS = {"remember", "recall", "forget", "history"}
 #: The `memtap` command line, run by this interpreter (the plugin adds `mcp` through its hook).
 MEMTAP = [sys.executable, "-c", "import sys; from memtap.cli.main import main; sys.exit(main())"]
 ALICE_TOKEN = "tok-alice-4b1d0c7e9a"
 ADMIN_TOKEN = "tok-admin-99f0e1d2c3"
+#: Seconds a test asks ``recall`` again while it answers ``loading`` (a busy CI machine's
+#: first load may take longer than the tool's wait; the store here holds a few facts).
+LOADING_PATIENCE = 60.0
 
 
 # Own store: a DuckDB URL with two sessions (the MCP server under test opens it).
@@ -57,6 +63,20 @@ def data(result) -> dict:
     return result.structured_content
 
 
+async def recall(client: Client, args: dict) -> dict:
+    """``recall``'s answer once the entity's index is loaded: a ``loading`` answer (none
+    found yet) is asked again, as the tool says to; each answer's shape is checked."""
+    give_up = anyio.current_time() + LOADING_PATIENCE
+    while True:
+        found = data(await client.call_tool("recall", args))
+        assert isinstance(found["loading"], bool)
+        if not found["loading"]:
+            return found
+        assert found["facts"] == []
+        assert anyio.current_time() < give_up, f"recall still loading after {LOADING_PATIENCE} s"
+        await anyio.sleep(0.2)
+
+
 async def exercise(client: Client, *, entity: str | None) -> None:
     """Every tool, through ``client`` (``entity``: what the calls name; ``None`` relies on
     the server's default entity, alice)."""
@@ -70,10 +90,10 @@ async def exercise(client: Client, *, entity: str | None) -> None:
     miso = stored["fact"]["fact_id"]
     data(await client.call_tool("remember", {**named, "text": "Alice drinks oolong tea"}))
 
-    found = data(await client.call_tool("recall", {**named, "query": "what is the cat's name?", "k": 1}))
+    found = await recall(client, {**named, "query": "what is the cat's name?", "k": 1})
     assert [f["fact_id"] for f in found["facts"]] == [miso]
     assert 0 < found["facts"][0]["score"] <= 1
-    everything = data(await client.call_tool("recall", {**named, "query": "zebra crossing", "k": 10}))
+    everything = await recall(client, {**named, "query": "zebra crossing", "k": 10})
     assert len(everything["facts"]) <= 10  # no score threshold: weak matches still listed
 
     turns = data(await client.call_tool("history", {**named, "session_id": "s1"}))["messages"]
@@ -84,7 +104,7 @@ async def exercise(client: Client, *, entity: str | None) -> None:
 
     gone = data(await client.call_tool("forget", {**named, "fact_id": miso}))
     assert gone["forgotten"] == 1
-    after = data(await client.call_tool("recall", {**named, "query": "what is the cat's name?", "k": 5}))
+    after = await recall(client, {**named, "query": "what is the cat's name?", "k": 5})
     assert miso not in [f["fact_id"] for f in after["facts"]]
     assert data(await client.call_tool("forget", {**named, "fact_id": "no-such-fact"}))["forgotten"] == 0
 
@@ -227,5 +247,35 @@ def test_http_server_stops_cleanly_on_a_signal(store: str, tmp_path: Path, sig: 
     mem = memtap.Memory(store, spool=False, embedder=False)  # the file is free again
     try:
         assert mem.history("s1", entity_id="alice")[0].content == "I moved to Lisbon"
+    finally:
+        mem.close()
+
+
+def wait_index_loads(mem: memtap.Memory, count: int) -> None:
+    give_up = time.monotonic() + LOADING_PATIENCE
+    while mem.recall_stats().index_loads < count:
+        assert time.monotonic() < give_up, f"{mem.recall_stats().index_loads} index loads, not {count}"
+        time.sleep(0.05)
+
+
+def test_the_server_loads_default_entities_at_start_and_an_entity_on_remember(tmp_path: Path) -> None:
+    """So that the first ``recall`` finds the index (an agent that is told ``loading`` may
+    not ask again): the server's ``--entity`` and each token line's default entity as it
+    starts, and an entity named by ``remember`` (who remembers recalls next)."""
+    mem = memtap.Memory(f"duckdb:///{tmp_path / 'warm.duckdb'}", spool=False, embedder=False, episodes=False)
+    rules = EntityRules("alice", rules=[TokenRule(token_digest(ALICE_TOKEN), Grant("b*", "bob"))])
+    try:
+        assert rules.default_entities() == ["alice", "bob"]
+        server = build_server(mem, rules)
+        wait_index_loads(mem, 2)
+
+        async def main() -> None:
+            async with Client(server) as client:
+                data(await client.call_tool("remember", {"entity_id": "carol", "text": "Carol sails"}))
+
+        anyio.run(main)
+        wait_index_loads(mem, 3)
+        found = mem.longterm.recall_soon("sails", entity_id="carol", k=1, index_wait=0.0, deadline=0.0)
+        assert found is not None and [f.fact.text for f in found] == ["Carol sails"]
     finally:
         mem.close()

@@ -52,6 +52,8 @@ OVERDUE_CALLS = 2
 #: Seconds ``recall`` waits for a cold entity's index, and for the question's vector.
 RECALL_INDEX_WAIT = 1.0
 RECALL_QUERY_DEADLINE = 0.5
+#: Most default entities whose indexes a starting server loads (a tokens file may hold many).
+WARM_ENTITIES = 32
 #: What the server tells the client about itself (shown to the model by most clients).
 INSTRUCTIONS = (
     "Long-term memory kept by memtap. `recall` finds what is remembered about an entity "
@@ -97,6 +99,14 @@ class EntityRules:
         if self.tokens is None or headers is None:
             return EVERY_ENTITY
         return self.tokens.match(presented_token(headers))
+
+    def default_entities(self) -> list[str]:
+        """The entities calls act as when they name none: ``--entity`` and each token
+        line's default (at most :data:`WARM_ENTITIES` of them, in that order)."""
+        named = [self.default_entity] if self.default_entity else []
+        if self.tokens is not None:
+            named += [r.grant.default_entity for r in self.tokens.rules if r.grant.default_entity]
+        return list(dict.fromkeys(named))[:WARM_ENTITIES]
 
     def entity(self, grant: Grant, named: str | None) -> str:
         """The entity a call acts as (:class:`AccessError` when it may not, or when no
@@ -155,8 +165,13 @@ EntityArg = Annotated[
 
 
 def build_server(mem: memtap.Memory, rules: EntityRules | None = None, *, name: str = "memtap") -> MCPServer:
-    """An MCP server whose four tools read and write ``mem`` under ``rules``."""
+    """An MCP server whose four tools read and write ``mem`` under ``rules``. It starts
+    loading the embedder's model and the default entities' indexes in the background, so
+    that the first ``recall`` finds them (rather than answering ``loading``, or by words)."""
     rules = rules or EntityRules()
+    mem.warm_up()
+    for entity in rules.default_entities():
+        mem.longterm.load_soon(redact_id(entity))
     server: MCPServer = MCPServer(name=name, instructions=INSTRUCTIONS, version=memtap.__version__)
     work = BoundedWork(TOOL_DEADLINE, OVERDUE_CALLS, name="memtap-mcp-tool")
 
@@ -192,6 +207,7 @@ def build_server(mem: memtap.Memory, rules: EntityRules | None = None, *, name: 
         if not text.strip():
             raise ToolError("remember needs the fact as a non-empty text")
         fact = await bounded("remember", mem.remember, text, entity_id=entity)
+        mem.longterm.load_soon(redact_id(entity))  # who remembers recalls next
         return {"entity_id": entity, "fact": _fact(fact)}
 
     @server.tool()

@@ -102,6 +102,11 @@ class LongTermMemory:
             return None
         return self.recall(query, entity_id=entity_id, process_id=None, k=k, min_score=0.0, deadline=deadline)
 
+    def load_soon(self, entity_id: str) -> None:
+        """Start loading the entity's index in the background, if it is not loaded (a
+        recall about it is coming: :meth:`recall_soon` then need not answer "loading")."""
+        self.engine.indexes.get(entity_id, wait=False)
+
     def facts(self, *, entity_id: str, process_id: str | None = None) -> list[Fact]:
         """Current facts, newest first (tombstones of deleted facts left out)."""
         return [
