@@ -19,6 +19,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 from starlette.testclient import TestClient
+from ui_support import recall_page
 
 import memtap
 import memtap_ui.app
@@ -39,7 +40,7 @@ def test_an_entity_id_with_slashes_is_browsed_as_itself(mem: memtap.Memory, enti
         assert page.status_code == 200
         assert f"the fact of {entity_id!r}".replace("'", "&#39;") in page.text
         assert f'action="/entities/{seg}/forget"' in page.text
-        recall = client.get(f"/entities/{seg}/recall", params={"q": "tulips"})
+        recall = recall_page(client, f"/entities/{seg}/recall", q="tulips")
         assert recall.status_code == 200
         shown = [o for o in TRICKY_IDS if f"the fact of {o!r}".replace("'", "&#39;") in recall.text]
         assert shown == [entity_id]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from starlette.testclient import TestClient
+from ui_support import recall_page
 
 import memtap
 from memtap_ui import create_app
@@ -48,7 +49,8 @@ def test_every_page_as_json(client: TestClient, mem: memtap.Memory) -> None:
     exchange = get_json(client, f"/exchanges/{exchange_id}")
     assert exchange["x"]["id"] == exchange_id
 
-    ranked = get_json(client, "/entities/alice/recall", q="beagle", k="3")
+    ranked = recall_page(client, "/entities/alice/recall", q="beagle", k="3", format="json").json()
+    assert ranked["loading"] is False
     assert [r["fact"]["text"] for r in ranked["results"]] == [
         h.fact.text for h in mem.recall("beagle", entity_id="alice", k=3)
     ]

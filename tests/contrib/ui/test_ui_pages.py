@@ -5,13 +5,14 @@ playground ranking as Memory.recall does."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from html import unescape
 from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
-from ui_support import HOSTILE
+from ui_support import HOSTILE, LOADING_PATIENCE, LOADING_TEXT, recall_page
 
 import memtap
 from memtap_ui import create_app
@@ -162,7 +163,7 @@ def test_exchange_page_shows_the_injected_history(client, mem):
 
 @pytest.mark.parametrize("query", ["what should Miso eat", "where does alice live", "tea"])
 def test_recall_playground_ranks_as_memory_recall(client, mem, query):
-    page = client.get("/entities/alice/recall", params={"q": query, "k": 5})
+    page = recall_page(client, "/entities/alice/recall", q=query, k="5")
     assert page.status_code == 200
     expected = mem.recall(query, entity_id="alice", k=5)
     assert expected
@@ -170,6 +171,18 @@ def test_recall_playground_ranks_as_memory_recall(client, mem, query):
     assert [(float(score), unescape(text)) for score, text in rows] == [
         (round(s.score, 3), s.text) for s in expected
     ]
+
+
+def test_the_entity_page_loads_the_entity_for_its_recall_playground(client, mem):
+    """The page links to the recall playground, which waits 0.3 s at most for a cold index."""
+    assert mem.recall_stats().index_loads == 0
+    assert client.get("/entities/alice").status_code == 200
+    give_up = time.monotonic() + LOADING_PATIENCE
+    while mem.recall_stats().index_loads == 0:
+        assert time.monotonic() < give_up, "the entity page did not load alice's index"
+        time.sleep(0.05)
+    page = client.get("/entities/alice/recall", params={"q": "beagle", "k": 1})
+    assert LOADING_TEXT not in page.text and "beagle" in page.text
 
 
 def test_missing_things_are_404(client):

@@ -5,7 +5,10 @@ facts injected into later calls), plus facts remembered and replaced, and hostil
 from __future__ import annotations
 
 import datetime as _dt
+import time
+from typing import Any
 
+import httpx
 import openai
 
 import memtap
@@ -13,6 +16,11 @@ from memtap.testing.server import Reply, ScriptedModelServer
 
 #: Text that must show as text on every page.
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
+#: Seconds a test asks the recall page again while it says the entity is still loading (a
+#: busy CI machine's first load of an index may take longer than the page's wait).
+LOADING_PATIENCE = 60.0
+#: What the recall page says while the entity's index loads.
+LOADING_TEXT = "are still being loaded for recall"
 #: When the story happens (fixed, so that screenshots do not change from run to run).
 T0 = _dt.datetime(2026, 11, 30, 9, 0, tzinfo=_dt.timezone.utc)
 
@@ -51,3 +59,19 @@ def fill(store_url: str, *, embedder: object = False) -> None:
             mem.flush()
         finally:
             mem.close()
+
+
+def recall_page(client: Any, path: str, **params: str) -> httpx.Response:
+    """The recall page ``path`` once the entity's index is loaded: asked again while it says
+    the facts are still being loaded, as it tells a person to (``format=json``: its
+    ``loading``)."""
+    give_up = time.monotonic() + LOADING_PATIENCE
+    while True:
+        page = client.get(path, params=params)
+        if page.status_code != 200:
+            return page
+        loading = page.json()["loading"] if params.get("format") == "json" else LOADING_TEXT in page.text
+        if not loading:
+            return page
+        assert time.monotonic() < give_up, f"{path} still loading after {LOADING_PATIENCE} s"
+        time.sleep(0.2)

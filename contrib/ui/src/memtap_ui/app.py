@@ -207,6 +207,7 @@ class MemoryBrowser:
         page = pages.entity(self.memory, entity_id)
         if not page.exists:
             return self.not_found(request, f"entity {entity_id!r}")
+        self.memory.longterm.load_soon(redact_id(entity_id))  # for its recall playground
         forgotten = request.query_params.get("forgotten")
         shown = len(page.facts) if request.query_params.get("facts") == "all" else FACTS_SHOWN
         offered = set(self.offered(request.query_params.get("repeats"), entity_id))
