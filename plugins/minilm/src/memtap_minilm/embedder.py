@@ -15,6 +15,8 @@ import numpy as np
 from memtap import MemtapError
 from memtap.sdk import wait_for_quiet
 
+from .runtime import import_onnxruntime
+
 #: The name vectors are stored under (a different model never mixes with these).
 MODEL_NAME = "minilm-l6-v2-int8"
 DIM = 384
@@ -79,7 +81,7 @@ class MiniLMEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort  # type: ignore[import-untyped]
+            ort = import_onnxruntime()
 
             tokenizer = self._load_tokenizer()
             if not model_path().is_file():
@@ -122,7 +124,7 @@ class MiniLMEmbedder:
             wait_for_quiet()
             self._quick_table().start()
         wait_for_quiet()
-        import onnxruntime  # noqa: F401  (the import holds the GIL; the session mostly not)
+        import_onnxruntime()  # the import holds the GIL; the session mostly not
 
         self.load()
 
