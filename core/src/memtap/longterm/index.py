@@ -533,6 +533,9 @@ class EntityIndex:
         # only: a pass over every slot would cost more than most postings.
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
         matched: list[Any] = []
+        tfs: list[Any] = []
+        weights: list[float] = []  # each matching term's IDF mass
+        gains: list[float] = []  # and its BM25 numerator's factor
         postings = 0
         mass = 0.0
         for term, qtf in counts.items():
@@ -545,16 +548,26 @@ class EntityIndex:
             if idf < self.WEIGHTLESS_IDF:
                 continue
             slots = np.frombuffer(p.slots, dtype=np.int32)
-            tf = np.frombuffer(p.tf, dtype=np.float32)
-            df = len(slots)
-            covered[slots] += idf * qtf
-            norm = self._doclen[slots] * per_len
+            matched.append(slots)
+            tfs.append(np.frombuffer(p.tf, dtype=np.float32))
+            weights.append(idf * qtf)
+            gains.append(idf * qtf * (f.k1 + 1))
+            postings += len(slots)
+        if matched:
+            # Every matching term's postings in one pass rather than a few numpy calls per
+            # term (~1-2 µs each: most of a long question's BM25). np.add.at adds in the
+            # order given, term by term in float32 as a loop over the terms would: the
+            # scores are the same to the bit.
+            hits = matched[0] if len(matched) == 1 else np.concatenate(matched)
+            tf = tfs[0] if len(tfs) == 1 else np.concatenate(tfs)
+            lengths = [len(m) for m in matched]
+            np.add.at(covered, hits, np.repeat(np.array(weights, np.float32), lengths))
+            norm = self._doclen[hits] * per_len
             norm += base
             norm += tf
-            scores[slots] += (idf * qtf * (f.k1 + 1)) * tf / norm
-            if matches:
-                matched.append(slots)
-                postings += df
+            np.add.at(scores, hits, np.repeat(np.array(gains, np.float32), lengths) * tf / norm)
+        if not matches:
+            matched = []
         if mass:
             covered *= 1 / mass
         if self.alive_count < n:
