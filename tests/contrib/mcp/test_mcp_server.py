@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import memtap
 from memtap.sdk.server import Grant, TokenRule, token_digest
-from memtap.testing.timing import wait_listening
+from memtap.testing.timing import slack, wait_for, wait_listening
 from memtap_mcp.server import EntityRules, build_server
 
 TOOLS = {"remember", "recall", "forget", "history"}
@@ -29,9 +28,10 @@ TOOLS = {"remember", "recall", "forget", "history"}
 MEMTAP = [sys.executable, "-c", "import sys; from memtap.cli.main import main; sys.exit(main())"]
 ALICE_TOKEN = "tok-alice-4b1d0c7e9a"
 ADMIN_TOKEN = "tok-admin-99f0e1d2c3"
-#: Seconds a test asks ``recall`` again while it answers ``loading`` (a busy CI machine's
-#: first load may take longer than the tool's wait; the store here holds a few facts).
-LOADING_PATIENCE = 60.0
+#: Seconds (before :func:`slack`) a test asks ``recall`` again while it answers ``loading``
+#: (a busy CI machine's first load may take longer than the tool's wait; the store here
+#: holds a few facts).
+LOADING_PATIENCE = 20.0
 
 
 # Own store: a DuckDB URL with two sessions (the MCP server under test opens it).
@@ -66,14 +66,14 @@ def data(result) -> dict:
 async def recall(client: Client, args: dict) -> dict:
     """``recall``'s answer once the entity's index is loaded: a ``loading`` answer (none
     found yet) is asked again, as the tool says to; each answer's shape is checked."""
-    give_up = anyio.current_time() + LOADING_PATIENCE
+    give_up = anyio.current_time() + slack(LOADING_PATIENCE)
     while True:
         found = data(await client.call_tool("recall", args))
         assert isinstance(found["loading"], bool)
         if not found["loading"]:
             return found
         assert found["facts"] == []
-        assert anyio.current_time() < give_up, f"recall still loading after {LOADING_PATIENCE} s"
+        assert anyio.current_time() < give_up, f"recall still loading after {slack(LOADING_PATIENCE):.0f} s"
         await anyio.sleep(0.2)
 
 
@@ -252,10 +252,7 @@ def test_http_server_stops_cleanly_on_a_signal(store: str, tmp_path: Path, sig: 
 
 
 def wait_index_loads(mem: memtap.Memory, count: int) -> None:
-    give_up = time.monotonic() + LOADING_PATIENCE
-    while mem.recall_stats().index_loads < count:
-        assert time.monotonic() < give_up, f"{mem.recall_stats().index_loads} index loads, not {count}"
-        time.sleep(0.05)
+    wait_for(lambda: mem.recall_stats().index_loads >= count, LOADING_PATIENCE, what=f"{count} index loads")
 
 
 def test_the_server_loads_default_entities_at_start_and_an_entity_on_remember(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ playground ranking as Memory.recall does."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from html import unescape
 from urllib.parse import quote
@@ -15,6 +14,7 @@ from starlette.testclient import TestClient
 from ui_support import HOSTILE, LOADING_PATIENCE, LOADING_TEXT, recall_page
 
 import memtap
+from memtap.testing.timing import wait_for
 from memtap_ui import create_app
 
 ORIGIN = "http://127.0.0.1:8097"
@@ -177,10 +177,7 @@ def test_the_entity_page_loads_the_entity_for_its_recall_playground(client, mem)
     """The page links to the recall playground, which waits 0.3 s at most for a cold index."""
     assert mem.recall_stats().index_loads == 0
     assert client.get("/entities/alice").status_code == 200
-    give_up = time.monotonic() + LOADING_PATIENCE
-    while mem.recall_stats().index_loads == 0:
-        assert time.monotonic() < give_up, "the entity page did not load alice's index"
-        time.sleep(0.05)
+    wait_for(lambda: mem.recall_stats().index_loads > 0, LOADING_PATIENCE, what="the load of alice's index")
     page = client.get("/entities/alice/recall", params={"q": "beagle", "k": 1})
     assert LOADING_TEXT not in page.text and "beagle" in page.text
 

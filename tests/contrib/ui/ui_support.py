@@ -5,7 +5,6 @@ facts injected into later calls), plus facts remembered and replaced, and hostil
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from typing import Any
 
 import httpx
@@ -13,12 +12,14 @@ import openai
 
 import memtap
 from memtap.testing.server import Reply, ScriptedModelServer
+from memtap.testing.timing import eventually
 
 #: Text that must show as text on every page.
 HOSTILE = "<script>document.title='pwned'</script><img src=x onerror=alert(1)>"
-#: Seconds a test asks the recall page again while it says the entity is still loading (a
-#: busy CI machine's first load of an index may take longer than the page's wait).
-LOADING_PATIENCE = 60.0
+#: Seconds (before :func:`~memtap.testing.timing.slack`) a test asks the recall page again
+#: while it says the entity is still loading (a busy CI machine's first load of an index
+#: may take longer than the page's wait).
+LOADING_PATIENCE = 20.0
 #: What the recall page says while the entity's index loads.
 LOADING_TEXT = "are still being loaded for recall"
 #: When the story happens (fixed, so that screenshots do not change from run to run).
@@ -65,13 +66,14 @@ def recall_page(client: Any, path: str, **params: str) -> httpx.Response:
     """The recall page ``path`` once the entity's index is loaded: asked again while it says
     the facts are still being loaded, as it tells a person to (``format=json``: its
     ``loading``)."""
-    give_up = time.monotonic() + LOADING_PATIENCE
-    while True:
-        page = client.get(path, params=params)
+    pages: list[httpx.Response] = []
+
+    def loaded() -> bool:
+        pages.append(client.get(path, params=params))
+        page = pages[-1]
         if page.status_code != 200:
-            return page
-        loading = page.json()["loading"] if params.get("format") == "json" else LOADING_TEXT in page.text
-        if not loading:
-            return page
-        assert time.monotonic() < give_up, f"{path} still loading after {LOADING_PATIENCE} s"
-        time.sleep(0.2)
+            return True
+        return not (page.json()["loading"] if params.get("format") == "json" else LOADING_TEXT in page.text)
+
+    assert eventually(loaded, LOADING_PATIENCE, interval=0.2), f"{path} still loading after {len(pages)} asks"
+    return pages[-1]

@@ -532,10 +532,12 @@ class EntityIndex:
         # The length norm k1 * (1 - b + b * len / avgdl), computed for the matching slots
         # only: a pass over every slot would cost more than most postings.
         base, per_len = f.k1 * (1 - f.b), f.k1 * f.b / avgdl
+        # Each matching term's slots, term frequencies, IDF mass, and BM25 numerator's
+        # factor (kept apart from the mass: rounded to float32 as the factor it is).
         matched: list[Any] = []
         tfs: list[Any] = []
-        weights: list[float] = []  # each matching term's IDF mass
-        gains: list[float] = []  # and its BM25 numerator's factor
+        weights: list[float] = []
+        gains: list[float] = []
         postings = 0
         mass = 0.0
         for term, qtf in counts.items():
@@ -566,21 +568,18 @@ class EntityIndex:
             norm += base
             norm += tf
             np.add.at(scores, hits, np.repeat(np.array(gains, np.float32), lengths) * tf / norm)
-        if not matches:
-            matched = []
         if mass:
             covered *= 1 / mass
         if self.alive_count < n:
             scores[~self._alive[:n]] = 0  # postings keep the slots of removed facts
-        if not matched:
+        if not matches or not matched:
             return scores, none, covered
         if len(matched) == 1 or postings * 4 < n:
             # Few matches: merge the postings (a sort of what matched, not a pass over n;
             # by hand, as np.unique's generality costs several times more here).
-            hit = matched[0]
+            hit = hits
             if len(matched) > 1:
-                hit = np.concatenate(matched)
-                hit.sort()
+                hit.sort()  # the scoring's own concatenation, no longer needed in term order
                 first = np.empty(len(hit), bool)
                 first[0] = True
                 np.not_equal(hit[1:], hit[:-1], out=first[1:])
