@@ -21,9 +21,9 @@ leaves 127.0.0.1.
 Code; ``all``) as the first ``--turns`` requests of ``--sessions`` new sessions: new session
 ids (``--vary id``), a new question (``prompt``: agents naming no session are told apart by
 it), or both (the default), after the same seeded facts; each request direct and through the
-proxy back to back. It prints the added time to the first byte per position in the session
-(request 1: a new session's first), and the proxy's CPU per request (the whole process, and
-its event loop's thread alone: the request path).
+proxy back to back. It prints the added time to the first byte and to the whole answer per
+position in the session (request 1: a new session's first), and the proxy's CPU per request
+(the whole process, and its event loop's thread alone: the request path).
 
     python benchmarks/proxy.py [--requests 400] [--runs 5] [--concurrency 32] [--seconds 5]
                                [--only chat|agents|new-sessions] [--sessions 60] [--turns 10]
@@ -669,22 +669,24 @@ def new_session(request: Raw, agent: str, n: int, vary: str = "both") -> Raw:
     return Raw(content, headers)
 
 
-def first_byte(client: httpx.Client, url: str, request: Raw) -> float:
-    """Seconds to the first body byte of ``request`` (its answer read whole)."""
+def answer_times(client: httpx.Client, url: str, request: Raw) -> tuple[float, float]:
+    """Seconds to the first body byte of ``request``'s answer, and to its last."""
     t0 = time.perf_counter()
     first = None
     with client.stream("POST", url, content=request.content, headers=request.headers) as r:
         for _chunk in r.iter_raw():
             if first is None:
                 first = time.perf_counter() - t0
-    return first or 0.0
+    whole = time.perf_counter() - t0
+    return first or whole, whole
 
 
 def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespace) -> None:
     """Each agent's recorded request as the first ``--turns`` requests of ``--sessions``
     new sessions (new session ids, a new prompt, the seeded entity: recall, and history
     where the agent gets it), each request sent direct and through the proxy back to back
-    (the order alternating): added time to the first byte per position in the session, and
+    (the order alternating): added time to the first byte and to the whole answer per
+    position in the session, and
     the proxy's CPU per request (its process's whole CPU over the run: background work
     included; and its event loop's thread alone: the request path). ``--fresh``: nothing
     seeded (the store holds only what these requests leave)."""
@@ -695,23 +697,24 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
         if wanted is not None and agent not in wanted:
             continue
         base = agent_request(name)
-        direct_times: list[list[float]] = [[] for _ in range(args.turns)]
-        proxy_times: list[list[float]] = [[] for _ in range(args.turns)]
+        # Per position in the session: (first byte, whole answer) of each request.
+        direct_times: list[list[tuple[float, float]]] = [[] for _ in range(args.turns)]
+        proxy_times: list[list[tuple[float, float]]] = [[] for _ in range(args.turns)]
         with httpx.Client(timeout=10) as d_client, httpx.Client(timeout=10) as p_client:
             for _ in range(20):  # warm-up: connections, the same session again and again
-                first_byte(d_client, direct + path, base)
-                first_byte(p_client, proxy + path, base)
+                answer_times(d_client, direct + path, base)
+                answer_times(p_client, proxy + path, base)
             load0, c0, t0 = os.getloadavg()[0], cpu_seconds(proxy_pid), time.perf_counter()
             loop0 = cpu_seconds(proxy_pid, thread=True)
             for s in range(args.sessions):
                 request = new_session(base, agent, s + 1, args.vary)
                 for k in range(args.turns):
                     if (s + k) % 2:
-                        d = first_byte(d_client, direct + path, request)
-                        p = first_byte(p_client, proxy + path, request)
+                        d = answer_times(d_client, direct + path, request)
+                        p = answer_times(p_client, proxy + path, request)
                     else:
-                        p = first_byte(p_client, proxy + path, request)
-                        d = first_byte(d_client, direct + path, request)
+                        p = answer_times(p_client, proxy + path, request)
+                        d = answer_times(d_client, direct + path, request)
                     direct_times[k].append(d)
                     proxy_times[k].append(p)
             c1, elapsed = cpu_seconds(proxy_pid), time.perf_counter() - t0
@@ -721,9 +724,11 @@ def new_sessions(direct: str, proxy: str, proxy_pid: int, args: argparse.Namespa
             f"requests ({elapsed:.1f} s, load {load0:.2f} -> {os.getloadavg()[0]:.2f})"
         )
         for k in range(args.turns):
-            d, p = ms(direct_times[k]), ms(proxy_times[k])
-            label = f"  request {k + 1} first byte median ms"
-            print(f"{label:42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
+            for what, which in (("first byte", 0), ("whole answer", 1)):
+                d = ms([t[which] for t in direct_times[k]])
+                p = ms([t[which] for t in proxy_times[k]])
+                label = f"  request {k + 1} {what} median ms"
+                print(f"{label:42}{d:10.3f}{p:10.3f}{p - d:+10.3f}")
         n = args.sessions * args.turns
         if c0 is not None and c1 is not None:
             print(f"{'  proxy CPU per request ms':42}{'':10}{1000 * (c1 - c0) / n:10.3f}")

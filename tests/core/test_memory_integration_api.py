@@ -114,6 +114,39 @@ def test_a_call_is_formatted_in_the_caller_when_asked(mem):
     assert [m.content for m in mem.history()] == ["hi", "hello"]
 
 
+def test_a_call_formatted_after_its_answer_is_formatted_when_the_caller_says(mem):
+    mem.format_in_caller = True
+    seen: list[bool] = []
+    original = mem.writer.submit
+
+    def submit(item: Any) -> None:
+        seen.append(item._done)
+        original(item)
+
+    mem.writer.submit = submit  # type: ignore[method-assign]
+    call = mem.tap.begin(CHAT)
+    call.format_after_answer = True
+    call.prepare(body("hi"))
+    call.succeeded(answer("hello"), lambda r: r)
+    assert seen == [False]  # captured and queued, not formatted yet
+    assert call.captured is not None and not call.captured._done
+    call.format_captured()  # the answer is out
+    assert call.captured._done
+    call.format_captured()  # done once
+    assert [m.content for m in mem.history()] == ["hi", "hello"]
+
+
+def test_a_call_never_formatted_by_its_caller_is_formatted_by_the_writer(mem):
+    mem.format_in_caller = True
+    call = mem.tap.begin(CHAT)
+    call.format_after_answer = True
+    call.prepare(body("hi"))
+    call.succeeded(answer("hello"), lambda r: r)
+    assert mem.flush(10)
+    assert [m.content for m in mem.history()] == ["hi", "hello"]
+    assert [[m.content for m in e.messages] for e in mem.store.exchanges()] == [["hi", "hello"]]
+
+
 def test_begin_takes_the_callers_attribution_and_agent(mem, recorder):
     with mem.scope(entity_id="scoped", session_id="scope-session"):
         bob = Attribution(entity_id="bob", session_id="s9")

@@ -106,7 +106,8 @@ class Proxy:
     ) -> None:
         self.config = config
         self.memory = memory
-        # Calls finish after their answer is written: format them then.
+        # The event loop formats each call once its answer is out (Call.format_after_answer),
+        # not the writer as soon as it is queued: the writer wakes once per batch.
         memory.format_in_caller = True
         # Requests are coming: load the embedder's model now, in the background.
         memory.warm_up()
@@ -298,6 +299,8 @@ class Proxy:
                 history=attributed.history,
             )
             call.usage_with_injection_only = True  # an agent's bytes as sent, unless injected into
+            # Journaled before its last bytes go out, formatted once they are out.
+            call.format_after_answer = True
             call.span.set_attribute("memtap.agent", agent)
             call.span.set_attribute("memtap.session.source", attributed.session_source)
             # Inline: injectors must be fast (hookspec contract); a thread hop would cost
@@ -447,6 +450,7 @@ class Proxy:
         # client has it loses nothing), and in the history before its next request is read.
         await self.commits.finish(call, lambda: _capture_whole(call, status, data), self.loop())
         await send_response(send, status, client_response_headers(upstream.headers, keep_length=False), data)
+        call.format_captured()
 
     async def _resend_rejected(
         self,

@@ -87,6 +87,8 @@ class StreamRelay:
             watch.remove_done_callback(self._on_message)
             watch.cancel()
             self.upstream.close()
+        if self.call is not None:
+            self.call.format_captured()  # the answer is out (Call.format_after_answer)
 
     def _on_message(self, watch: asyncio.Future[Message]) -> None:
         if watch.cancelled() or watch.exception() is not None:

@@ -285,6 +285,13 @@ class Call:
         self.hide_usage_event = False
         #: The finished call as queued for storage (``None``: not captured, or not yet).
         self.captured: CapturedCall | None = None
+        #: The integration formats the finished call itself once its answer is out
+        #: (:meth:`format_captured`): the thread finishing the call does not, even with
+        #: ``Memory.format_in_caller``. For a server that finishes a call before its
+        #: answer's last bytes go out (``memtap proxy``: journaled before answered), so
+        #: that the answer does not wait for the formatting. Never formatted by then, the
+        #: capture writer formats it.
+        self.format_after_answer = False
         #: Ask a stream for its usage only when memtap changes the request anyway (the
         #: proxy: an agent's bytes go unchanged when nothing is injected); else always.
         self.usage_with_injection_only = False
@@ -606,6 +613,15 @@ class Call:
         message = redact_text(f"{type(error).__name__}: {error}") if error is not None else None
         self._capture(None, events, error=message, partial=partial)
 
+    def format_captured(self) -> None:
+        """Format the finished call into its exchange now, in this thread (done once:
+        nothing if it is formatted already, or was not captured). For an integration that
+        set :attr:`format_after_answer`, once the answer is out; a failure is logged, never
+        raised (the call is then not stored, as in the writer)."""
+        item = self.captured
+        if item is not None:
+            item.exchange()
+
     def _capture(
         self,
         response: Callable[[], Mapping[str, Any] | None] | None,
@@ -648,7 +664,7 @@ class Call:
             journal=self.journal,
         )
         item = captured(finished, tap.hook, tap.spool)
-        if tap.writer.format_in_caller:
+        if tap.writer.format_in_caller and not self.format_after_answer:
             item.exchange()
         self.captured = item
         try:
