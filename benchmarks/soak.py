@@ -8,8 +8,9 @@ every call that says something worth remembering (so every exchange makes episod
 real conversation). Printed per window of 500 registered calls: the added median (registered
 minus bare, ms) and the ratio, the added 90th percentile, the process CPU per call pair, the
 resident memory, how many stored facts still wait for a vector, and what the full model did
-for documents so far (texts embedded, vectors reused). At the end: ``Memory.flush()``
-(timed) and the facts still without a vector after it.
+for documents so far (texts embedded, vectors reused). At the end: ``Memory.flush()`` (timed),
+then up to 10 s more for the embedding (the texts the model embedded then), and the facts
+still without a vector after it.
 
     python benchmarks/soak.py [--calls 5000] [--window 500] [--server thread|process] [--json]
     python benchmarks/soak.py --memory off    # the same run with both clients bare: the CPU baseline
@@ -177,9 +178,12 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                 cpu_start = cpu
         flushed_at = time.perf_counter()
         mem.flush(60)
+        memorized_at = time.perf_counter()
+        embedded_before = mem.longterm.engine.stats.facts_embedded
         # Embedding is not part of Memory.flush (vectors are derived data): given 10 s more.
         mem.longterm.engine.flush(10)
         flush_s = time.perf_counter() - flushed_at
+        embedded_in_flush = mem.longterm.engine.stats.facts_embedded - embedded_before
         stored, missing = vectors_pending(mem) if memory_on else (0, 0)
         _, blind, _ = findable(mem, SOAK_ENTITIES) if memory_on else (0, 0, 0)
         cpu_total = time.process_time()
@@ -192,6 +196,8 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
         "wall_s": time.perf_counter() - wall_start,
         "cpu_s": cpu_total,
         "flush_s": flush_s,
+        "memorize_flush_s": memorized_at - flushed_at,
+        "texts_embedded_in_flush": embedded_in_flush,
         "facts": stored,
         "vectors_pending_after_flush": missing,
         "without_any_vector_after_flush": blind,
@@ -245,7 +251,9 @@ def main() -> None:
         f"first window {first['added_ms']:+.3f} ms, last {last['added_ms']:+.3f} ms "
         f"(drift {last['added_ms'] - first['added_ms']:+.3f} ms); worst window "
         f"{max(w['added_ms'] for w in result['windows']):+.3f} ms; process CPU {result['cpu_s']:.1f} s; "
-        f"flush {result['flush_s']:.1f} s, then {result['vectors_pending_after_flush']}/{result['facts']} "
+        f"flush {result['flush_s']:.1f} s (memorize {result['memorize_flush_s']:.1f} s; then the model "
+        f"embedded {result['texts_embedded_in_flush']} texts), "
+        f"then {result['vectors_pending_after_flush']}/{result['facts']} "
         f"facts without the full model's vector ({result['without_any_vector_after_flush']} without any); "
         f"peak RSS {result['peak_rss_mb']:.0f} MB"
     )

@@ -487,8 +487,43 @@ def test_a_backlog_is_embedded_on_every_core_while_no_call_runs_and_on_one_durin
     monkeypatch.setattr(background, "_last_started", float("-inf"))  # no call for ages
     coming = [Fact(entity_id="alice", text=f"coming fact {i}") for i in range(24)]
     worker.submit(coming)
-    assert worker.flush(5)
+    assert eventually(lambda: worker.pending == 0, timeout=5)  # nobody waits in flush()
     assert {embedder.threads[f.text] for f in coming} == {"memtap-embed"}
+    worker.close()
+
+
+def test_a_backlog_someone_flushes_is_embedded_on_every_core_unless_a_call_runs(monkeypatch):
+    """flush() says the caller waits for the backlog: with no call running it gets both
+    cores at once, even though facts came just now (what a process's last calls left when
+    it flushes before exiting, or a script after its imports); a call running keeps the
+    documents to one thread, flush or not."""
+    from memtap.workers import background
+
+    monkeypatch.setattr(EmbeddingWorker, "QUIET_AFTER", 5.0)  # just submitted: not quiet
+    monkeypatch.setattr(background, "_in_flight", 0)
+    monkeypatch.setattr(background, "_last_started", float("-inf"))
+    embedder = ThreadsEmbedder()
+    embedder.gate = threading.Event()  # the first step waits until flush() is waiting
+    worker = EmbeddingWorker(
+        embedder, InMemoryStore(), lambda entity, vectors, quick: None, RecallStats(), cores=2
+    )
+    flushed = [Fact(entity_id="alice", text=f"flushed fact {i}") for i in range(40)]
+    worker.submit(flushed)
+    threading.Timer(slack(0.2), embedder.gate.set).start()
+    assert worker.flush(slack(10))
+    threads = {embedder.threads[f.text] for f in flushed}
+    assert any(t.startswith("memtap-embed-helper") for t in threads), threads
+
+    background.call_started()  # a call is running: the other core is the app's
+    try:
+        embedder.gate = threading.Event()
+        busy = [Fact(entity_id="alice", text=f"flushed busy fact {i}") for i in range(40)]
+        worker.submit(busy)
+        threading.Timer(slack(0.2), embedder.gate.set).start()
+        assert worker.flush(slack(10))
+        assert {embedder.threads[f.text] for f in busy} == {"memtap-embed"}
+    finally:
+        background.call_ended()
     worker.close()
 
 

@@ -54,7 +54,7 @@ from memtap.metrics import count
 from memtap.protocol.embedder import Embedder
 from memtap.protocol.model import Fact, ScoredFact, aware, utcnow
 from memtap.storage.store import Store
-from memtap.workers.background import DaemonPool, LazyThread, lower_priority, quiet_for
+from memtap.workers.background import DaemonPool, LazyThread, calls_in_flight, lower_priority, quiet_for
 from memtap.workers.native import InterpreterExiting, native_work
 from memtap.workers.pending import PendingWork
 
@@ -532,7 +532,9 @@ class EmbeddingWorker:
     :attr:`QUIET_STEPS` steps at once: the model then runs at its rate on every core, and
     nothing waits behind it. While facts keep coming, the app's own work needs the other
     core (a loop of 50,000 ``remember`` calls slowed from 175 to 130 a second when the
-    model took both)."""
+    model took both), unless someone waits for the backlog in :meth:`flush` and no call
+    runs (a process's last calls, flushed before it exits: every core at once, not half a
+    second later)."""
 
     #: The longest a step waits for the query lane to be free (seconds).
     YIELD_AT_MOST = 0.05
@@ -569,6 +571,10 @@ class EmbeddingWorker:
         self.cores = max(1, cores if cores is not None else _usable_cpus())
         self._helpers: DaemonPool | None = None
         self._last_submit = float("-inf")
+        #: Callers waiting in :meth:`flush`: they wait for the backlog, which then takes
+        #: every core whenever no call is running, facts coming or not.
+        self._flushing = 0
+        self._flushing_lock = threading.Lock()
         self.store = store
         self.deliver = deliver
         self.stats = stats
@@ -618,8 +624,15 @@ class EmbeddingWorker:
         self._thread.start()
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything queued is embedded by the full model (or failed)."""
-        return self._pending.wait(timeout)
+        """Wait until everything queued is embedded by the full model (or failed); the
+        backlog takes every core meanwhile unless a call is running."""
+        with self._flushing_lock:
+            self._flushing += 1
+        try:
+            return self._pending.wait(timeout)
+        finally:
+            with self._flushing_lock:
+                self._flushing -= 1
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Finish what is queued (up to ``timeout``), then stop: what is left is embedded
@@ -830,11 +843,13 @@ class EmbeddingWorker:
                 self.learned(text, row)
 
     def _parallel_now(self) -> bool:
-        return (
-            self.cores > 1
-            and time.monotonic() - self._last_submit >= self.QUIET_AFTER
-            and quiet_for(self.QUIET_AFTER)
-        )
+        """Whether to embed over every core now: no call runs, and someone waits in
+        :meth:`flush` or nothing happened for :attr:`QUIET_AFTER` seconds."""
+        if self.cores <= 1:
+            return False
+        if self._flushing:
+            return not calls_in_flight()
+        return time.monotonic() - self._last_submit >= self.QUIET_AFTER and quiet_for(self.QUIET_AFTER)
 
     def _embed_texts(self, texts: list[str]) -> Any:
         """The model's rows for ``texts``: split over :attr:`cores` threads (this one and
