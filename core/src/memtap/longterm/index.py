@@ -825,8 +825,11 @@ class EntityIndex:
                     if q is not None:
                         cosine = float(self._vecs[slot] @ q) if self._has_vec[slot] else -1.0
                     in_time = timely is not None and bool(timely[slot])
-                    part = self.score_parts(slot, float(lex[slot]), cosine, in_time)
-                    parts[fact.id] = part._replace(
+                    parts[fact.id] = self.score_parts(
+                        slot,
+                        float(lex[slot]),
+                        cosine,
+                        in_time,
                         coverage=float(covered[slot]),
                         demoted=demote and bool(self._assistant[slot]),
                         newer=self._id_of(newer.get(slot)),
@@ -972,17 +975,30 @@ class EntityIndex:
         oldest, newest = self._created_range
         return (created - oldest) * (1 / ((newest - oldest) or 1.0))
 
-    def score_parts(self, slot: int, bm25: float, cosine: float | None, in_time: bool) -> ScoreParts:
+    def score_parts(
+        self,
+        slot: int,
+        bm25: float,
+        cosine: float | None,
+        in_time: bool,
+        *,
+        coverage: float = 1.0,
+        demoted: bool = False,
+        newer: str | None = None,
+        lifted: float = 0.0,
+        present_age: float = 0.0,
+    ) -> ScoreParts:
         """What the fused score of ``slot`` is made of, given its BM25 score, its cosine
-        with the query vector (``None``: no query vector; ``-1``: the fact has none) and
-        whether it is of the time the question names (:meth:`ScoreParts.as_dict` names
-        the parts)."""
+        with the query vector (``None``: no query vector; ``-1``: the fact has none),
+        whether it is of the time the question names, and what :meth:`search` knows of
+        its place (the :class:`ScoreParts` fields of those names; :meth:`ScoreParts.as_dict`
+        names the parts). Made once per hit returned: on the request path."""
         f = self.fusion
         recency = 0.0
         if f.recency_weight:
             oldest, newest = self._created_range
             recency = (float(self._created[slot]) - oldest) * (f.recency_weight / ((newest - oldest) or 1.0))
-        return ScoreParts(bm25, cosine, in_time, recency, f)
+        return ScoreParts(bm25, cosine, in_time, recency, f, coverage, demoted, newer, lifted, present_age)
 
     def _search_small(
         self,
