@@ -91,7 +91,8 @@ def test_the_client_has_its_answer_before_the_call_is_formatted(
     formatter.answered.set()
     assert response.status_code == 200
     assert b"4." in answer
-    assert took < HOLD / 2, f"the answer waited {took:.2f} s for its call to be formatted"
+    # Formatted first, the answer would have waited out the whole hold.
+    assert took < slack(HOLD) / 2, f"the answer waited {took:.2f} s for its call to be formatted"
     # Formatted after the answer, and stored as always.
     assert mem.flush(slack(30))
     assert formatter.formatted == [True]
