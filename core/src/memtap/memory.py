@@ -222,9 +222,9 @@ class Memory:
     the profile is recognised from each request's system prompt, and ``"generic"`` puts
     every block at its fallback point.
 
-    ``format_in_caller`` is for servers that finish a call after its answer is written
-    (``memtap proxy``): see :attr:`format_in_caller`. Such integrations, which drive calls
-    themselves through :attr:`tap`, also use :meth:`wire_protocols`,
+    ``format_in_caller`` is for servers that format each call themselves once its answer
+    is written (``memtap proxy``): see :attr:`format_in_caller`. Such integrations, which
+    drive calls themselves through :attr:`tap`, also use :meth:`wire_protocols`,
     :meth:`agent_profiles`, :meth:`warm_up`, :meth:`recall_stats` and :attr:`embedder`.
     """
 
@@ -359,11 +359,13 @@ class Memory:
     @property
     def format_in_caller(self) -> bool:
         """Whether a finished call is formatted (turned into its exchange) in the thread
-        that finishes it, not in the background writer. For a server that finishes a call
-        after its answer is written (the proxy): the work is done while the client reads,
-        instead of in a thread that competes for the GIL with the next request, and the
-        writer wakes once per batch, not per call. Off by default: an app's thread goes back
-        to the app at once."""
+        that finishes it, not in the background writer. For a server whose answer is
+        written by then, or that formats each call itself once it is
+        (``Call.format_after_answer``, ``Call.format_captured``: the proxy, which finishes
+        a call before its last bytes to journal it first): the work is done while the
+        client reads, instead of in a thread that competes for the GIL with the next
+        request, and the writer wakes once per batch, not per call. Off by default: an
+        app's thread goes back to the app at once."""
         return self.writer.format_in_caller
 
     @format_in_caller.setter
