@@ -768,3 +768,38 @@ def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_
     assert worker.stats.facts_quick == len(quick_of) == len(quickable) - worker.step
     embedder.rest.set()
     worker.close()
+
+
+def test_facts_in_a_batch_waiting_for_the_model_get_quick_vectors_when_the_next_facts_come():
+    """The model's first batch may wait for the model itself (still loading in a new
+    process on a busy machine: seconds). Facts stored before the quick table was ready are
+    in that batch; once the table is ready, the next fact stored gives them their quick
+    vectors too, rather than leaving them findable by words only until the model runs (an
+    MCP server's first ``remember``, then another, then ``recall``: the first fact lost to
+    the second on meaning)."""
+    embedder = LateQuickEmbedder()
+    quick_of: dict[str, object] = {}
+    full_of: dict[str, object] = {}
+
+    def deliver(entity, vectors, quick):
+        (quick_of if quick else full_of).update(vectors)
+
+    worker = EmbeddingWorker(
+        embedder, InMemoryStore(), deliver, RecallStats(), quick=embedder.quick_query, cores=1
+    )
+    first = [Fact(entity_id="alice", text="my dog is a beagle"), Fact(entity_id="alice", text="@@ ## @@")]
+    worker.submit(first)
+    assert embedder.embedding.wait(5)  # the worker took them, and waits for the model
+    assert not quick_of
+    embedder.quick_ready.set()  # the table is loaded; the model is still loading
+    later = Fact(entity_id="alice", text="I drink tea")
+    worker.submit([later])
+    assert later.id in quick_of
+    assert first[0].id in quick_of, "a fact stored before the table waited for the model"
+    assert first[1].id not in quick_of  # no word the table knows: the model's vector only
+    assert not full_of
+    embedder.first_done.set()
+    embedder.rest.set()
+    assert worker.flush(5)
+    assert {f.id for f in [*first, later]} <= set(full_of)
+    worker.close()

@@ -602,6 +602,11 @@ class EmbeddingWorker:
         #: Facts taken from the queue got no quick vector: the worker gives them one when
         #: the quick path has some (:meth:`_quick_waiting`).
         self._quick_late = False
+        #: Facts the quick path had no vector for when they came (its table not loaded
+        #: yet), by id: the next submit that gets quick vectors gives them theirs, even
+        #: while the worker waits for the model with them (:meth:`_quick_blind`).
+        self._blind: dict[str, Fact] = {}
+        self._blind_lock = threading.Lock()
 
     @property
     def pending(self) -> int:
@@ -616,7 +621,9 @@ class EmbeddingWorker:
         self._last_submit = time.monotonic()
         # Here, not in the worker: its low priority made quick vectors lag by hundreds of
         # facts on a busy host (issue 37), and a quick vector costs 50-200 µs a fact.
-        self._quick_pass(facts)
+        made = self.stats.facts_quick
+        if not self._quick_pass(facts) and self._blind and self.stats.facts_quick > made:
+            self._quick_blind()  # the quick path makes vectors now
         for fact in facts:
             self._pending.add()
             self._queue.put(fact)
@@ -736,6 +743,10 @@ class EmbeddingWorker:
         for f in facts:
             if f.id in vectors:
                 by_entity.setdefault(f.entity_id, {})[f.id] = vectors[f.id]
+        if self._blind:
+            with self._blind_lock:
+                for f in facts:
+                    self._blind.pop(f.id, None)
         for entity_id, vecs in by_entity.items():
             self.deliver(entity_id, vecs, False)
 
@@ -746,13 +757,15 @@ class EmbeddingWorker:
         while self.lane_busy() and time.monotonic() < until:
             time.sleep(0.001)
 
-    def _quick_pass(self, facts: list[Fact]) -> int:
+    def _quick_pass(self, facts: list[Fact], *, keep: bool = True) -> int:
         """Give the facts without a vector a quick one, at once (indexes only); how many
-        of them the quick path had none for (its table not loaded yet, say)."""
+        of them the quick path had none for (its table not loaded yet, say: they are
+        remembered for :meth:`_quick_blind`). ``keep=False``: the vectors are not kept for
+        the worker's reuse checks (facts it may have taken already)."""
         if self.quick is None or self._closed:
             return 0
         by_entity: dict[str, dict[str, Any]] = {}
-        missed = 0
+        missed: list[Fact] = []
         try:
             for f in facts:
                 if self.skip is not None and self.skip(f):
@@ -760,18 +773,35 @@ class EmbeddingWorker:
                 vec = self.quick(embedding_text(f))
                 if vec is not None:
                     by_entity.setdefault(f.entity_id, {})[f.id] = vec
-                    self._quick_of[f.id] = vec
+                    if keep:
+                        self._quick_of[f.id] = vec
                 else:
-                    missed += 1
+                    missed.append(f)
         except Exception as exc:  # the full model still embeds them
             if not self._quick_failing:
                 log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
                 self._quick_failing = True
             return 0
+        with self._blind_lock:
+            for vecs in by_entity.values():
+                for fact_id in vecs:
+                    self._blind.pop(fact_id, None)
+            if keep:
+                self._blind.update((f.id, f) for f in missed)
         for entity_id, vecs in by_entity.items():
             self.stats.facts_quick += len(vecs)
             self.deliver(entity_id, vecs, True)
-        return missed
+        return len(missed)
+
+    def _quick_blind(self) -> None:
+        """The quick path makes vectors now: give them to the facts it had none for when
+        they came, wherever they are (queued, or in a batch waiting for the model: in a
+        new process the model's first batch may wait seconds for the model to load). A
+        fact it still has none for never gets one (no word of its text is in the table)."""
+        with self._blind_lock:
+            facts = list(self._blind.values())
+            self._blind.clear()
+        self._quick_pass(facts, keep=False)
 
     def _quick_of_now(self, fact: Fact, *, keep: bool = True) -> Any:
         """``fact``'s quick vector: the one it was given, else one made now (the quick
