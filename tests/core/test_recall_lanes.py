@@ -733,15 +733,11 @@ class LateQuickEmbedder(LaneEmbedder):
         return super().embed(texts)
 
 
-@pytest.mark.parametrize(
-    "unquickable_waits_first", [False, True], ids=["plain", "first-waiting-has-no-quick-vector"]
-)
-def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_is(unquickable_waits_first):
-    """A busy process's first facts arrive before its quick table has loaded (the warm-up
-    waits for a quiet moment; in a soak of back-to-back calls, ~4 s and ~500 calls): they
-    must not wait for the full model, which takes minutes for a backlog, to become
-    findable by meaning."""
-    embedder = LateQuickEmbedder()
+def late_quick_worker(
+    embedder: LateQuickEmbedder,
+) -> tuple[EmbeddingWorker, dict[str, object], dict[str, object]]:
+    """A one-thread worker over ``embedder``, and the quick and the full vectors it
+    delivers, by fact id."""
     quick_of: dict[str, object] = {}
     full_of: dict[str, object] = {}
 
@@ -751,6 +747,19 @@ def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_
     worker = EmbeddingWorker(
         embedder, InMemoryStore(), deliver, RecallStats(), quick=embedder.quick_query, cores=1
     )
+    return worker, quick_of, full_of
+
+
+@pytest.mark.parametrize(
+    "unquickable_waits_first", [False, True], ids=["plain", "first-waiting-has-no-quick-vector"]
+)
+def test_facts_queued_before_the_quick_path_was_ready_get_quick_vectors_once_it_is(unquickable_waits_first):
+    """A busy process's first facts arrive before its quick table has loaded (the warm-up
+    waits for a quiet moment; in a soak of back-to-back calls, ~4 s and ~500 calls): they
+    must not wait for the full model, which takes minutes for a backlog, to become
+    findable by meaning."""
+    embedder = LateQuickEmbedder()
+    worker, quick_of, full_of = late_quick_worker(embedder)
     facts = [Fact(entity_id="alice", text=f"note {i}: my {i}th dog is a beagle") for i in range(24)]
     if unquickable_waits_first:  # after the model's first batch: the first fact still waiting
         facts.insert(worker.step, Fact(entity_id="alice", text="@@ ## @@"))
@@ -778,15 +787,7 @@ def test_facts_in_a_batch_waiting_for_the_model_get_quick_vectors_when_the_next_
     MCP server's first ``remember``, then another, then ``recall``: the first fact lost to
     the second on meaning)."""
     embedder = LateQuickEmbedder()
-    quick_of: dict[str, object] = {}
-    full_of: dict[str, object] = {}
-
-    def deliver(entity, vectors, quick):
-        (quick_of if quick else full_of).update(vectors)
-
-    worker = EmbeddingWorker(
-        embedder, InMemoryStore(), deliver, RecallStats(), quick=embedder.quick_query, cores=1
-    )
+    worker, quick_of, full_of = late_quick_worker(embedder)
     first = [Fact(entity_id="alice", text="my dog is a beagle"), Fact(entity_id="alice", text="@@ ## @@")]
     worker.submit(first)
     assert embedder.embedding.wait(5)  # the worker took them, and waits for the model
