@@ -782,12 +782,13 @@ class EmbeddingWorker:
                 log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
                 self._quick_failing = True
             return 0
-        with self._blind_lock:
-            for vecs in by_entity.values():
-                for fact_id in vecs:
-                    self._blind.pop(fact_id, None)
-            if keep:
-                self._blind.update((f.id, f) for f in missed)
+        if self._blind or (keep and missed):  # most passes: nothing to note, no lock
+            with self._blind_lock:
+                for vecs in by_entity.values():
+                    for fact_id in vecs:
+                        self._blind.pop(fact_id, None)
+                if keep:
+                    self._blind.update((f.id, f) for f in missed)
         for entity_id, vecs in by_entity.items():
             self.stats.facts_quick += len(vecs)
             self.deliver(entity_id, vecs, True)
