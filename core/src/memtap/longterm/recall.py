@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import itertools
 import logging
 import math
 import os
@@ -514,10 +515,10 @@ class EmbeddingWorker:
     full model never competes with a query (issue 37):
 
     - with ``quick`` (the embedder's cheap approximation, ~50 µs a text), every fact gets a
-      quick vector as it is submitted, in the submitting thread (one taken from the queue
-      without one, when the quick table was not ready, gets it then, or as soon as the
-      table is, while it waits for the full model), for the indexes only
-      (it is not stored: the full model's is);
+      quick vector as it is submitted, in the submitting thread, for the indexes only (it
+      is not stored: the full model's is); one submitted while the quick path had none
+      (its table still loading) gets it as soon as the path has some, wherever the fact
+      is (:meth:`_quick_blind`);
     - the full model then embeds them ``step`` at a time (a few tens of ms of one core), and
       before each step waits while ``lane_busy()`` says a call waits for a query's vector
       (at most :attr:`YIELD_AT_MOST` seconds a step, so a process that queries without
@@ -546,8 +547,8 @@ class EmbeddingWorker:
     QUIET_AFTER = 0.5
     #: How many steps one round takes while the process is quiet.
     QUIET_STEPS = 4
-    #: How many facts taken without a quick vector are tried again, per step, until one
-    #: gets one (:meth:`_quick_waiting`).
+    #: How many facts submitted without a quick vector the worker tries again before each
+    #: step, until one gets one (:meth:`_retry_blind`).
     QUICK_TRIES = 4
 
     def __init__(
@@ -599,12 +600,10 @@ class EmbeddingWorker:
         self._unstored: dict[str, Any] = {}
         #: Quick vectors of facts waiting for the full model (what :attr:`_reuse` compares).
         self._quick_of: dict[str, Any] = {}
-        #: Facts taken from the queue got no quick vector: the worker gives them one when
-        #: the quick path has some (:meth:`_quick_waiting`).
-        self._quick_late = False
         #: Facts the quick path had no vector for when they came (its table not loaded
-        #: yet), by id: the next submit that gets quick vectors gives them theirs, even
-        #: while the worker waits for the model with them (:meth:`_quick_blind`).
+        #: yet), by id, oldest first: the next submit that gets quick vectors gives them
+        #: theirs, even while the worker waits for the model with them, and the worker
+        #: tries a few before each step (:meth:`_quick_blind`, :meth:`_retry_blind`).
         self._blind: dict[str, Fact] = {}
         self._blind_lock = threading.Lock()
 
@@ -621,9 +620,12 @@ class EmbeddingWorker:
         self._last_submit = time.monotonic()
         # Here, not in the worker: its low priority made quick vectors lag by hundreds of
         # facts on a busy host (issue 37), and a quick vector costs 50-200 µs a fact.
-        made = self.stats.facts_quick
-        if not self._quick_pass(facts) and self._blind and self.stats.facts_quick > made:
+        made, missed = self._quick_pass(facts)
+        if made and self._blind:
             self._quick_blind()  # the quick path makes vectors now
+        if missed:
+            with self._blind_lock:
+                self._blind.update((f.id, f) for f in missed)
         for fact in facts:
             self._pending.add()
             self._queue.put(fact)
@@ -660,13 +662,13 @@ class EmbeddingWorker:
         waiting: deque[Fact] = deque()
         while True:
             fresh, stop = self._take(block=not waiting)
-            self._arrived(fresh, waiting)
+            waiting.extend(fresh)
             if waiting and not stop and not self._closed:
                 self._yield_to_queries()
                 fresh, stop = self._take(block=False)
-                self._arrived(fresh, waiting)
-            if self._quick_late and waiting and not stop:
-                self._quick_late = not self._quick_waiting(waiting)
+                waiting.extend(fresh)
+            if self._blind and not stop:
+                self._retry_blind()
             if stop:
                 self._store_unstored()
                 self._pending.done(len(waiting))
@@ -707,34 +709,6 @@ class EmbeddingWorker:
                 return taken, True
             taken.append(item)
 
-    def _arrived(self, fresh: list[Fact], waiting: deque[Fact]) -> None:
-        """Facts taken from the queue: quick vectors for those without one (the table was
-        late), then to embed."""
-        if not fresh:
-            return
-        if self._quick_pass([f for f in fresh if f.id not in self._quick_of]):
-            self._quick_late = True
-        waiting.extend(fresh)
-
-    def _quick_waiting(self, waiting: deque[Fact]) -> bool:
-        """Quick vectors for the facts waiting without one, once the quick path makes them
-        (one of the first few of them gets one now); whether it did, or none is left.
-        Until then such facts are findable by their words only, and a backlog's last fact
-        reaches the full model minutes later (a busy process's first facts come before
-        its quick table has loaded: issue 37)."""
-        blind = (
-            f for f in waiting if f.id not in self._quick_of and not (self.skip is not None and self.skip(f))
-        )
-        # A few tries, not one: a text of no word the quick table knows has no quick
-        # vector even when the table is ready.
-        for tries, fact in enumerate(blind, start=1):
-            if not self._quick_pass([fact]):
-                self._quick_pass(list(blind))
-                return True
-            if tries >= self.QUICK_TRIES:
-                return False
-        return True
-
     def _deliver_full(self, facts: Sequence[Fact], vectors: Mapping[str, Any]) -> None:
         """Hand the full model's ``vectors`` of ``facts`` (those it has) to the indexes,
         and to the store with the next write."""
@@ -757,13 +731,13 @@ class EmbeddingWorker:
         while self.lane_busy() and time.monotonic() < until:
             time.sleep(0.001)
 
-    def _quick_pass(self, facts: list[Fact], *, keep: bool = True) -> int:
-        """Give the facts without a vector a quick one, at once (indexes only); how many
-        of them the quick path had none for (its table not loaded yet, say: they are
-        remembered for :meth:`_quick_blind`). ``keep=False``: the vectors are not kept for
-        the worker's reuse checks (facts it may have taken already)."""
+    def _quick_pass(self, facts: list[Fact], *, keep: bool = True) -> tuple[int, list[Fact]]:
+        """Give the facts a quick vector each, at once (indexes only); how many it made,
+        and the facts the quick path had none for (its table not loaded yet, say).
+        ``keep=False``: the vectors are not kept for the worker's reuse checks (facts it
+        may have taken already)."""
         if self.quick is None or self._closed:
-            return 0
+            return 0, []
         by_entity: dict[str, dict[str, Any]] = {}
         missed: list[Fact] = []
         try:
@@ -781,18 +755,13 @@ class EmbeddingWorker:
             if not self._quick_failing:
                 log.warning("memtap's quick fact vectors failed (%s); facts wait for the full model", exc)
                 self._quick_failing = True
-            return 0
-        if self._blind or (keep and missed):  # most passes: nothing to note, no lock
-            with self._blind_lock:
-                for vecs in by_entity.values():
-                    for fact_id in vecs:
-                        self._blind.pop(fact_id, None)
-                if keep:
-                    self._blind.update((f.id, f) for f in missed)
+            return 0, []
+        made = 0
         for entity_id, vecs in by_entity.items():
-            self.stats.facts_quick += len(vecs)
+            made += len(vecs)
             self.deliver(entity_id, vecs, True)
-        return len(missed)
+        self.stats.facts_quick += made
+        return made, missed
 
     def _quick_blind(self) -> None:
         """The quick path makes vectors now: give them to the facts it had none for when
@@ -803,6 +772,25 @@ class EmbeddingWorker:
             facts = list(self._blind.values())
             self._blind.clear()
         self._quick_pass(facts, keep=False)
+
+    def _retry_blind(self) -> None:
+        """In the worker, before a step: whether the quick path makes vectors now, tried on
+        the first few facts it had none for (a text of no word the table knows has none
+        even then); if so, every such fact gets its own (:meth:`_quick_blind`). Until
+        then they are findable by their words only, and a backlog's last fact reaches the
+        full model minutes later (a busy process's first facts come before its quick
+        table has loaded: issue 37). Those tried in vain go back last, so that the next
+        try takes others."""
+        with self._blind_lock:
+            tried = [
+                self._blind.pop(fact_id) for fact_id in list(itertools.islice(self._blind, self.QUICK_TRIES))
+            ]
+        made, missed = self._quick_pass(tried, keep=False)
+        if made:
+            self._quick_blind()
+        elif missed:
+            with self._blind_lock:
+                self._blind.update((f.id, f) for f in missed)
 
     def _quick_of_now(self, fact: Fact, *, keep: bool = True) -> Any:
         """``fact``'s quick vector: the one it was given, else one made now (the quick
