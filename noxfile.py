@@ -531,11 +531,13 @@ def packaging(session: nox.Session) -> None:
 @nox.session
 def benchmarks(session: nox.Session) -> None:
     """Overhead of a registered client over the bare SDK (ratios, same run), the same
-    under sustained load (5,000 calls back to back: does it stay constant?), and memory
-    quality on the tuning halves of the paraphrase and LongMemEval-shaped sets."""
+    under sustained load (5,000 calls back to back: does it stay constant?), the embedding
+    model's rate (int8 products against the float graph), and memory quality on the tuning
+    halves of the paraphrase and LongMemEval-shaped sets."""
     session.install(*DEFAULTS)
     session.run("python", "benchmarks/overhead.py", *session.posargs, env={"PYTHONHASHSEED": "0"})
     session.run("python", "benchmarks/soak.py", env={"PYTHONHASHSEED": "0"})
+    session.run("python", "benchmarks/embedding_rate.py", "--texts", "200", "--rounds", "2")
     session.run("python", "benchmarks/memory_eval.py", "--quick")
 
 

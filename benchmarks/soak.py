@@ -25,10 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -116,6 +118,22 @@ def answer_in_own_words() -> None:
     overhead._SERVE = OWN_ANSWERS + overhead._SERVE
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each live thread of this process, summed by name (a pool's threads,
+    named ``name_0``, ``name_1``..., under ``name``)."""
+    out: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, ValueError):  # ended meanwhile
+            continue
+        name = re.sub(r"_\d+$", "", thread.name)
+        out[name] = out.get(name, 0.0) + seconds
+    return out
+
+
 def run(calls: int, window: int, memory_on: bool, model_wait: float | None = None) -> dict[str, Any]:
     home = tempfile.TemporaryDirectory()
     os.environ["MEMTAP_HOME"] = home.name
@@ -187,6 +205,8 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
         stored, missing = vectors_pending(mem) if memory_on else (0, 0)
         _, blind, _ = findable(mem, SOAK_ENTITIES) if memory_on else (0, 0, 0)
         cpu_total = time.process_time()
+        threads = thread_cpu()
+        texts_embedded = mem.longterm.engine.stats.facts_embedded
         mem.close()
     return {
         "memory": "on" if memory_on else "off",
@@ -202,6 +222,8 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
         "vectors_pending_after_flush": missing,
         "without_any_vector_after_flush": blind,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+        "thread_cpu_s": threads,
+        "texts_embedded": texts_embedded,
     }
 
 
@@ -257,6 +279,18 @@ def main() -> None:
         f"facts without the full model's vector ({result['without_any_vector_after_flush']} without any); "
         f"peak RSS {result['peak_rss_mb']:.0f} MB"
     )
+    threads = result["thread_cpu_s"]
+    model = sum(v for k, v in threads.items() if k.startswith(("memtap-embed", "memtap-query")))
+    print(
+        "thread CPU (s, flush included): "
+        + ", ".join(f"{name} {seconds:.1f}" for name, seconds in sorted(threads.items(), key=lambda t: -t[1]))
+    )
+    if result["texts_embedded"]:
+        print(
+            f"the model's threads (memtap-embed*, memtap-query*): {model:.1f} s for "
+            f"{result['texts_embedded']} texts embedded, "
+            f"{model * 1e3 / result['texts_embedded']:.2f} ms a text"
+        )
     if args.json:
         json.dump(result, sys.stdout, indent=2)
 

@@ -56,13 +56,22 @@ class MiniLMEmbedder:
     With ``quick_queries`` (the default) it also offers :meth:`quick_query`, the ~50 µs
     approximation of a query's vector that recall uses on request paths
     (:mod:`memtap_minilm.quick`); ``False`` makes every query run the full model.
+
+    With ``int8_matmul`` (the default) the model multiplies by its int8 weights as int8
+    (:mod:`memtap_minilm.int8`: LongMem's turns 1.85x faster, vectors 0.994 alike to the float
+    path's) and runs one text at a time, so that a text's vector does not depend on what
+    it is embedded with; ``False`` runs the shipped graph, which onnxruntime turns into
+    float32, ``batch_size`` texts a run.
     """
 
     name = MODEL_NAME
     dim = DIM
 
-    def __init__(self, *, threads: int = 1, batch_size: int = 32, quick_queries: bool = True) -> None:
+    def __init__(
+        self, *, threads: int = 1, batch_size: int = 32, quick_queries: bool = True, int8_matmul: bool = True
+    ) -> None:
         self.threads = threads
+        self.int8_matmul = int8_matmul
         self.batch_size = batch_size
         self.quick_queries = quick_queries
         self._quick: Any = None
@@ -73,6 +82,7 @@ class MiniLMEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._inputs: frozenset[str] = frozenset()
+        self._texts_per_run: int | None = None
 
     def load(self) -> None:
         """Load the model and tokenizer now (about 0.2-1 s)."""
@@ -84,15 +94,31 @@ class MiniLMEmbedder:
             ort = import_onnxruntime()
 
             tokenizer = self._load_tokenizer()
-            if not model_path().is_file():
-                raise ModelFilesMissingError(f"{model_path()} is missing; reinstall memtap-minilm")
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
-            session = ort.InferenceSession(str(model_path()), options, providers=["CPUExecutionProvider"])
+            path = self.runtime_model()
+            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             self._inputs = frozenset(i.name for i in session.get_inputs())
+            # The int8 model scales a run's input by its largest value over every text of
+            # the run: batched, a text's vector would depend on its neighbours and their
+            # padding (cosine 0.96-0.99 with its own alone). One text a run keeps each
+            # text's vector its own, whoever embeds it with what.
+            self._texts_per_run = 1 if path != model_path() else None
             self._tokenizer = tokenizer
             self._session = session
+
+    def runtime_model(self) -> Path:
+        """The model file onnxruntime runs: with ``int8_matmul``, the shipped model's int8
+        derivation (:mod:`memtap_minilm.int8`, built once per machine), else the shipped
+        model."""
+        if not model_path().is_file():
+            raise ModelFilesMissingError(f"{model_path()} is missing; reinstall memtap-minilm")
+        if not self.int8_matmul:
+            return model_path()
+        from .int8 import runtime_model
+
+        return runtime_model(model_path())
 
     def _load_tokenizer(self) -> Any:
         if self._tokenizer is not None:
@@ -134,8 +160,9 @@ class MiniLMEmbedder:
         out = np.zeros((len(texts), DIM), np.float32)
         # Sorting by length keeps padding (wasted work) small within a batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
+        per_run = self._texts_per_run or self.batch_size
+        for start in range(0, len(order), per_run):
+            chunk = order[start : start + per_run]
             out[chunk] = self._embed_batch([texts[i] or " " for i in chunk])
         return out
 
@@ -172,7 +199,7 @@ class MiniLMEmbedder:
         return self._word_ids
 
     def prepare_quick_queries(self, timeout: float | None = None) -> bool:
-        """Load the quick query table, building it first if this machine has none (~45 s
+        """Load the quick query table, building it first if this machine has none (~20 s
         of one core, once per machine); ``True`` when it is ready. Call it at start-up or
         when building an image, so that the first requests do not use the full model."""
         return bool(self._quick_table().wait(timeout))
@@ -190,7 +217,7 @@ class MiniLMEmbedder:
                 special = (tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"))
                 self._cache_word_ids()
                 self._quick = table_for(
-                    model_path(),
+                    self.runtime_model(),  # the table is the rows of the model that runs
                     tok.get_vocab_size(),
                     DIM,
                     self._run_pooled,

@@ -1,6 +1,6 @@
 """Quick query vectors: a static token table distilled from MiniLM itself.
 
-Running MiniLM on a short query costs 4-9 ms on a 2-core machine, which is more than the
+Running MiniLM on a short query costs 2-6 ms on a 2-core machine, which is more than the
 whole budget recall has on a request path. Documents are embedded in the background, so
 only the query needs a shortcut. The shortcut is a table with one row per vocabulary
 token: MiniLM's own output for the sequence ``[CLS] token [SEP]`` (mean-pooled, the way
@@ -19,7 +19,7 @@ single-character entries), so the rank is the token's place in it. The weights a
 applied as the table is loaded; the table on disk is the model's rows alone.
 
 The same idea, with more training, is what Model2Vec publishes; here the table is made
-from the installed model on first use (~30,000 short sequences, ~45 s of one core, in a
+from the installed model on first use (~30,000 short sequences, ~20 s of one core, in a
 background thread, in chunks saved as they finish so short-lived processes add up), and
 kept under the cache directory (``$MEMTAP_CACHE``, else ``$XDG_CACHE_HOME/memtap``, else
 ``~/.cache/memtap``) for every later process. Until it is complete, :meth:`vector`
