@@ -166,3 +166,25 @@ def test_the_rewrite_makes_what_onnxruntimes_own_dynamic_quantization_makes(tmp_
             for path in (ours, theirs)
         )
         assert np.abs(mine - reference).max() < 1e-4, length
+
+
+def test_the_model_is_readable_by_every_user(tmp_path, monkeypatch):
+    """An image built by one user and run by another reads the model the first derived."""
+    monkeypatch.setenv("MEMTAP_CACHE", str(tmp_path))
+    monkeypatch.setattr(int8, "_built", {})
+    built = int8.runtime_model(model_path())
+    assert built.parent == tmp_path
+    assert built.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_damaged_model_in_the_cache_leaves_the_shipped_one_and_says_so(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MEMTAP_CACHE", str(tmp_path))
+    monkeypatch.setattr(int8, "_built", {})
+    int8.derived_path(model_path()).write_bytes(b"not an onnx model")
+    with caplog.at_level(logging.WARNING, logger="memtap.minilm"):
+        embedder = MiniLMEmbedder(quick_queries=False)
+        vectors = embedder.embed(["my dog is a beagle", "what dog do I have?"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
+    assert float(vectors[0] @ vectors[1]) > 0.5
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "does not load" in warnings[0], warnings

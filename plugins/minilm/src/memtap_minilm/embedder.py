@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ from memtap import MemtapError
 from memtap.sdk import wait_for_quiet
 
 from .runtime import import_onnxruntime
+
+log = logging.getLogger("memtap.minilm")
 
 #: The name vectors are stored under (a different model never mixes with these).
 MODEL_NAME = "minilm-l6-v2-int8"
@@ -98,7 +101,15 @@ class MiniLMEmbedder:
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
             path = self.runtime_model()
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            try:
+                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+            except Exception as exc:
+                if path == model_path():
+                    raise
+                # A derived model that will not load (damaged on disk): the shipped one runs.
+                log.warning("memtap-minilm runs its model unquantized (%s does not load: %s)", path, exc)
+                path = model_path()
+                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
             self._inputs = frozenset(i.name for i in session.get_inputs())
             # The int8 model scales a run's input by its largest value over every text of
             # the run: batched, a text's vector would depend on its neighbours and their

@@ -24,8 +24,10 @@ shipped weights are already what it would derive (symmetric, per output column, 
 value 127), so the rewrite below emits the same nodes from them directly, exactly, in a
 fraction of a second.
 
-When it cannot be built (no ``onnx`` package, a read-only cache, a graph of another shape)
-the shipped model is run as it is, and that is logged once.
+When it cannot be built (no ``onnx`` package, a read-only cache, a graph of another shape),
+cannot be read, or does not load, the shipped model is run as it is, and that is logged
+once. The file is readable by every user (public weights), so an image built by one user
+serves another.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def runtime_model(source: Path) -> Path:
             target = derived_path(source)
             if not target.is_file():
                 build(source, target)
+            if not os.access(target, os.R_OK):
+                raise PermissionError(f"{target} cannot be read by this user")
             chosen = target
         except Exception as exc:  # fail open: the shipped model runs, only slower
             log.warning("memtap-minilm runs its model unquantized (%s: %s)", type(exc).__name__, exc)
@@ -90,6 +94,9 @@ def build(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_work(target.parent)
     handle, work = tempfile.mkstemp(dir=target.parent, prefix=_WORK_PREFIX, suffix=".onnx")
+    # Public weights, no secret: readable by every user, as an image built by one user and
+    # run by another needs (mkstemp makes the file its owner's alone).
+    os.fchmod(handle, 0o644)
     os.close(handle)
     try:
         onnx.save(model, work)
