@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from memtap_minilm import quick
+from memtap_minilm import cache
 
 
 @pytest.fixture(scope="session", autouse=True)
 def quick_table_cache(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     directory = tmp_path_factory.mktemp("memtap-cache")
-    mp.setenv(quick.CACHE_ENV, str(directory))
+    mp.setenv(cache.CACHE_ENV, str(directory))
     yield directory
     mp.undo()

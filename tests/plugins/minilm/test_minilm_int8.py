@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from memtap.testing import paraphrases
-from memtap_minilm import int8
+from memtap_minilm import cache, int8, quick
 from memtap_minilm.embedder import MiniLMEmbedder, model_path
 
 
@@ -42,8 +42,33 @@ def test_the_model_that_runs_multiplies_int8_and_is_kept_in_the_cache(both, quic
     # activations stay in float.
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
     assert shipped.runtime_model() == model_path()
-    # The quick table is the rows of the model that runs.
-    assert fast._quick_table().directory.name.endswith(int8.model_digest(derived))
+    # The quick table is the rows of the model that runs, named for it.
+    digest = cache.model_digest(model_path())
+    assert fast._quick_table().directory.name.endswith(f"{digest}-int8-{int8.FORMAT}")
+    assert shipped._quick_table().directory.name.endswith(digest)
+
+
+def test_a_process_hashes_the_shipped_model_once_and_never_the_derived_one(tmp_path, monkeypatch):
+    """Both derived files are named by the shipped model's digest (~40 ms to hash), which
+    a process computes once; the derived model (as large) is never hashed."""
+    monkeypatch.setenv("MEMTAP_CACHE", str(tmp_path))
+    for module, name in ((int8, "_built"), (cache, "_digests"), (quick, "_tables")):
+        monkeypatch.setattr(module, name, {})
+    hashed: list[Path] = []
+    opened = Path.open
+
+    def spying_open(self, *args, **kwargs):
+        if args[:1] == ("rb",):
+            hashed.append(self)
+        return opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", spying_open)
+    embedder = MiniLMEmbedder()
+    embedder._quick_table()
+    embedder.load()
+    MiniLMEmbedder()._quick_table()
+    assert int8.derived_path(model_path()).is_file()
+    assert hashed == [model_path()]
 
 
 def test_vectors_stay_in_the_float_paths_space_and_find_as_much(both):
@@ -72,7 +97,7 @@ def test_vectors_stay_in_the_float_paths_space_and_find_as_much(both):
 _BUILD = """
 import sys
 from pathlib import Path
-from memtap_minilm import int8
+from memtap_minilm import cache, int8, quick
 from memtap_minilm.embedder import model_path
 print(int8.runtime_model(model_path()))
 """
@@ -123,10 +148,10 @@ def test_a_build_removes_what_dead_builds_left_and_logs_one_line(tmp_path, monke
     """A process killed while writing the model leaves its work file; the next build
     removes it, not one a live build is writing."""
     monkeypatch.setenv("MEMTAP_CACHE", str(tmp_path))
-    dead, live = tmp_path / ".minilm-int8-dead.onnx", tmp_path / ".minilm-int8-live.onnx"
+    dead, live = tmp_path / ".model.onnx.dead.work", tmp_path / ".model.onnx.live.work"
     for work in (dead, live):
         work.write_bytes(b"partial")
-    hours_ago = time.time() - 2 * 3600
+    hours_ago = time.time() - cache.STALE_WORK_SECONDS - 60
     os.utime(dead, (hours_ago, hours_ago))
     with caplog.at_level(logging.DEBUG):
         int8.build(model_path(), tmp_path / "model.onnx")
@@ -177,14 +202,41 @@ def test_the_model_is_readable_by_every_user(tmp_path, monkeypatch):
     assert built.stat().st_mode & 0o777 == 0o644
 
 
-def test_a_damaged_model_in_the_cache_leaves_the_shipped_one_and_says_so(tmp_path, monkeypatch, caplog):
+def test_a_damaged_model_in_the_cache_is_built_again(tmp_path, monkeypatch, caplog):
+    """Files are published whole, so one that does not load was damaged on disk: it is
+    built again, and the int8 model runs."""
     monkeypatch.setenv("MEMTAP_CACHE", str(tmp_path))
     monkeypatch.setattr(int8, "_built", {})
-    int8.derived_path(model_path()).write_bytes(b"not an onnx model")
+    derived = int8.derived_path(model_path())
+    derived.write_bytes(b"not an onnx model")
     with caplog.at_level(logging.WARNING, logger="memtap.minilm"):
         embedder = MiniLMEmbedder(quick_queries=False)
         vectors = embedder.embed(["my dog is a beagle", "what dog do I have?"])
+    assert embedder._running == derived and "MatMulInteger" in _op_types(derived)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
     assert float(vectors[0] @ vectors[1]) > 0.5
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "does not load" in warnings[0], warnings
+    assert len(warnings) == 1 and "building it again" in warnings[0], warnings
+
+
+def test_a_model_that_does_not_load_when_built_again_leaves_the_shipped_one(tmp_path, monkeypatch, caplog):
+    """Built again and still not loading: the shipped model runs, is the runtime model
+    from then on (a quick table is named for it), and a quick table already named for the
+    derived one refuses to be built from the shipped model's rows."""
+    monkeypatch.setenv("MEMTAP_CACHE", str(tmp_path))
+    monkeypatch.setattr(int8, "_built", {})
+    monkeypatch.setattr(quick, "_tables", {})
+    monkeypatch.setattr(int8, "build", lambda source, target: target.write_bytes(b"damaged again"))
+    named_before = MiniLMEmbedder()
+    assert named_before._quick_table().directory.name.endswith(f"-int8-{int8.FORMAT}")
+    with caplog.at_level(logging.WARNING, logger="memtap.minilm"):
+        embedder = MiniLMEmbedder(quick_queries=False)
+        vector = embedder.embed(["my dog is a beagle"])[0]
+    assert embedder._running == model_path() and abs(float(vector @ vector) - 1) < 1e-4
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and "unquantized" in warnings[1], warnings
+    assert MiniLMEmbedder().runtime_model() == model_path()
+    assert MiniLMEmbedder()._quick_table().directory.name.endswith(cache.model_digest(model_path()))
+    named_before.load()
+    with pytest.raises(RuntimeError, match="quick table is for"):
+        named_before._run_pooled(np.array([[101, 102]]), np.array([[1, 1]]))

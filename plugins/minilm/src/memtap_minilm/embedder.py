@@ -83,6 +83,9 @@ class MiniLMEmbedder:
         self._tokenizer_lock = threading.Lock()
         self._quick_lock = threading.Lock()
         self._session: Any = None
+        #: The model file the session runs, and the one the quick table is named for.
+        self._running: Path | None = None
+        self._quick_model: Path | None = None
         self._tokenizer: Any = None
         self._inputs: frozenset[str] = frozenset()
         self._texts_per_run: int | None = None
@@ -100,16 +103,17 @@ class MiniLMEmbedder:
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
-            path = self.runtime_model()
-            try:
-                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-            except Exception as exc:
-                if path == model_path():
-                    raise
-                # A derived model that will not load (damaged on disk): the shipped one runs.
-                log.warning("memtap-minilm runs its model unquantized (%s does not load: %s)", path, exc)
-                path = model_path()
-                session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+            def open_model(path: Path) -> Any:
+                return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+            if self.int8_matmul:
+                from .int8 import open_runtime_model
+
+                path, session = open_runtime_model(self._shipped_model(), open_model)
+            else:
+                path = self._shipped_model()
+                session = open_model(path)
             self._inputs = frozenset(i.name for i in session.get_inputs())
             # The int8 model scales a run's input by its largest value over every text of
             # the run: batched, a text's vector would depend on its neighbours and their
@@ -117,19 +121,25 @@ class MiniLMEmbedder:
             # text's vector its own, whoever embeds it with what.
             self._texts_per_run = 1 if path != model_path() else None
             self._tokenizer = tokenizer
+            self._running = path
             self._session = session
 
     def runtime_model(self) -> Path:
         """The model file onnxruntime runs: with ``int8_matmul``, the shipped model's int8
         derivation (:mod:`memtap_minilm.int8`, built once per machine), else the shipped
         model."""
-        if not model_path().is_file():
-            raise ModelFilesMissingError(f"{model_path()} is missing; reinstall memtap-minilm")
         if not self.int8_matmul:
-            return model_path()
+            return self._shipped_model()
         from .int8 import runtime_model
 
-        return runtime_model(model_path())
+        return runtime_model(self._shipped_model())
+
+    @staticmethod
+    def _shipped_model() -> Path:
+        path = model_path()
+        if not path.is_file():
+            raise ModelFilesMissingError(f"{path} is missing; reinstall memtap-minilm")
+        return path
 
     def _load_tokenizer(self) -> Any:
         if self._tokenizer is not None:
@@ -227,8 +237,12 @@ class MiniLMEmbedder:
                 tok = self._load_tokenizer()
                 special = (tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]"))
                 self._cache_word_ids()
+                from .int8 import model_key
+
+                # The table is the rows of the model that runs.
+                self._quick_model = self.runtime_model()
                 self._quick = table_for(
-                    self.runtime_model(),  # the table is the rows of the model that runs
+                    model_key(self._shipped_model(), self._quick_model),
                     tok.get_vocab_size(),
                     DIM,
                     self._run_pooled,
@@ -238,8 +252,12 @@ class MiniLMEmbedder:
         return self._quick
 
     def _run_pooled(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-        """:meth:`_pooled`, loading the model first if needed (the table's build runs it)."""
+        """:meth:`_pooled`, loading the model first if needed (the table's build runs it).
+        Raises when the model that loaded is not the one the table is named for (a derived
+        model that would not load left the shipped one): the table would be wrong."""
         self.load()
+        if self._running != self._quick_model:
+            raise RuntimeError(f"the quick table is for {self._quick_model}, but {self._running} runs")
         return self._pooled(ids, mask)
 
     def _pooled(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

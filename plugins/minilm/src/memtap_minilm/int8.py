@@ -12,7 +12,7 @@ take them as int8 and quantize their input per run (onnxruntime's dynamic quanti
 ``DynamicQuantizeLinear``, ``MatMulInteger``, which onnxruntime fuses as it loads the
 model): 1.85x as many texts a second here (LongMem's turns; less for short texts), with
 vectors 0.994 alike (median cosine) to the float path's. It is kept beside the quick table
-in the cache directory (:func:`memtap_minilm.quick.cache_dir`), named by the shipped
+in the cache directory (:func:`memtap_minilm.cache.cache_dir`), named by the shipped
 model's digest; processes that build it at once each write their own file and publish it
 by an atomic rename.
 
@@ -24,36 +24,33 @@ shipped weights are already what it would derive (symmetric, per output column, 
 value 127), so the rewrite below emits the same nodes from them directly, exactly, in a
 fraction of a second.
 
-When it cannot be built (no ``onnx`` package, a read-only cache, a graph of another shape),
-cannot be read, or does not load, the shipped model is run as it is, and that is logged
-once. The file is readable by every user (public weights), so an image built by one user
-serves another.
+When it cannot be built (no ``onnx`` package, a read-only cache, a graph of another shape)
+or cannot be read, the shipped model is run as it is, and that is logged once. One that
+does not load (damaged on disk) is built again, once (:func:`open_runtime_model`). The
+file is readable by every user (public weights), so an image built by one user serves
+another.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
-import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from .quick import cache_dir, model_digest
+from .cache import cache_dir, model_digest, publish_atomically, remove_stale_work
 
 log = logging.getLogger("memtap.minilm")
 
 #: Bumped when the derived model changes for the same shipped one.
 FORMAT = 2
-#: A build's file older than this was left by a process that died writing it; the next
-#: build removes it.
-STALE_WORK_SECONDS = 3600.0
-_WORK_PREFIX = ".minilm-int8-"
 
 _lock = threading.Lock()
 _built: dict[Path, Path] = {}
+_Opened = TypeVar("_Opened")
 
 
 def derived_path(source: Path) -> Path:
@@ -61,25 +58,61 @@ def derived_path(source: Path) -> Path:
     return cache_dir() / f"minilm-int8-matmul-{FORMAT}-{model_digest(source)}.onnx"
 
 
+def model_key(source: Path, runtime: Path) -> str:
+    """A name for the model ``runtime`` (``source`` or its derivation) that changes with
+    either, without hashing the derived file: the shipped model's digest, and the
+    derivation's :data:`FORMAT` when it runs."""
+    digest = model_digest(source)
+    return digest if runtime == source else f"{digest}-int8-{FORMAT}"
+
+
 def runtime_model(source: Path) -> Path:
     """The model to run for ``source``: its int8 derivation (built now when this machine
     has none, well under a second), else ``source`` itself when that cannot be built."""
     with _lock:
         known = _built.get(source)
-        if known is not None:
-            return known
+        if known is None:
+            known = _built[source] = _derive(source, rebuild=False)
+        return known
+
+
+def open_runtime_model(source: Path, open_model: Callable[[Path], _Opened]) -> tuple[Path, _Opened]:
+    """``open_model`` of :func:`runtime_model`, and the model it opened. A derived model it
+    cannot open (damaged on disk, since files are published whole) is built again, once;
+    when that one does not open either, ``source`` is opened and is the runtime model of
+    this process from then on (logged once)."""
+    chosen = runtime_model(source)
+    if chosen == source:
+        return source, open_model(source)
+    try:
+        return chosen, open_model(chosen)
+    except Exception as exc:
+        log.warning("memtap-minilm: %s does not load (%s); building it again", chosen, exc)
+    with _lock:
+        chosen = _built[source] = _derive(source, rebuild=True)
+    if chosen != source:
         try:
-            target = derived_path(source)
-            if not target.is_file():
-                build(source, target)
-            if not os.access(target, os.R_OK):
-                raise PermissionError(f"{target} cannot be read by this user")
-            chosen = target
+            return chosen, open_model(chosen)
         except Exception as exc:  # fail open: the shipped model runs, only slower
-            log.warning("memtap-minilm runs its model unquantized (%s: %s)", type(exc).__name__, exc)
-            chosen = source
-        _built[source] = chosen
-        return chosen
+            log.warning("memtap-minilm runs its model unquantized (%s does not load: %s)", chosen, exc)
+            with _lock:
+                _built[source] = source
+    return source, open_model(source)
+
+
+def _derive(source: Path, *, rebuild: bool) -> Path:
+    """The derived model's path, built when missing (or when ``rebuild``); ``source``
+    when it cannot be built or read (logged)."""
+    try:
+        target = derived_path(source)
+        if rebuild or not target.is_file():
+            build(source, target)
+        if not os.access(target, os.R_OK):
+            raise PermissionError(f"{target} cannot be read by this user")
+        return target
+    except Exception as exc:  # fail open: the shipped model runs, only slower
+        log.warning("memtap-minilm runs its model unquantized (%s: %s)", type(exc).__name__, exc)
+        return source
 
 
 def build(source: Path, target: Path) -> None:
@@ -92,17 +125,10 @@ def build(source: Path, target: Path) -> None:
         raise ValueError(f"{source} has no int8 weight that a MatMul multiplies by")
     onnx.checker.check_model(model)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_work(target.parent)
-    handle, work = tempfile.mkstemp(dir=target.parent, prefix=_WORK_PREFIX, suffix=".onnx")
+    remove_stale_work(target.parent)
     # Public weights, no secret: readable by every user, as an image built by one user and
-    # run by another needs (mkstemp makes the file its owner's alone).
-    os.fchmod(handle, 0o644)
-    os.close(handle)
-    try:
-        onnx.save(model, work)
-        os.replace(work, target)
-    finally:
-        Path(work).unlink(missing_ok=True)
+    # run by another needs.
+    publish_atomically(target, lambda f: onnx.save(model, f), mode=0o644)
     log.info("memtap-minilm: built %s", target)
 
 
@@ -189,15 +215,3 @@ def _stored_int8_weight(
     if scale_dims not in ([columns], [1, columns]):
         return None
     return cast, dequantize, stored.name, scale
-
-
-def _remove_stale_work(directory: Path) -> None:
-    """Remove the files of builds that died writing them (older than
-    :data:`STALE_WORK_SECONDS`); one being written is younger."""
-    cutoff = time.time() - STALE_WORK_SECONDS
-    for work in directory.glob(_WORK_PREFIX + "*"):
-        try:
-            if work.stat().st_mtime < cutoff:
-                work.unlink()
-        except OSError:  # removed meanwhile by another process
-            continue

@@ -37,12 +37,10 @@ and makes again a file that cannot be read whole.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import logging
 import math
 import os
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -53,9 +51,10 @@ import numpy as np
 
 from memtap.sdk import InterpreterExiting, lower_priority, native_work
 
+from .cache import cache_dir, publish_atomically, remove_stale_work
+
 log = logging.getLogger("memtap.minilm")
 
-CACHE_ENV = "MEMTAP_CACHE"
 #: Tokens per chunk file (a chunk is the unit of progress saved to disk).
 CHUNK_TOKENS = 2048
 #: Tokens per model run while building (small, so stopping at exit is quick).
@@ -77,15 +76,6 @@ _FORMAT = "v1"
 _HOST = socket.gethostname()
 
 
-def cache_dir() -> Path:
-    """Where derived model files are kept."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "memtap"
-
-
 def first_word_id(vocab: Mapping[str, int]) -> int | None:
     """The id of the first word of a WordPiece vocabulary (the first entry of two letters
     or more: before it come special, unused and single-character tokens), or ``None``
@@ -103,15 +93,6 @@ def token_weights(vocab_size: int, first_word: int | None) -> np.ndarray[Any, np
         return None
     rank = np.maximum(np.arange(vocab_size, dtype=np.float64) - (first_word - 1), 1.0)
     return (rank / (rank + ZIPF_HALF)).astype(np.float32)
-
-
-def model_digest(path: Path) -> str:
-    """A short digest of the model file (a new model never reuses an old table)."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
 
 
 class QuickQueryTable:
@@ -367,26 +348,14 @@ class QuickQueryTable:
         return np.concatenate(parts).astype(np.float16)
 
     def _publish(self, path: Path, array: np.ndarray[Any, Any]) -> None:
-        """Write ``array`` to ``path`` atomically: readers see the whole file or none."""
-        fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f"{path.stem}.", suffix=".tmp.npy")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.save(f, array)
-            os.replace(partial, path)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
+        """Write ``array`` to ``path`` whole (:func:`~memtap_minilm.cache.publish_atomically`)."""
+        publish_atomically(path, lambda f: np.save(f, array))
 
     def _remove_chunks(self) -> None:
         """Remove the chunks (the table has them now) and what killed processes left."""
         for i in range(self.chunks):
             self._chunk_path(i).unlink(missing_ok=True)
-        for partial in self.directory.glob("*.tmp.npy"):
-            try:
-                if time.time() - partial.stat().st_mtime > STALE_LOCK_SECONDS:
-                    partial.unlink()
-            except FileNotFoundError:
-                pass
+        remove_stale_work(self.directory)
 
 
 def _running(pid: int) -> bool:
@@ -406,23 +375,20 @@ _tables: dict[Path, QuickQueryTable] = {}
 _tables_lock = threading.Lock()
 
 
-_digests: dict[Path, str] = {}
-
-
 def table_for(
-    model: Path,
+    model_key: str,
     vocab_size: int,
     dim: int,
     run: Any,
     special: tuple[int, int],
     first_word: int | None = None,
 ) -> QuickQueryTable:
-    """The process's one table for ``model`` (built or loaded on first use). ``run(ids,
-    mask)`` returns mean-pooled model outputs; ``special`` is the ([CLS], [SEP]) ids;
-    ``first_word`` the vocabulary's first word (:func:`first_word_id`)."""
+    """The process's one table for the model named ``model_key`` (a digest of the files it
+    comes from: built or loaded on first use). ``run(ids, mask)`` returns mean-pooled model
+    outputs; ``special`` is the ([CLS], [SEP]) ids; ``first_word`` the vocabulary's first
+    word (:func:`first_word_id`)."""
     with _tables_lock:
-        digest = _digests.get(model) or _digests.setdefault(model, model_digest(model))
-        directory = cache_dir() / f"minilm-quick-{_FORMAT}-{digest}"
+        directory = cache_dir() / f"minilm-quick-{_FORMAT}-{model_key}"
         table = _tables.get(directory)
         if table is None:
             table = _tables[directory] = QuickQueryTable(
