@@ -22,7 +22,8 @@ Sets and halves (read by ``recall_sets.py``)
   ``longmem``), every user held out (``--half heldout``; its tuning half is empty), their
   filler from ``benchmarks/longmem``'s files, placed as ``longmem``'s. ``--fresh DIR`` reads
   another such folder: ``benchmarks/longmem_fresh2`` (authors g and h, written the same way,
-  never run) is the next held-out set, for when ``longmem_fresh`` has been spent.
+  run once to report on 2026-12-07, its failures never read) is the next held-out set, for
+  when ``longmem_fresh`` has been spent.
 - ``paraphrase``: ``memtap.testing.paraphrases`` as one user's facts, each said alone in a
   session of its own a minute apart: the pairs at even positions (tune) or odd (held out),
   and every distractor in both halves; asked a day after the last.
@@ -660,7 +661,7 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fresh",
         default=str(FRESH_DIR),
-        help="folder of --set fresh's held-out users_*.json (benchmarks/longmem_fresh2: the next, never run)",
+        help="folder of --set fresh's held-out users_*.json (benchmarks/longmem_fresh2: the next)",
     )
     parser.add_argument("--quick", action="store_true", help="tuning halves of paraphrase and longmem only")
     parser.add_argument(
