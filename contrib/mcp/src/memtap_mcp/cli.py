@@ -10,8 +10,6 @@ import click
 import memtap
 from memtap.sdk.server import STORE_ENV, TokensFileError, is_loopback_host, load_tokens
 
-from .server import EntityRules, build_server, http_app
-
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8848
 
@@ -65,6 +63,10 @@ def mcp(
 ) -> None:
     """Serve memory as MCP tools (remember, recall, forget, history) to an agent: over
     stdio (default; the agent starts this command), or streamable HTTP with --http."""
+    # Imported here, not with the module: every `memtap` command lists this one, and the
+    # MCP SDK takes ~0.9 s to import.
+    from .server import EntityRules, build_server, http_app
+
     if not use_http and (token or tokens_file):
         raise click.UsageError("--token and --tokens are for --http (a stdio client is a local process)")
     try:
