@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,8 +16,6 @@ from memtap import MemtapError
 from memtap.sdk import wait_for_quiet
 
 from .runtime import import_onnxruntime
-
-log = logging.getLogger("memtap.minilm")
 
 #: The name vectors are stored under (a different model never mixes with these).
 MODEL_NAME = "minilm-l6-v2-int8"
