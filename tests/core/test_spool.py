@@ -76,6 +76,39 @@ def test_bound_drops_oldest_segments_and_counts_them(tmp_path: Path) -> None:
     spool.close()
 
 
+def test_a_segment_being_written_is_not_dropped_until_the_write_ends(tmp_path: Path) -> None:
+    """Oldest first, but never a call under way to the store: the bound waits for the
+    write (:meth:`Spool.pin`), then is kept again, counting only what the store has not."""
+    spool = Spool(tmp_path, max_bytes=4096, segment_bytes=1024)
+    first = [spool.append(_record(i)) for i in range(5)]
+    spool.pin(first)
+    later = [spool.append(_record(i)) for i in range(5, 100)]
+    assert spool.stats.dropped == 0 and not any(s.dropped for s in first if s is not None)
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) > 4096  # held while pinned
+    spool.stored(first)  # the write stored them (memorize not done yet)
+    spool.unpin(first)
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) <= 4096
+    # The stored five went with their segment, uncounted: only calls never stored count.
+    lost = [s for s in later if s is not None and s.dropped]
+    assert spool.stats.dropped == len(lost) > 0
+    spool.close()
+
+
+def test_records_stored_but_not_done_are_not_counted_when_dropped(tmp_path: Path) -> None:
+    """A segment dropped for the bound while memorize still works on calls the store has:
+    only its calls never stored count as dropped."""
+    spool = Spool(tmp_path, max_bytes=4096, segment_bytes=1024)
+    segs = [spool.append(_record(i)) for i in range(5)]
+    spool.stored(segs[:3])  # stored, memorize not done with them; the other two never stored
+    segs += [spool.append(_record(i)) for i in range(5, 100)]
+    gone = {id(s): s for s in segs if s is not None and s.dropped}
+    assert segs[0] is not None and segs[0].dropped
+    assert spool.stats.dropped == sum(s.records for s in gone.values()) - 3
+    spool.done(segs[:3], stored=True)  # memorize done after the drop: nothing left to do
+    assert spool.stats.dropped == sum(s.records for s in gone.values()) - 3
+    spool.close()
+
+
 def test_corrupted_lines_are_skipped_with_a_warning(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "0001-1-000001.jsonl").write_bytes(_record(1) + b"garbage\n" + _record(2) + _record(3)[:20])
     spool = Spool(tmp_path)

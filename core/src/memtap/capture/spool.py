@@ -111,6 +111,12 @@ class Segment:
     size: int = 0
     records: int = 0
     pending: int = 0
+    #: Of the pending records, those the store has (kept until memorize is done with
+    #: them): dropping the segment for the bound loses no call of theirs.
+    stored: int = 0
+    #: Writes under way with records of this segment (:meth:`Spool.pin`): the bound does
+    #: not drop it until they end.
+    pinned: int = 0
     sealed: bool = False
     dropped: bool = False
     adopted: bool = False
@@ -588,9 +594,9 @@ class Spool:
         dropped = 0
         while self._total() > self.max_bytes and len(self._segments) > 1:
             oldest = self._segments[0]
-            if oldest is self._current:
-                break
-            dropped += oldest.pending
+            if oldest is self._current or oldest.pinned:
+                break  # oldest first: a segment being written holds the ones after it too
+            dropped += oldest.pending - oldest.stored
             oldest.dropped = True
             self._unlink(oldest)
         if dropped:
@@ -611,13 +617,43 @@ class Spool:
 
     # -- the writer ----------------------------------------------------------------------
 
-    def done(self, segments: Sequence[Segment | None]) -> None:
-        """The store has the records of these segments (one entry per record)."""
+    def pin(self, segments: Sequence[Segment | None]) -> None:
+        """A write of these segments' records (one entry per record) is under way: the bound
+        drops none of them (nor a newer one) until :meth:`unpin`, so that a call is never
+        both counted as dropped and stored."""
+        with self._lock:
+            for seg in segments:
+                if seg is not None:
+                    seg.pinned += 1
+
+    def unpin(self, segments: Sequence[Segment | None]) -> None:
+        """The write :meth:`pin` announced has ended (stored or not); the bound is kept
+        again."""
+        with self._lock:
+            for seg in segments:
+                if seg is not None:
+                    seg.pinned -= 1
+            if not self._closed and self._total() > self.max_bytes:
+                self._enforce_bound()
+
+    def stored(self, segments: Sequence[Segment | None]) -> None:
+        """The store has these records (one entry per record), which stay pending until
+        :meth:`done` with ``stored=True`` (memorize is done with them)."""
+        with self._lock:
+            for seg in segments:
+                if seg is not None and not seg.dropped:
+                    seg.stored += 1
+
+    def done(self, segments: Sequence[Segment | None], *, stored: bool = False) -> None:
+        """These records (one entry per record) need no replay any more: stored and done
+        with (``stored``: :meth:`stored` was told), or given up."""
         with self._lock:
             for seg in segments:
                 if seg is None or seg.dropped:
                     continue
                 seg.pending -= 1
+                if stored:
+                    seg.stored -= 1
                 self._release_if_done(seg)
 
     def _release_if_done(self, seg: Segment) -> None:

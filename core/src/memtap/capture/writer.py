@@ -384,6 +384,17 @@ class CaptureWriter:
                 self._finish(1)
             else:
                 self._held.append((self._storable_exchange(ex), item))
+        # Pinned before the dropped ones are forgotten: from here until the write ends, the
+        # spool's bound drops none of the calls it writes.
+        pinned = [item.segment for _, item in self._held]
+        self._pin(pinned)
+        try:
+            return self._write_held(stop, backoff, failing)
+        finally:
+            self._unpin(pinned)
+
+    def _write_held(self, stop: bool, backoff: float, failing: bool) -> tuple[float, bool, bool]:
+        """Store what is held (see :meth:`_process`)."""
         self._drop_spool_dropped()
         self._bound_held()
         if not self._held:
@@ -542,7 +553,9 @@ class CaptureWriter:
         """Hand a stored batch to :attr:`memorize`, which releases its spool records when
         it is done with it; or release them now."""
         # The spool segments only: the calls themselves are let go while memorize works.
-        release = functools.partial(self._release_segments, [item.segment for item in items])
+        segments = [item.segment for item in items]
+        self._tell_spool("stored", segments)
+        release = functools.partial(self._release_segments, segments, stored=True)
         kept = False
         if self.memorize is not None:
             try:
@@ -556,12 +569,24 @@ class CaptureWriter:
         """Tell the spool these calls need no replay any more (stored, or given up)."""
         self._release_segments([item.segment for item in items])
 
-    def _release_segments(self, segments: list[Segment | None]) -> None:
-        """Tell the spool the records of these segments need no replay any more."""
+    def _release_segments(self, segments: list[Segment | None], *, stored: bool = False) -> None:
+        """Tell the spool the records of these segments need no replay any more (``stored``:
+        the store has them, as :meth:`_stored` told it)."""
+        self._tell_spool("done", segments, stored=stored)
+
+    def _pin(self, segments: list[Segment | None]) -> None:
+        self._tell_spool("pin", segments)
+
+    def _unpin(self, segments: list[Segment | None]) -> None:
+        self._tell_spool("unpin", segments)
+
+    def _tell_spool(self, what: str, segments: list[Segment | None], **options: bool) -> None:
+        """Call the spool's ``what`` with the journaled ones of ``segments`` (errors logged:
+        the spool's bookkeeping never stops a write)."""
         journaled = [seg for seg in segments if seg is not None]
         if self.spool is not None and journaled:
             try:
-                self.spool.done(journaled)
+                getattr(self.spool, what)(journaled, **options)
             except Exception:
                 log.exception("memtap could not update its spool")
 
