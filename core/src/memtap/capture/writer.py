@@ -387,11 +387,11 @@ class CaptureWriter:
         # Pinned before the dropped ones are forgotten: from here until the write ends, the
         # spool's bound drops none of the calls it writes.
         pinned = [item.segment for _, item in self._held]
-        self._pin(pinned)
+        self._tell_spool(Spool.pin, pinned)
         try:
             return self._write_held(stop, backoff, failing)
         finally:
-            self._unpin(pinned)
+            self._tell_spool(Spool.unpin, pinned)
 
     def _write_held(self, stop: bool, backoff: float, failing: bool) -> tuple[float, bool, bool]:
         """Store what is held (see :meth:`_process`)."""
@@ -554,7 +554,7 @@ class CaptureWriter:
         it is done with it; or release them now."""
         # The spool segments only: the calls themselves are let go while memorize works.
         segments = [item.segment for item in items]
-        self._tell_spool("stored", segments)
+        self._tell_spool(Spool.stored, segments)
         release = functools.partial(self._release_segments, segments, stored=True)
         kept = False
         if self.memorize is not None:
@@ -572,21 +572,17 @@ class CaptureWriter:
     def _release_segments(self, segments: list[Segment | None], *, stored: bool = False) -> None:
         """Tell the spool the records of these segments need no replay any more (``stored``:
         the store has them, as :meth:`_stored` told it)."""
-        self._tell_spool("done", segments, stored=stored)
+        self._tell_spool(functools.partial(Spool.done, stored=stored), segments)
 
-    def _pin(self, segments: list[Segment | None]) -> None:
-        self._tell_spool("pin", segments)
-
-    def _unpin(self, segments: list[Segment | None]) -> None:
-        self._tell_spool("unpin", segments)
-
-    def _tell_spool(self, what: str, segments: list[Segment | None], **options: bool) -> None:
-        """Call the spool's ``what`` with the journaled ones of ``segments`` (errors logged:
+    def _tell_spool(
+        self, tell: Callable[[Spool, list[Segment]], None], segments: list[Segment | None]
+    ) -> None:
+        """``tell(spool, segments)`` for the journaled ones of ``segments`` (errors logged:
         the spool's bookkeeping never stops a write)."""
         journaled = [seg for seg in segments if seg is not None]
         if self.spool is not None and journaled:
             try:
-                getattr(self.spool, what)(journaled, **options)
+                tell(self.spool, journaled)
             except Exception:
                 log.exception("memtap could not update its spool")
 
