@@ -12,7 +12,6 @@ import click
 from memtap.sdk.server import STORE_ENV, load_tokens
 
 from .config import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT, ENV, ProxyConfig, check_bind, check_ui
-from .server import open_memory, serve
 from .workers import check_shared_store, serve_workers
 
 _DEFAULTS = ProxyConfig()
@@ -209,6 +208,10 @@ def proxy(
             err=True,
         )
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # The server (uvicorn, starlette: ~0.1 s) is imported when the proxy runs, not by every
+    # ``memtap`` command listing this one.
+    from .server import open_memory, serve
+
     if workers > 1:
 
         def run_worker(sock: socket.socket, parent_pid: int) -> None:

@@ -8,8 +8,8 @@ import click
 
 from memtap.sdk.server import STORE_ENV, open_existing_memory
 
+from .config import DEFAULT_HOST, DEFAULT_PORT
 from .guard import check_bind
-from .server import DEFAULT_HOST, DEFAULT_PORT, serve
 
 TOKEN_ENV = "MEMTAP_UI_TOKEN"
 
@@ -50,6 +50,10 @@ def ui(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # The web application (starlette, jinja2, uvicorn: ~0.16 s) is imported when the UI
+    # runs, not by every ``memtap`` command listing this one.
+    from .server import serve
+
     with open_existing_memory(store_url) as memory:  # a missing store is an error, never a new empty one
         shown = f"[{host}]" if ":" in host else host
         login = f"?token={token}" if token else ""

@@ -11,13 +11,11 @@ from memtap import Memory
 from memtap.sdk.server import ServerThread, StopOnSignal
 
 from .app import create_app
+from .config import DEFAULT_HOST, DEFAULT_PORT
 from .guard import check_bind
 
 #: Seconds the server waits for pages in progress when told to stop.
 STOP_SECONDS = 2
-#: Default listening address and port.
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8097
 
 
 def _config(
