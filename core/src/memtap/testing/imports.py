@@ -5,6 +5,12 @@ must wait until they are used::
 
     assert imported_after("import memtap; memtap.Memory('memory://').close()",
                           ["uvicorn", "memtap_acme.server"]) == []
+
+A plugin that adds a command (``memtap_cli_commands``) is imported by every ``memtap``
+command too (click lists the plugins' commands to resolve any one of them): its command's
+module is, what runs it is not (:func:`imported_by_the_command_line`)::
+
+    assert imported_by_the_command_line(["memtap_acme.cli", "uvicorn"]) == ["memtap_acme.cli"]
 """
 
 from __future__ import annotations
@@ -26,3 +32,16 @@ def imported_after(code: str, modules: Iterable[str], *, timeout: float = 120.0)
         raise AssertionError(f"the code failed (exit {done.returncode}):\n{done.stderr}")
     found: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
     return found
+
+
+def imported_by_the_command_line(modules: Iterable[str], args: Iterable[str] = ("--help",)) -> list[str]:
+    """Which of ``modules`` are imported once ``memtap`` has run with ``args`` (by default
+    ``--help``, which lists every plugin's command) in a new interpreter, sorted. Raises
+    :class:`AssertionError` when the command fails."""
+    code = (
+        "from click.testing import CliRunner\n"
+        "from memtap.cli.main import main\n"
+        f"result = CliRunner().invoke(main, {list(args)!r})\n"
+        "assert result.exit_code == 0, result.output\n"
+    )
+    return imported_after(code, modules)
