@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import pytest
 
+from memtap.sdk import STALE_WORK_SECONDS
 from memtap.testing import paraphrases
 from memtap_minilm import cache, int8, quick
 from memtap_minilm.embedder import MiniLMEmbedder, model_path
@@ -151,7 +152,7 @@ def test_a_build_removes_what_dead_builds_left_and_logs_one_line(tmp_path, monke
     dead, live = tmp_path / ".model.onnx.dead.work", tmp_path / ".model.onnx.live.work"
     for work in (dead, live):
         work.write_bytes(b"partial")
-    hours_ago = time.time() - cache.STALE_WORK_SECONDS - 60
+    hours_ago = time.time() - STALE_WORK_SECONDS - 60
     os.utime(dead, (hours_ago, hours_ago))
     with caplog.at_level(logging.DEBUG):
         int8.build(model_path(), tmp_path / "model.onnx")

@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from memtap.capture.private import FILE_MODE, make_private, private_dir
+from memtap.capture.wholefile import publish_atomically, remove_stale_work
 from memtap.protocol.model import Exchange, Fact, from_dict, to_dict, utcnow
 from memtap.redact import redact_exchange, redact_fact, redact_text
 from memtap.storage.storable import storable, unstorable_characters
@@ -173,14 +174,9 @@ class Quarantine:
         assert self.directory is not None
         private_dir(self.directory)
         make_private(self.directory)
-        tmp = self.directory / f".{name}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            os.fchmod(fd, FILE_MODE)
-            os.write(fd, text.encode("ascii") + b"\n")
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.directory / name)
+        remove_stale_work(self.directory)  # what a process killed mid-write left (rare: refusals are)
+        data = text.encode("ascii") + b"\n"
+        publish_atomically(self.directory / name, lambda f: f.write(data), mode=FILE_MODE)
 
     def _names(self) -> list[str]:
         if self.directory is None:

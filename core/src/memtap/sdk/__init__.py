@@ -56,6 +56,10 @@ Names come in groups (see ``docs/plugin-authoring.md`` for when to use each):
   :func:`lower_priority`, :func:`wait_for_quiet`, :func:`native_work` (and
   :class:`InterpreterExiting`: a background thread's model run that the interpreter's exit
   waits for, since one ended mid-run aborts the process).
+- **files published whole**: :func:`publish_atomically` (a file that processes running at
+  once may write, and a killed one must not leave half-written: a model derived once per
+  machine, say) and :func:`remove_stale_work` (what a killed writer left, older than
+  :data:`STALE_WORK_SECONDS`).
 - **errors**: :class:`MemtapError`, :class:`StoreError`, :class:`UnsupportedClientError`.
 
 A few core names would be ambiguous side by side (the chat and the Anthropic format both
@@ -74,6 +78,7 @@ from memtap.adapters.patches import Patches
 from memtap.adapters.stainless import StainlessInstaller, Target
 from memtap.adapters.streamtap import EventFilter, JsonFn, StreamTap, early_end_subclass, retype, subclass_of
 from memtap.adapters.tracked import Attempt, Begin, Outcome, tracked
+from memtap.capture.wholefile import STALE_WORK_SECONDS, publish_atomically, remove_stale_work
 from memtap.errors import MemtapError, StoreError, UnsupportedClientError
 from memtap.formats.anthropic_messages import (
     THINKING_TYPES,
@@ -283,6 +288,10 @@ __all__ = [  # noqa: RUF022 (grouped as in the docstring, not one alphabetical l
     "redact_text",
     "redact_url",
     "wait_for_quiet",
+    # files published whole
+    "publish_atomically",
+    "remove_stale_work",
+    "STALE_WORK_SECONDS",
     # the request path
     "Call",
     "Tap",

@@ -41,7 +41,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .cache import cache_dir, model_digest, publish_atomically, remove_stale_work
+from memtap.sdk import publish_atomically, remove_stale_work
+
+from .cache import cache_dir, model_digest
 
 log = logging.getLogger("memtap.minilm")
 

@@ -49,9 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from memtap.sdk import InterpreterExiting, lower_priority, native_work
+from memtap.sdk import InterpreterExiting, lower_priority, native_work, publish_atomically, remove_stale_work
 
-from .cache import cache_dir, publish_atomically, remove_stale_work
+from .cache import cache_dir
 
 log = logging.getLogger("memtap.minilm")
 
@@ -348,7 +348,7 @@ class QuickQueryTable:
         return np.concatenate(parts).astype(np.float16)
 
     def _publish(self, path: Path, array: np.ndarray[Any, Any]) -> None:
-        """Write ``array`` to ``path`` whole (:func:`~memtap_minilm.cache.publish_atomically`)."""
+        """Write ``array`` to ``path`` whole (:func:`memtap.sdk.publish_atomically`)."""
         publish_atomically(path, lambda f: np.save(f, array))
 
     def _remove_chunks(self) -> None:
