@@ -6,7 +6,9 @@ the same call through a bare client against the same local scripted server, so t
 machine noise hits both alike. Ten entities, sessions of 20 calls, and a new user turn on
 every call that says something worth remembering (so every exchange makes episodes, as in a
 real conversation). Printed per window of 500 registered calls: the added median (registered
-minus bare, ms) and the ratio, the added 90th percentile, the process CPU per call pair, the
+minus bare, ms) and the ratio, the added 90th percentile, the calling thread's CPU added (the
+median of ``time.thread_time`` per registered call minus per bare one: the request path's own
+work, apart from waits for the GIL or a busy core), the process CPU per call pair, the
 resident memory, how many stored facts still wait for a vector, and what the full model did
 for documents so far (texts embedded, vectors reused). At the end: ``Memory.flush()`` (timed),
 then up to 10 s more for the embedding (the texts the model embedded then), and the facts
@@ -149,6 +151,10 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
         tapped = mem.register(client()) if memory_on else client()
         bare_ms: list[float] = []
         tapped_ms: list[float] = []
+        # The calling thread's CPU per call (time.thread_time): what a call costs this
+        # thread, apart from its waits (the server, the GIL, a busy core).
+        bare_cpu: list[float] = []
+        tapped_cpu: list[float] = []
         cpu_start, wall_start = time.process_time(), time.perf_counter()
         for i in range(calls):
             messages = [{"role": "user", "content": user_turn(i)}]
@@ -159,9 +165,10 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                 pair.reverse()
             for name, c in pair:
                 with mem.scope(entity_id=f"soak-e{entity}", session_id=f"soak-e{entity}-s{session}"):
-                    started = time.perf_counter()
+                    started, thread_started = time.perf_counter(), time.thread_time()
                     c.chat.completions.create(model="soak", messages=messages)
                     (bare_ms if name == "bare" else tapped_ms).append((time.perf_counter() - started) * 1e3)
+                    (bare_cpu if name == "bare" else tapped_cpu).append((time.thread_time() - thread_started) * 1e3)
             if (i + 1) % window == 0:
                 cpu = time.process_time()
                 b, t = statistics.median(bare_ms), statistics.median(tapped_ms)
@@ -179,6 +186,8 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                         "memtap_p90_ms": t90,
                         "added_p90_ms": t90 - b90,
                         "ratio": t / b,
+                        "bare_thread_cpu_ms": statistics.median(bare_cpu),
+                        "added_thread_cpu_ms": statistics.median(tapped_cpu) - statistics.median(bare_cpu),
                         "cpu_ms_per_pair": (cpu - cpu_start) * 1e3 / window,
                         "rss_mb": resident_mb(),
                         "facts": stored,
@@ -191,8 +200,8 @@ def run(calls: int, window: int, memory_on: bool, model_wait: float | None = Non
                     }
                 )
                 print(_row(windows[-1]), flush=True)
-                bare_ms.clear()
-                tapped_ms.clear()
+                for values in (bare_ms, tapped_ms, bare_cpu, tapped_cpu):
+                    values.clear()
                 cpu_start = cpu
         flushed_at = time.perf_counter()
         mem.flush(60)
@@ -236,7 +245,8 @@ def p90(values: list[float]) -> float:
 def _row(w: dict[str, Any]) -> str:
     return (
         f"{w['calls']:6d} calls: added {w['added_ms']:+7.3f} ms (x{w['ratio']:.2f}, "
-        f"bare {w['bare_ms']:.2f}; p90 added {w['added_p90_ms']:+.3f}), "
+        f"bare {w['bare_ms']:.2f}; p90 added {w['added_p90_ms']:+.3f}; calling thread's CPU "
+        f"added {w['added_thread_cpu_ms']:+.3f}), "
         f"CPU {w['cpu_ms_per_pair']:.2f} ms/pair, RSS {w['rss_mb']:.0f} MB, "
         f"{w['vectors_pending']}/{w['facts']} facts without the full model's vector "
         f"({w['without_any_vector']} without any), {w['escalations']} escalations "
