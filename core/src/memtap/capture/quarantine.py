@@ -81,6 +81,8 @@ class Quarantine:
         self.max_records = max_records
         self._memory: dict[str, str] = {}
         self._lock = threading.Lock()
+        #: Whether work files a killed process left were looked for (once per instance).
+        self._swept = False
         #: Records refused but not kept (over the bound, or the folder not writable).
         self.lost = 0
 
@@ -174,7 +176,9 @@ class Quarantine:
         assert self.directory is not None
         private_dir(self.directory)
         make_private(self.directory)
-        remove_stale_work(self.directory)  # what a process killed mid-write left (rare: refusals are)
+        if not self._swept:  # what a process killed mid-write left: once, at the first record
+            remove_stale_work(self.directory)
+            self._swept = True
         data = text.encode("ascii") + b"\n"
         publish_atomically(self.directory / name, lambda f: f.write(data), mode=FILE_MODE)
 
