@@ -13,6 +13,7 @@ from memtap import hookimpl
 from memtap.cli.main import MemtapGroup, main
 from memtap.memory import plugin_manager
 from memtap.plugins import PluginLoadWarning
+from memtap.testing.imports import imported_by_the_command_line
 
 NEEDS_PROXY = (
     "memtap proxy needs the memtap-proxy package: `pip install memtap-proxy` "
@@ -107,3 +108,10 @@ def test_core_commands_do_not_load_plugins():
         assert cli.get_command(click.Context(cli), "stats") is main.commands["stats"]
     assert "proxy" not in cli.commands  # nothing looked beyond core's commands yet
     assert cli.get_command(click.Context(cli), "proxy") is not None
+
+
+def test_the_command_line_starts_without_rich_and_prints_through_it_when_asked():
+    """rich (~0.08 s to import) is imported by the commands that print through it, not by
+    ``memtap --help`` nor by a command that serves (``proxy``, ``ui``, ``mcp``)."""
+    assert imported_by_the_command_line(["rich", "rich.console", "rich.table"]) == []
+    assert imported_by_the_command_line(["rich.table"], args=["plugins"]) == ["rich.table"]

@@ -7,11 +7,9 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from memtap import __version__
 from memtap.errors import MemtapError, StoreError, install_hint
@@ -20,9 +18,32 @@ from memtap.plugins import PluginLoadWarning, PluginManager
 from memtap.protocol.model import to_dict
 from memtap.storage.store import StoreNotFoundError, as_store_url, require_existing_store
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-console = Console(highlight=False)
+_console: Console | None = None
+
+
+def console() -> Console:
+    """The command line's rich console (standard output), made on first use: a command
+    that prints nothing through rich (``--help``, ``proxy``, ``ui``, ``mcp``) does not
+    import rich (~0.08 s of every start)."""
+    global _console
+    if _console is None:
+        from rich.console import Console
+
+        _console = Console(highlight=False)
+    return _console
+
+
+def error_console(*, highlight: bool = True) -> Console:
+    """A rich console on standard error (progress, reports)."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=highlight)
 
 
 def store_option(func: F) -> F:
@@ -141,7 +162,9 @@ class MemtapGroup(click.Group):
 def titled_table(title: str) -> Table:
     """A table whose title stays on one line when the terminal is wide enough (a table is
     as wide as its columns, and rich wraps a longer title to that width)."""
-    return Table(title=title, min_width=min(len(title), console.width))
+    from rich.table import Table
+
+    return Table(title=title, min_width=min(len(title), console().width))
 
 
 @click.group(cls=MemtapGroup)
@@ -159,12 +182,14 @@ def plugins(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([to_dict(i) for i in infos], indent=2))
         return
+    from rich.table import Table
+
     table = Table(title="memtap plugins")
     for col in ("name", "distribution", "version", "hooks"):
         table.add_column(col)
     for info in infos:
         table.add_row(info.name, info.distribution or "-", info.version or "-", "\n".join(info.hooks))
-    console.print(table)
+    console().print(table)
 
 
 @main.command()
@@ -187,7 +212,7 @@ def sessions(store_url: str | None, entity: str | None, limit: int) -> None:
             str(s.exchange_count),
             s.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
-    console.print(table)
+    console().print(table)
 
 
 @main.command()
@@ -205,7 +230,7 @@ def history(store_url: str | None, session: str, entity: str | None) -> None:
             "`memtap entities` the entities)"
         )
     for m in messages:
-        console.print(m, soft_wrap=True)
+        console().print(m, soft_wrap=True)
 
 
 @main.command()
@@ -221,7 +246,7 @@ def stats(store_url: str | None) -> None:
         table.add_row(name, str(count))
     # Records the store refused, kept beside it (`memtap quarantine list` shows them).
     table.add_row("quarantined", str(mem.quarantine.count()))
-    console.print(table)
+    console().print(table)
 
 
 @main.group()
@@ -253,12 +278,12 @@ def quarantine_list(store_url: str | None, as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2))
         return
     if not records and not facts:
-        console.print(f"no quarantined calls or facts for {mem.url}")
+        console().print(f"no quarantined calls or facts for {mem.url}")
         return
     if records:
-        console.print(quarantine_table(records, f"quarantined calls of {mem.url} (in {where or 'memory'})"))
+        console().print(quarantine_table(records, f"quarantined calls of {mem.url} (in {where or 'memory'})"))
     if facts:
-        console.print(
+        console().print(
             quarantine_facts_table(facts, f"quarantined facts of {mem.url} (in {where or 'memory'})")
         )
 
@@ -295,7 +320,7 @@ def quarantine_retry(store_url: str | None, ids: tuple[str, ...], every: bool) -
     report = f"stored {stored} quarantined call(s)"
     if refused:
         report += f"; {refused} still refused (kept: `memtap quarantine list` says why)"
-    console.print(report)
+    console().print(report)
 
 
 @quarantine.command(name="drop")
@@ -311,7 +336,7 @@ def quarantine_drop(store_url: str | None, ids: tuple[str, ...], every: bool, ye
         confirm_delete(what, f"Delete {what}?")
     with open_memory(store_url) as mem:
         dropped = mem.quarantine.drop(chosen)
-    console.print(f"dropped {dropped} quarantined call(s)")
+    console().print(f"dropped {dropped} quarantined call(s)")
 
 
 @main.command()
@@ -328,7 +353,7 @@ def entities(store_url: str | None, as_json: bool) -> None:
     table.add_column("entity")
     for name in names:
         table.add_row(name)
-    console.print(table)
+    console().print(table)
 
 
 @main.command()
@@ -344,7 +369,7 @@ def facts(store_url: str | None, entity: str) -> None:
     table.add_column("fact")
     for f in rows:
         table.add_row(f.created_at.strftime("%Y-%m-%d %H:%M:%S"), f.text)
-    console.print(table)
+    console().print(table)
 
 
 @main.command()
@@ -362,7 +387,7 @@ def recall(store_url: str | None, query: str, entity: str, k: int) -> None:
     table.add_column("fact")
     for s in rows:
         table.add_row(f"{s.score:.3f}", s.text)
-    console.print(table)
+    console().print(table)
 
 
 @main.command()
@@ -376,7 +401,7 @@ def forget(store_url: str | None, entity: str, yes: bool) -> None:
     with open_memory(store_url) as mem:
         require_entity(mem, entity)
         count = mem.forget(entity_id=entity)
-    console.print(f"deleted {count} record(s) of {entity!r}")
+    console().print(f"deleted {count} record(s) of {entity!r}")
 
 
 @main.command()
@@ -415,7 +440,7 @@ def explain(
             if as_json:
                 click.echo(json.dumps([to_dict(ex) for ex in rows], indent=2, ensure_ascii=False))
             else:
-                console.print(exchanges_table(rows, f"calls of session {session}"))
+                console().print(exchanges_table(rows, f"calls of session {session}"))
             return
         assert exchange_id is not None
         found = mem.explain(exchange_id)
@@ -427,7 +452,7 @@ def explain(
     if as_json:
         click.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
     else:
-        render(found, console)
+        render(found, console())
 
 
 @main.command()
@@ -436,7 +461,7 @@ def demo(store_url: str | None) -> None:
     """Run offline: a local scripted model, the real openai SDK, memory across two runs."""
     from memtap.cli.demo import run_demo
 
-    run_demo(store_url, console)
+    run_demo(store_url, console())
 
 
 def _placeholder(name: str, package: str, summary: str) -> click.Command:
@@ -479,7 +504,7 @@ def _progress() -> Any:
 
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=False,
+        console=error_console(), transient=False,
     )  # fmt: skip
 
 
@@ -505,7 +530,7 @@ def export_command(store_url: str | None, output: str) -> None:
             written = write_export(store, out, lambda n: bar.advance(task, n))
     finally:
         store.close()
-    Console(stderr=True).print(
+    error_console().print(
         f"exported {written['exchange']} exchange(s) and {written['fact']} fact(s)", soft_wrap=True
     )
 
@@ -536,7 +561,7 @@ def import_command(store_url: str | None, file: str) -> None:
     present = {kind: max(read[kind] - new[kind], 0) for kind in new}
     if any(present.values()):
         report += f"; {present['exchange']} exchange(s) and {present['fact']} fact(s) were already present"
-    Console(stderr=True).print(report, soft_wrap=True)
+    error_console().print(report, soft_wrap=True)
 
 
 #: Bad lines of a transcript listed before the summary error (the rest are counted).
@@ -587,14 +612,14 @@ def import_transcript_command(store_url: str | None, file: str, entity: str, ses
         except UnicodeDecodeError as exc:
             raise click.ClickException(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
         except TranscriptError as exc:
-            err = Console(stderr=True, highlight=False)
+            err = error_console(highlight=False)
             for number, problem in exc.problems[:SHOWN_PROBLEMS]:
                 err.print(f"{name}:{number}: {problem}", soft_wrap=True, markup=False)
             if exc.bad_lines > SHOWN_PROBLEMS:
                 err.print(f"... and {exc.bad_lines - SHOWN_PROBLEMS} more bad line(s)", soft_wrap=True)
             raise click.ClickException(str(exc)) from exc
         if scan.first is None:
-            Console(stderr=True, highlight=False).print(f"{name}: no messages; nothing was imported")
+            error_console(highlight=False).print(f"{name}: no messages; nothing was imported")
             return
         default_session = session or transcript_session(scan.first)
         # Before transcripts were known by their content, their session was the file's name.
@@ -617,4 +642,4 @@ def import_transcript_command(store_url: str | None, file: str, entity: str, ses
             f"in the background by the next process that recalls for {entity!r} (the proxy, the UI, "
             "the MCP server or an app)"
         )
-    Console(stderr=True, highlight=False).print(summary, soft_wrap=True, markup=False)
+    error_console(highlight=False).print(summary, soft_wrap=True, markup=False)
