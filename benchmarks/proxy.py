@@ -27,7 +27,11 @@ position in the session (request 1: a new session's first), and the proxy's CPU 
 
     python benchmarks/proxy.py [--requests 400] [--runs 5] [--concurrency 32] [--seconds 5]
                                [--only chat|agents|new-sessions] [--sessions 60] [--turns 10]
-                               [--vary both|id|prompt] [--agents "Claude Code"|all]
+                               [--vary both|id|prompt] [--agents "Claude Code"|all] [--settle 8]
+
+``--settle`` leaves the proxy idle that many seconds before measuring: it loads its model
+and quick table in the background when no request runs, so without it a short run measures
+recall by words alone (a proxy just started), not a proxy that has been running a while.
 """
 
 from __future__ import annotations
@@ -466,6 +470,13 @@ def main() -> None:
     parser.add_argument(
         "--gap-ms", type=float, default=0.0, help="pause between sequential requests (an agent's think time)"
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="seconds to leave the proxy idle once it answers, before measuring (its model and quick "
+        "table load in the background, when no request runs: a proxy that has been running a while)",
+    )
     args = parser.parse_args()
     global GAP_SECONDS
     GAP_SECONDS = args.gap_ms / 1000
@@ -498,6 +509,7 @@ def main() -> None:
         through = f"http://127.0.0.1:{proxy_port}/v1/chat/completions"
         wait_for(direct)
         wait_for(through)
+        time.sleep(args.settle)
         print(f"{args.runs} rounds of {args.requests} sequential calls each way; medians of the rounds")
         print(f"{'':42}{'direct':>10}{'proxy':>10}{'added':>10}")
         if args.only == "new-sessions":
