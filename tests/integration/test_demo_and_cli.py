@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import memtap
 from memtap.cli.main import main
+from memtap.testing.imports import imported_by_the_command_line
 from memtap.testing.server import ScriptedModelServer
 
 NEEDS_PROXY = (
@@ -237,3 +238,17 @@ def test_demo_reruns_do_not_pile_up_memories(tmp_path):
     assert len(table) == len(set(table)) and set(block) <= set(table) <= known
     with memtap.Memory(f"duckdb:///{tmp_path / 'home' / 'memtap.duckdb'}", spool=False) as mem:
         assert len(mem.facts(entity_id="alice")) == 6
+
+
+def test_commands_that_do_not_recall_start_without_the_embedder(tmp_path, monkeypatch):
+    """Listing, showing or deleting what is stored makes no embedder (its model and numpy:
+    ~0.1 s of the command); ``memtap recall`` does."""
+    monkeypatch.setenv("MEMTAP_HOME", str(tmp_path / "home"))
+    url = f"duckdb:///{tmp_path / 'store.duckdb'}"
+    with memtap.Memory(url, spool=False, embedder=False) as mem:
+        mem.remember("I adopted a beagle called Mochi.", entity_id="alice")
+    model = ["memtap_minilm.embedder", "numpy"]
+    for args in (["facts", "--entity", "alice"], ["entities"], ["stats"], ["sessions"]):
+        assert imported_by_the_command_line(model, args=[*args, "--store", url]) == [], args
+    recall = ["recall", "beagle", "--entity", "alice", "--store", url]
+    assert imported_by_the_command_line(model, args=recall) == model
