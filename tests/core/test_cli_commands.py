@@ -13,7 +13,7 @@ from memtap import hookimpl
 from memtap.cli.main import MemtapGroup, main
 from memtap.memory import plugin_manager
 from memtap.plugins import PluginLoadWarning
-from memtap.testing.imports import imported_by_the_command_line
+from memtap.testing.imports import imported_after, imported_by_the_command_line
 
 NEEDS_PROXY = (
     "memtap proxy needs the memtap-proxy package: `pip install memtap-proxy` "
@@ -115,3 +115,10 @@ def test_the_command_line_starts_without_rich_and_prints_through_it_when_asked()
     ``memtap --help`` nor by a command that serves (``proxy``, ``ui``, ``mcp``)."""
     assert imported_by_the_command_line(["rich", "rich.console", "rich.table"]) == []
     assert imported_by_the_command_line(["rich.table"], args=["plugins"]) == ["rich.table"]
+
+
+def test_memtap_and_its_command_line_start_without_asyncio():
+    """asyncio (~0.05 s to import) is imported by the coroutines that use it, where an event
+    loop already runs: ``import memtap`` and ``memtap --help`` do not pay for it."""
+    assert imported_after("import memtap", ["asyncio"]) == []
+    assert imported_by_the_command_line(["asyncio"]) == []

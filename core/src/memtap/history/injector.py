@@ -13,7 +13,6 @@ never separating a tool call from its results). Core's built-in injector of it i
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import logging
 import math
@@ -233,6 +232,8 @@ class SessionHistories:
         process served the session's last turn) the session is read again, both in a
         thread and within :data:`CATCH_UP_DEADLINE` (past it the call goes on with what is
         cached)."""
+        import asyncio  # on a coroutine's first use, not at `import memtap` (the command line)
+
         entry = self._lookup(attribution)
         future = entry.future
         if not entry.loaded.is_set() and future is not None:

@@ -26,7 +26,6 @@ twice, they are stored once).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import importlib.util
 import inspect
@@ -213,6 +212,8 @@ def call_llm(llm: LLM | AsyncLLM, prompt: str) -> str:
     with internal_calls():
         result: Any = llm.complete(prompt)
         if inspect.isawaitable(result):
+            import asyncio  # on a coroutine's first use, not at `import memtap` (the command line)
+
             result = asyncio.run(_await(result))
     if not isinstance(result, str):
         raise TypeError(f"the LLM port returned {type(result).__name__}, not str")

@@ -17,7 +17,6 @@ the stale index serves; or when it is evicted.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime as _dt
 import itertools
@@ -1120,6 +1119,8 @@ class QueryVectors:
     async def vector_async(self, text: str, timeout: float | None) -> Any:
         """:meth:`vector` for a caller on an event loop: the wait is awaited, so the loop
         serves its other tasks meanwhile."""
+        import asyncio  # on a coroutine's first use, not at `import memtap` (the command line)
+
         if timeout is None and self.loading:
             await asyncio.to_thread(self.warm_up, wait=True)
         hit, future = self._hit_or_future(text, timeout)

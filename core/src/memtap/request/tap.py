@@ -13,7 +13,6 @@ logged and the call goes on.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import enum
 import functools
@@ -374,6 +373,8 @@ class Call:
         loop never blocks on it."""
         if self.internal or self.sent_body is not None or self.plain:
             return self.prepare(body, view=view)
+        import asyncio  # on a coroutine's first use, not at `import memtap` (the command line)
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # not asyncio (trio): prepare's own bounded wait applies

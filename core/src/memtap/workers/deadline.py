@@ -10,7 +10,6 @@ store must not keep a server from stopping (``concurrent.futures`` joins its wor
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -45,6 +44,8 @@ class BoundedWork:
 
     async def run(self, kind: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)``'s result, or :class:`Overdue` when the deadline passed."""
+        import asyncio  # on a coroutine's first use, not at `import memtap` (the command line)
+
         with self._lock:
             if self._overdue.get(kind, 0) >= self.max_overdue:
                 raise Overdue(kind, self.deadline, started=False)
