@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import warnings
@@ -24,19 +25,15 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_console: Console | None = None
 
-
+@functools.cache
 def console() -> Console:
     """The command line's rich console (standard output), made on first use: a command
     that prints nothing through rich (``--help``, ``proxy``, ``ui``, ``mcp``) does not
-    import rich (~0.08 s of every start)."""
-    global _console
-    if _console is None:
-        from rich.console import Console
+    import rich."""
+    from rich.console import Console
 
-        _console = Console(highlight=False)
-    return _console
+    return Console(highlight=False)
 
 
 def error_console(*, highlight: bool = True) -> Console:
@@ -75,14 +72,13 @@ def store_url_for(store_url: str | None, *, create: bool) -> str:
 def open_memory(store_url: str | None, *, embedder: bool = False) -> Memory:
     """Open an existing store for a CLI command (errors become one-line CLI errors in
     :class:`MemtapGroup`). Without ``embedder`` (a command that does not recall: it lists,
-    shows or deletes what is stored) no embedder is made, nor its model and numpy imported
-    (~0.1 s of the command)."""
+    shows or deletes what is stored) no embedder is made, nor its model and numpy imported."""
     from memtap.memory import open_store
 
     # The store is opened here, not by Memory: a command on a store another process holds
     # ends with one line naming the ways out, where an app's Memory would wait for it.
     store = open_store(store_url_for(store_url, create=False), plugin_manager())
-    return Memory(store) if embedder else Memory(store, embedder=False)
+    return Memory(store, embedder=None if embedder else False)  # None: the default embedder
 
 
 def require_entity(mem: Memory, entity: str | None) -> None:
