@@ -571,7 +571,7 @@ class CaptureWriter:
 
     def _release_segments(self, segments: list[Segment | None], *, stored: bool = False) -> None:
         """Tell the spool the records of these segments need no replay any more (``stored``:
-        the store has them, as :meth:`_stored` told it)."""
+        the store has them, as :meth:`_hand_over` told the spool with ``Spool.stored``)."""
         self._tell_spool(functools.partial(Spool.done, stored=stored), segments)
 
     def _tell_spool(
