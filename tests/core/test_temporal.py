@@ -218,6 +218,29 @@ def test_a_removed_fact_is_not_of_any_time():
     assert {f.id for f, _ in found} == {facts[1].id, facts[2].id}
 
 
+def test_the_slots_of_a_time_follow_every_change_of_the_index():
+    """A search asks which slots are of the question's time twice (is any? which?), and
+    the answer is kept for the same window: it must follow facts added and removed, and
+    a search limited to some slots (excluded facts) must not narrow what is kept."""
+    index = EntityIndex()
+    facts = [Fact(entity_id="a", text=f"meal {i}", created_at=may(9)) for i in range(60)]
+    index.add(facts[:50])
+    window = query_window("yesterday", NOW)
+    assert index.in_window(window).sum() == 50
+    found = index.search("meal", window=window, k=60, exclude=[facts[0].id])
+    assert len(found) == 49
+    assert index.in_window(window).sum() == 50  # the excluded fact is still of that time
+    index.add(facts[50:])
+    assert index.in_window(window).sum() == 60
+    index.remove([facts[1].id, facts[55].id])
+    assert index.in_window(window).sum() == 58
+    assert {f.id for f, _ in index.search("meal", window=window, k=60)} == {
+        f.id for f in facts if f.id not in (facts[1].id, facts[55].id)
+    }
+    with pytest.raises(ValueError):  # kept for the next ask: nobody may change it
+        index.in_window(window)[0] = False
+
+
 def test_the_index_grows_with_the_times_of_its_facts():
     index = EntityIndex()
     facts = [Fact(entity_id="a", text=f"went out yesterday {i}", created_at=may(5)) for i in range(100)]

@@ -263,6 +263,8 @@ class EntityIndex:
         #: Counts the writes (facts added or removed, vectors set or dropped): a search
         #: remembered with a version is still the search's answer while it is unchanged.
         self.version = 0
+        #: :meth:`in_window`'s last answer: (the window asked, :attr:`version`, the slots).
+        self._in_window: tuple[TimeWindow, int, Any] | None = None
 
     def __len__(self) -> int:
         return self.alive_count
@@ -701,7 +703,12 @@ class EntityIndex:
 
     def in_window(self, window: TimeWindow) -> Any:
         """Which slots hold a live fact said within ``window`` or whose text speaks of a
-        time that meets it (a boolean array over the slots)."""
+        time that meets it (a read-only boolean array over the slots). The answer for the
+        last ``window`` asked is kept while the index is unchanged: a search asks it twice
+        (whether any fact is of the time the question names, then which)."""
+        known = self._in_window
+        if known is not None and known[0] is window and known[1] == self.version:
+            return known[2]
         n = len(self.facts)
         start, end = window.start.timestamp(), window.end.timestamp()
         created = self._created[:n]
@@ -709,6 +716,8 @@ class EntityIndex:
         # NaN (no time mentioned) compares false: those facts count by when they were said.
         inside |= (self._mention_start[:n] < end) & (self._mention_end[:n] > start)
         inside &= self._alive[:n]
+        inside.flags.writeable = False  # kept for the next ask: read-only
+        self._in_window = (window, self.version, inside)
         return inside
 
     def search(
@@ -774,7 +783,7 @@ class EntityIndex:
         if window is not None:
             timely = self.in_window(window)
             if eligible is not None:
-                timely &= eligible
+                timely = timely & eligible
             if not exact or q is None:
                 # Facts of the time asked about are candidates even if nothing else matched.
                 extra = np.setdiff1d(np.flatnonzero(timely), slots, assume_unique=True)
